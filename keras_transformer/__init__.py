@@ -1,0 +1,37 @@
+"""keras_transformer: the Transformer of "Attention Is All You Need" in Keras 3.
+
+Example:
+
+>>> import keras_transformer
+>>> model = keras_transformer.Transformer.from_preset("base", vocab_size=37000)
+"""
+
+from keras_transformer import layers
+from keras_transformer import models
+from keras_transformer.layers import Decoder
+from keras_transformer.layers import DecoderLayer
+from keras_transformer.layers import Encoder
+from keras_transformer.layers import EncoderLayer
+from keras_transformer.layers import FeedForward
+from keras_transformer.layers import LearnedPositionalEmbedding
+from keras_transformer.layers import MultiHeadAttention
+from keras_transformer.layers import PositionalEncoding
+from keras_transformer.layers import TokenEmbedding
+from keras_transformer.models import Transformer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "LearnedPositionalEmbedding",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "TokenEmbedding",
+    "Transformer",
+    "layers",
+    "models",
+]

@@ -1,0 +1,155 @@
+"""What encoder/decoder layers and stacks share: arguments and sub-layers."""
+
+import keras
+
+from keras_transformer.layers import _validation
+from keras_transformer.layers._utils import clone_initializer
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+
+
+class TransformerLayerBase(keras.layers.Layer):
+    """Arguments shared by `EncoderLayer`, `DecoderLayer` and their stacks.
+
+    Args:
+        num_heads: attention heads `h` (8 base, 16 big).
+        d_ff: inner size of the feed-forward network (2048 base, 4096 big).
+        key_dim: size of each query/key head `d_k`; defaults to
+            `d_model // num_heads`, which requires divisibility.
+        value_dim: size of each value head `d_v`; defaults to `key_dim`.
+        dropout: `P_drop`, applied to every sub-layer output before the
+            residual addition (0.1 base, 0.3 big).
+        attention_dropout: dropout on the attention probabilities.
+        relu_dropout: dropout on the feed-forward inner activations.
+        activation: feed-forward activation, ReLU in the paper.
+        norm_first: `False` (the paper) computes
+            `LayerNorm(x + Dropout(Sublayer(x)))`; `True` (pre-norm)
+            computes `x + Dropout(Sublayer(LayerNorm(x)))`.
+        layer_norm_epsilon: epsilon of every `LayerNormalization`.
+        kernel_initializer: initializer of every dense kernel.
+        bias_initializer: initializer of every dense bias.
+        **kwargs: base `keras.layers.Layer` arguments.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        d_ff,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.1,
+        attention_dropout=0.0,
+        relu_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _validation.check_positive_int("num_heads", num_heads)
+        _validation.check_positive_int("d_ff", d_ff)
+        _validation.check_positive_int("key_dim", key_dim, allow_none=True)
+        _validation.check_positive_int("value_dim", value_dim, allow_none=True)
+        for name, rate in (
+            ("dropout", dropout),
+            ("attention_dropout", attention_dropout),
+            ("relu_dropout", relu_dropout),
+        ):
+            _validation.check_rate(name, rate)
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.activation = keras.activations.get(activation)
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def layer_arguments(self):
+        """The arguments above as plain values (what `get_config` adds)."""
+        return {
+            "num_heads": self.num_heads,
+            "d_ff": self.d_ff,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "relu_dropout": self.relu_dropout,
+            "activation": keras.activations.serialize(self.activation),
+            "norm_first": self.norm_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer
+            ),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.layer_arguments())
+        return config
+
+    # Sub-layer factories, used by the subclasses' `build`.
+
+    def _head_dims(self, d_model):
+        key_dim = self.key_dim
+        if key_dim is None:
+            _validation.check_divisible("d_model", d_model, "num_heads", self.num_heads)
+            key_dim = d_model // self.num_heads
+        return key_dim, self.value_dim or key_dim
+
+    def _make_attention(self, name, query_shape, value_shape):
+        key_dim, value_dim = self._head_dims(query_shape[-1])
+        layer = MultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=self.attention_dropout,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        layer.build(query_shape, value_shape)
+        return layer
+
+    def _make_feed_forward(self, inputs_shape):
+        layer = FeedForward(
+            self.d_ff,
+            activation=self.activation,
+            dropout=self.relu_dropout,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        layer.build(inputs_shape)
+        return layer
+
+    def _make_norm(self, name, inputs_shape):
+        layer = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+        layer.build(inputs_shape)
+        return layer
+
+    def _make_dropout(self, name):
+        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=name)
+
+    # The residual connection around every sub-layer, in one place.
+
+    def _sublayer_input(self, x, norm):
+        return norm(x) if self.norm_first else x
+
+    def _sublayer_output(self, x, y, norm, dropout, training):
+        y = x + dropout(y, training=training)
+        return y if self.norm_first else norm(y)

@@ -1,0 +1,131 @@
+"""One decoder layer: masked self-attention, encoder-decoder attention,
+feed-forward (§3.1)."""
+
+import keras
+
+from keras_transformer.layers._base import TransformerLayerBase
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(TransformerLayerBase):
+    """Causal self-attention, attention over the encoder output, and a
+    feed-forward network, each in a residual connection with dropout and
+    layer normalization (post-norm as in the paper, or `norm_first`).
+
+    For incremental decoding pass `self_attention_cache` (zeros from
+    `MultiHeadAttention.project_key_value`'s shape, `cache_len` positions)
+    with `cache_update_index`, and `cross_attention_cache` (the encoder
+    output projected once by `self.cross_attention.project_key_value`);
+    `encoder_sequence` is then not needed.
+
+    Args: see `TransformerLayerBase` (`num_heads`, `d_ff`, `key_dim`,
+        `value_dim`, `dropout`, `attention_dropout`, `relu_dropout`,
+        `activation`, `norm_first`, `layer_norm_epsilon`,
+        `kernel_initializer`, `bias_initializer`).
+
+    Call arguments:
+        decoder_sequence: `(batch, target_len, d_model)`.
+        encoder_sequence: `(batch, source_len, encoder_dim)`.
+        decoder_padding_mask: optional boolean `(batch, target_len)`.
+        encoder_padding_mask: optional boolean `(batch, source_len)`.
+        self_attention_cache: optional `(keys, values)` self-attention cache.
+        cross_attention_cache: optional `(keys, values)` of the encoder
+            output.
+        cache_update_index: where the new positions go in the cache.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, target_len, d_model)`, or `(outputs, self_attention_cache)`
+        when a self-attention cache is given.
+
+    Example:
+
+    >>> layer = DecoderLayer(num_heads=8, d_ff=2048)
+    >>> target = keras.random.normal((2, 7, 512))
+    >>> memory = keras.random.normal((2, 10, 512))
+    >>> layer(target, memory).shape
+    TensorShape([2, 7, 512])
+    """
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        if encoder_sequence_shape is None:
+            encoder_sequence_shape = decoder_sequence_shape
+        self.self_attention = self._make_attention(
+            "self_attention", decoder_sequence_shape, decoder_sequence_shape
+        )
+        self.self_attention_norm = self._make_norm(
+            "self_attention_norm", decoder_sequence_shape
+        )
+        self.self_attention_dropout = self._make_dropout("self_attention_dropout")
+        self.cross_attention = self._make_attention(
+            "cross_attention", decoder_sequence_shape, encoder_sequence_shape
+        )
+        self.cross_attention_norm = self._make_norm(
+            "cross_attention_norm", decoder_sequence_shape
+        )
+        self.cross_attention_dropout = self._make_dropout("cross_attention_dropout")
+        self.feed_forward = self._make_feed_forward(decoder_sequence_shape)
+        self.feed_forward_norm = self._make_norm(
+            "feed_forward_norm", decoder_sequence_shape
+        )
+        self.feed_forward_dropout = self._make_dropout("feed_forward_dropout")
+        self.built = True
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
+        if encoder_sequence is None and cross_attention_cache is None:
+            raise ValueError(
+                "DecoderLayer needs `encoder_sequence` or `cross_attention_cache`."
+            )
+        x = decoder_sequence
+        y = self._sublayer_input(x, self.self_attention_norm)
+        y = self.self_attention(
+            y,
+            y,
+            value_mask=decoder_padding_mask,
+            use_causal_mask=True,
+            training=training,
+            cache=self_attention_cache,
+            cache_update_index=cache_update_index,
+        )
+        if self_attention_cache is not None:
+            y, self_attention_cache = y
+        x = self._sublayer_output(
+            x, y, self.self_attention_norm, self.self_attention_dropout, training
+        )
+
+        y = self._sublayer_input(x, self.cross_attention_norm)
+        y = self.cross_attention(
+            y,
+            encoder_sequence,
+            value_mask=encoder_padding_mask,
+            attention_mask=None,
+            training=training,
+            cache=cross_attention_cache,
+        )
+        if cross_attention_cache is not None:
+            y = y[0]
+        x = self._sublayer_output(
+            x, y, self.cross_attention_norm, self.cross_attention_dropout, training
+        )
+
+        y = self._sublayer_input(x, self.feed_forward_norm)
+        y = self.feed_forward(y, training=training)
+        x = self._sublayer_output(
+            x, y, self.feed_forward_norm, self.feed_forward_dropout, training
+        )
+        if self_attention_cache is not None:
+            return x, self_attention_cache
+        return x
+
+    def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        return decoder_sequence_shape

@@ -1,0 +1,73 @@
+"""One encoder layer: self-attention, then feed-forward (§3.1)."""
+
+import keras
+
+from keras_transformer.layers._base import TransformerLayerBase
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderLayer(TransformerLayerBase):
+    """Self-attention and a feed-forward network, each wrapped in a residual
+    connection with dropout and layer normalization.
+
+    Post-norm (the paper): `x = LayerNorm(x + Dropout(SelfAttention(x)))`,
+    then `x = LayerNorm(x + Dropout(FFN(x)))`. With `norm_first=True`
+    (pre-norm) the normalization moves inside the residual branch.
+    The feature size `d_model` is that of the inputs.
+
+    Args: see `TransformerLayerBase` (`num_heads`, `d_ff`, `key_dim`,
+        `value_dim`, `dropout`, `attention_dropout`, `relu_dropout`,
+        `activation`, `norm_first`, `layer_norm_epsilon`,
+        `kernel_initializer`, `bias_initializer`).
+
+    Call arguments:
+        inputs: `(batch, seq_len, d_model)`.
+        padding_mask: optional boolean `(batch, seq_len)`, `True` at real
+            tokens; pad positions are hidden as keys.
+        attention_mask: optional boolean `(batch, seq_len, seq_len)`.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, seq_len, d_model)`.
+
+    Example:
+
+    >>> layer = EncoderLayer(num_heads=8, d_ff=2048)
+    >>> x = keras.random.normal((2, 10, 512))
+    >>> mask = keras.ops.arange(10)[None, :] < keras.ops.array([[10], [6]])
+    >>> layer(x, padding_mask=mask).shape
+    TensorShape([2, 10, 512])
+    """
+
+    def build(self, inputs_shape):
+        self.self_attention = self._make_attention(
+            "self_attention", inputs_shape, inputs_shape
+        )
+        self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
+        self.self_attention_dropout = self._make_dropout("self_attention_dropout")
+        self.feed_forward = self._make_feed_forward(inputs_shape)
+        self.feed_forward_norm = self._make_norm("feed_forward_norm", inputs_shape)
+        self.feed_forward_dropout = self._make_dropout("feed_forward_dropout")
+        self.built = True
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+        x = inputs
+        y = self._sublayer_input(x, self.self_attention_norm)
+        y = self.self_attention(
+            y,
+            y,
+            value_mask=padding_mask,
+            attention_mask=attention_mask,
+            training=training,
+        )
+        x = self._sublayer_output(
+            x, y, self.self_attention_norm, self.self_attention_dropout, training
+        )
+        y = self._sublayer_input(x, self.feed_forward_norm)
+        y = self.feed_forward(y, training=training)
+        return self._sublayer_output(
+            x, y, self.feed_forward_norm, self.feed_forward_dropout, training
+        )
+
+    def compute_output_shape(self, inputs_shape):
+        return inputs_shape

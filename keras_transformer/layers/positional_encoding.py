@@ -1,0 +1,67 @@
+"""The paper's sinusoidal positional encoding (§3.5)."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionalEncoding(keras.layers.Layer):
+    """Sinusoidal positional encodings, interleaved as in the paper.
+
+    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) and
+    PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)): even features are
+    sines, odd features cosines of the same frequency. The encodings are
+    computed on the fly (in float32, then cast), so any sequence length
+    works and the layer has no weights.
+
+    Args:
+        max_wavelength: the base of the geometric progression of
+            wavelengths, 10000 in the paper.
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `(batch, seq_len, d_model)`, only the shape is used.
+        start_index: absolute position of the first element (int or scalar
+            tensor), for decoding one step at a time.
+
+    Returns:
+        Encodings of the same shape and dtype as `inputs`, to add to them.
+
+    Example:
+
+    >>> x = keras.ops.zeros((2, 5, 512))
+    >>> pe = PositionalEncoding()(x, start_index=3)  # positions 3..7
+    >>> pe.shape
+    TensorShape([2, 5, 512])
+    """
+
+    def __init__(self, max_wavelength=10000.0, **kwargs):
+        super().__init__(**kwargs)
+        if not max_wavelength > 0:
+            raise ValueError(
+                "`max_wavelength` must be positive. "
+                f"Received: max_wavelength={max_wavelength!r}"
+            )
+        self.max_wavelength = float(max_wavelength)
+        self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config["max_wavelength"] = self.max_wavelength
+        return config
+
+    def call(self, inputs, start_index=0):
+        shape = ops.shape(inputs)
+        length, depth = shape[-2], shape[-1]
+        positions = ops.cast(ops.arange(length) + start_index, "float32")
+        pair = ops.cast(ops.arange(depth) // 2, "float32")  # i for 2i and 2i+1
+        inverse_wavelengths = ops.power(
+            self.max_wavelength, -2.0 * pair / ops.cast(depth, "float32")
+        )
+        angles = ops.expand_dims(positions, -1) * inverse_wavelengths  # (seq, d)
+        is_even = ops.equal(ops.arange(depth) % 2, 0)
+        encoding = ops.where(is_even, ops.sin(angles), ops.cos(angles))
+        return ops.broadcast_to(ops.cast(encoding, self.compute_dtype), shape)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape

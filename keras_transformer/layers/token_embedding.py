@@ -1,0 +1,135 @@
+"""Token embedding that doubles as the pre-softmax projection (§3.4)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import _validation
+
+
+def _check_ids_in_range(ids, vocab_size):
+    """Returns `ids`, raising on ids outside [0, vocab_size) instead of
+    letting the lookup return garbage.
+
+    Eagerly this is a `ValueError`; in a graph an `InvalidArgumentError`
+    from an assert op. XLA drops assert ops (and clamps out-of-range
+    gathers), so under `jit_compile=True` the ids must be checked before
+    they reach the model (the training input pipeline does).
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ids
+    import tensorflow as tf  # assertions have no keras.ops equivalent
+
+    message = f"Token ids must be in [0, vocab_size) with vocab_size={vocab_size}."
+    if tf.executing_eagerly():
+        values = ops.convert_to_numpy(ids)
+        if values.size and (values.min() < 0 or values.max() >= vocab_size):
+            raise ValueError(
+                f"{message} Received ids in [{values.min()}, {values.max()}]."
+            )
+        return ids
+    checks = [
+        tf.debugging.assert_non_negative(ids, message=message),
+        tf.debugging.assert_less(ids, tf.cast(vocab_size, ids.dtype), message=message),
+    ]
+    with tf.control_dependencies(checks):  # check before the lookup
+        return tf.identity(ids)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenEmbedding(keras.layers.Layer):
+    """Token embeddings multiplied by √d_model, reusable as the output layer.
+
+    `layer(ids)` looks up ids and multiplies by √d_model (§3.4);
+    `layer(x, reverse=True)` projects hidden states back to vocabulary
+    logits with the same matrix, `x @ Eᵀ`. Using one instance for the source
+    embedding, the target embedding and the pre-softmax projection gives the
+    paper's three-way weight tying; separate instances give the untied
+    variants.
+
+    Args:
+        vocab_size: number of token ids.
+        d_model: embedding size.
+        scale: whether lookups are multiplied by √d_model.
+        embeddings_initializer: initializer of the `(vocab_size, d_model)`
+            matrix. Defaults to normal with stddev d_model^-0.5, so that
+            scaled lookups have unit variance and tied logits start small.
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: integer ids `(batch, seq_len)`, or with `reverse=True`
+            hidden states `(batch, seq_len, d_model)`.
+        reverse: project to logits instead of embedding.
+
+    Returns:
+        `(batch, seq_len, d_model)` embeddings, or `(batch, seq_len,
+        vocab_size)` logits in the compute dtype with `reverse=True`.
+
+    Example:
+
+    >>> embedding = TokenEmbedding(vocab_size=100, d_model=16)
+    >>> x = embedding(keras.ops.array([[3, 4, 0]]))
+    >>> embedding(x, reverse=True).shape
+    TensorShape([1, 3, 100])
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        scale=True,
+        embeddings_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _validation.check_positive_int("vocab_size", vocab_size)
+        _validation.check_positive_int("d_model", d_model)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.scale = scale
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(
+                stddev=d_model**-0.5
+            )
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "d_model": self.d_model,
+                "scale": self.scale,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+            }
+        )
+        return config
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=self.embeddings_initializer,
+        )
+        self.built = True
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            kernel = ops.cast(self.embeddings, self.compute_dtype)
+            return ops.matmul(inputs, ops.transpose(kernel))
+        ids = _check_ids_in_range(inputs, self.vocab_size)
+        outputs = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)
+        outputs = ops.cast(outputs, self.compute_dtype)
+        if self.scale:
+            outputs = outputs * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
+        return outputs
+
+    def compute_output_spec(self, inputs, reverse=False):
+        last = self.vocab_size if reverse else self.d_model
+        shape = inputs.shape[:-1] if reverse else inputs.shape
+        return keras.KerasTensor(shape + (last,), dtype=self.compute_dtype)

@@ -1,0 +1,6 @@
+"""The Transformer model and its presets."""
+
+from keras_transformer.models.presets import PRESETS
+from keras_transformer.models.transformer import Transformer
+
+__all__ = ["PRESETS", "Transformer"]

@@ -1,0 +1,415 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need"."""
+
+import inspect
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import _validation
+from keras_transformer.layers.decoder import Decoder
+from keras_transformer.layers.encoder import Encoder
+from keras_transformer.layers.learned_positional_embedding import (
+    LearnedPositionalEmbedding,
+)
+from keras_transformer.layers.masking import padding_mask
+from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.token_embedding import TokenEmbedding
+from keras_transformer.models.presets import PRESETS
+
+TIE_EMBEDDINGS = ("all", "target", "none")
+POSITION_ENCODINGS = ("sinusoidal", "learned")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The Transformer (Vaswani et al., 2017) as a Keras model.
+
+    `model((source_ids, target_ids))` embeds both sequences (token
+    embedding × √d_model + positions, then dropout), encodes the source,
+    decodes the target with causal self-attention and attention over the
+    encoder output, and returns next-token logits `(batch, target_len,
+    target_vocab_size)` in float32 under any dtype policy. Id `pad_id` (0)
+    is padding: pad source tokens are hidden from every attention, so extra
+    padding never changes a logit at a real position.
+
+    For generation, `encode` runs the encoder once; `init_cache` prepares
+    fixed-shape caches (decoder self-attention keys/values, zeros; and
+    encoder-decoder keys/values, computed once); `decode_step` feeds one or
+    more target tokens at a position and returns their logits and the
+    updated cache. Shapes never change, so a `tf.while_loop` over
+    `decode_step` traces once.
+
+    Args:
+        vocab_size: shared vocabulary size (source = target).
+        num_layers: layers N in both the encoder and the decoder.
+        d_model: model width.
+        num_heads: attention heads h.
+        d_ff: feed-forward inner size.
+        dropout: P_drop, on every sub-layer output and on the sum of
+            embeddings and positions.
+        source_vocab_size: source vocabulary size if not `vocab_size`.
+        target_vocab_size: target vocabulary size if not `vocab_size`.
+        num_encoder_layers: encoder depth if not `num_layers`.
+        num_decoder_layers: decoder depth if not `num_layers`.
+        key_dim: per-head query/key size d_k (default d_model / h).
+        value_dim: per-head value size d_v (default d_k).
+        attention_dropout: dropout on attention probabilities.
+        relu_dropout: dropout on feed-forward inner activations.
+        tie_embeddings: `"all"` (the paper, §3.4): one matrix for the
+            source embedding, target embedding and pre-softmax projection,
+            which needs a shared vocabulary; `"target"`: the target
+            embedding doubles as the projection, the source has its own;
+            `"none"`: three matrices.
+        norm_first: pre-norm layers (with a final norm) instead of the
+            paper's post-norm.
+        position_encoding: `"sinusoidal"` (the paper) or `"learned"`
+            (Table 3, row E).
+        max_length: the longest sequence the model accepts with learned
+            positions, and the default cache length for decoding.
+        pad_id: the padding id, 0.
+        layer_norm_epsilon: epsilon of every layer normalization.
+        **kwargs: base `keras.Model` arguments (`name`, `dtype`...).
+
+    Call arguments:
+        inputs: a tuple `(source_ids, target_ids)` of integer tensors
+            `(batch, source_len)` and `(batch, target_len)`.
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `(batch, target_len, target_vocab_size)`.
+
+    Example:
+
+    >>> model = Transformer.from_preset("tiny", vocab_size=100)
+    >>> source = keras.ops.array([[5, 6, 7, 2, 0]])
+    >>> target = keras.ops.array([[1, 8, 9]])
+    >>> model((source, target)).shape
+    TensorShape([1, 3, 100])
+    """
+
+    def __init__(
+        self,
+        vocab_size=None,
+        num_layers=6,
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        dropout=0.1,
+        source_vocab_size=None,
+        target_vocab_size=None,
+        num_encoder_layers=None,
+        num_decoder_layers=None,
+        key_dim=None,
+        value_dim=None,
+        attention_dropout=0.0,
+        relu_dropout=0.0,
+        tie_embeddings="all",
+        norm_first=False,
+        position_encoding="sinusoidal",
+        max_length=1024,
+        pad_id=0,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        source_vocab_size = source_vocab_size or vocab_size
+        target_vocab_size = target_vocab_size or vocab_size
+        if source_vocab_size is None or target_vocab_size is None:
+            raise ValueError(
+                "Pass `vocab_size` (shared) or both `source_vocab_size` and "
+                f"`target_vocab_size`. Received: vocab_size={vocab_size}, "
+                f"source_vocab_size={source_vocab_size}, "
+                f"target_vocab_size={target_vocab_size}"
+            )
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("source_vocab_size", source_vocab_size),
+            ("target_vocab_size", target_vocab_size),
+            ("num_layers", num_layers),
+            ("num_encoder_layers", num_encoder_layers),
+            ("num_decoder_layers", num_decoder_layers),
+            ("d_model", d_model),
+            ("num_heads", num_heads),
+            ("d_ff", d_ff),
+            ("key_dim", key_dim),
+            ("value_dim", value_dim),
+            ("max_length", max_length),
+        ):
+            _validation.check_positive_int(name, value, allow_none=True)
+        for name, value in (
+            ("dropout", dropout),
+            ("attention_dropout", attention_dropout),
+            ("relu_dropout", relu_dropout),
+        ):
+            _validation.check_rate(name, value)
+        if key_dim is None:
+            _validation.check_divisible("d_model", d_model, "num_heads", num_heads)
+        _validation.check_choice("tie_embeddings", tie_embeddings, TIE_EMBEDDINGS)
+        _validation.check_choice(
+            "position_encoding", position_encoding, POSITION_ENCODINGS
+        )
+        if tie_embeddings == "all" and source_vocab_size != target_vocab_size:
+            raise ValueError(
+                "`tie_embeddings='all'` shares one matrix between source and "
+                "target, so their vocabularies must be the same size. Received: "
+                f"source_vocab_size={source_vocab_size}, "
+                f"target_vocab_size={target_vocab_size}"
+            )
+        if not 0 <= pad_id < min(source_vocab_size, target_vocab_size):
+            raise ValueError(
+                f"`pad_id` must be a valid token id. Received: pad_id={pad_id}"
+            )
+
+        self.vocab_size = vocab_size
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.num_encoder_layers = num_encoder_layers
+        self.num_decoder_layers = num_decoder_layers
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.tie_embeddings = tie_embeddings
+        self.norm_first = norm_first
+        self.position_encoding = position_encoding
+        self.max_length = max_length
+        self.pad_id = pad_id
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+        policy = self.dtype_policy
+        # A tied matrix is one layer object held by one attribute, so that
+        # its weights are tracked (and counted) once.
+        self.source_embedding = TokenEmbedding(
+            source_vocab_size,
+            d_model,
+            dtype=policy,
+            name="shared_embedding" if tie_embeddings == "all" else "source_embedding",
+        )
+        self.target_embedding = None
+        if tie_embeddings != "all":
+            self.target_embedding = TokenEmbedding(
+                target_vocab_size, d_model, dtype=policy, name="target_embedding"
+            )
+        self.output_projection = None
+        if tie_embeddings == "none":
+            self.output_projection = TokenEmbedding(
+                target_vocab_size,
+                d_model,
+                scale=False,
+                embeddings_initializer="glorot_uniform",
+                dtype=policy,
+                name="output_projection",
+            )
+        if position_encoding == "sinusoidal":
+            self.source_positions = PositionalEncoding(dtype=policy, name="positions")
+            self.target_positions = self.source_positions  # no weights
+        else:
+            self.source_positions = LearnedPositionalEmbedding(
+                max_length, dtype=policy, name="source_positions"
+            )
+            self.target_positions = LearnedPositionalEmbedding(
+                max_length, dtype=policy, name="target_positions"
+            )
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="embedding_dropout"
+        )
+        stack_arguments = dict(
+            num_heads=num_heads,
+            d_ff=d_ff,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            relu_dropout=relu_dropout,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=policy,
+        )
+        self.encoder = Encoder(
+            num_encoder_layers or num_layers, name="encoder", **stack_arguments
+        )
+        self.decoder = Decoder(
+            num_decoder_layers or num_layers, name="decoder", **stack_arguments
+        )
+        # Every shape is known from the arguments: build now, so `encode`,
+        # `init_cache` and `count_params` work before any call.
+        self.build()
+
+    def get_config(self):
+        config = {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+        config.update(
+            {
+                name: getattr(self, name)
+                for name in inspect.signature(Transformer.__init__).parameters
+                if name not in ("self", "kwargs")
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+    @classmethod
+    def from_preset(cls, preset, **overrides):
+        """Builds a named configuration, with any constructor argument
+        overridden.
+
+        Presets: `"base"` and `"big"` (the paper's), `"tiny"` (for tests and
+        demos); see `keras_transformer.models.presets`.
+
+        Args:
+            preset: the preset's name.
+            **overrides: constructor arguments, e.g. `vocab_size=37000`
+                (required unless source/target sizes are given).
+
+        Returns:
+            A built `Transformer`.
+
+        Example:
+
+        >>> model = Transformer.from_preset("base", vocab_size=37000, dropout=0.2)
+        """
+        _validation.check_choice("preset", preset, tuple(PRESETS))
+        accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+        accepted |= {"name", "dtype", "trainable"}
+        unknown = sorted(set(overrides) - accepted)
+        if unknown:
+            raise ValueError(
+                f"Unknown argument(s) for Transformer: {', '.join(unknown)}. "
+                f"Accepted: {', '.join(sorted(accepted))}. "
+                f"Received: {unknown[0]}={overrides[unknown[0]]!r}"
+            )
+        return cls(**{**PRESETS[preset], **overrides})
+
+    def build(self, inputs_shape=None):
+        """Creates every weight; called by the constructor."""
+        if self.built:
+            return
+        hidden = (None, None, self.d_model)
+        for layer in (
+            self.source_embedding,
+            self.target_embedding,
+            self.output_projection,
+        ):
+            if layer is not None:
+                layer.build()
+        self.source_positions.build(hidden)
+        self.target_positions.build(hidden)
+        self.encoder.build(hidden)
+        self.decoder.build(hidden, hidden)
+        self.built = True
+
+    # Embedding helpers.
+
+    def _target_embedding(self):
+        return self.target_embedding or self.source_embedding
+
+    def _output_projection(self):
+        return self.output_projection or self._target_embedding()
+
+    def _embed(self, token_ids, embedding, positions, start_index, training):
+        x = embedding(token_ids)
+        x = x + positions(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def _logits(self, hidden):
+        logits = self._output_projection()(hidden, reverse=True)
+        return ops.cast(logits, "float32")
+
+    # The forward pass and its parts.
+
+    def call(self, inputs, training=None):
+        source_ids, target_ids = inputs
+        source_mask = padding_mask(source_ids, self.pad_id)
+        encoder_output = self.encode(source_ids, training=training)
+        return self.decode(target_ids, encoder_output, source_mask, training=training)
+
+    def encode(self, source_ids, training=False):
+        """Encodes `(batch, source_len)` ids into `(batch, source_len,
+        d_model)`; pad positions hold values no query ever attends to."""
+        x = self._embed(
+            source_ids, self.source_embedding, self.source_positions, 0, training
+        )
+        return self.encoder(
+            x, padding_mask=padding_mask(source_ids, self.pad_id), training=training
+        )
+
+    def decode(self, target_ids, encoder_output, source_padding_mask, training=False):
+        """Logits of every target position, attending over `encoder_output`
+        where `source_padding_mask` is `True`."""
+        x = self._embed(
+            target_ids, self._target_embedding(), self.target_positions, 0, training
+        )
+        x = self.decoder(
+            x,
+            encoder_output,
+            decoder_padding_mask=padding_mask(target_ids, self.pad_id),
+            encoder_padding_mask=source_padding_mask,
+            training=training,
+        )
+        return self._logits(x)
+
+    def init_cache(self, encoder_output, source_padding_mask, max_length=None):
+        """Fixed-shape decoding state for `decode_step`.
+
+        Args:
+            encoder_output: `(batch, source_len, d_model)` from `encode`.
+            source_padding_mask: boolean `(batch, source_len)`.
+            max_length: target positions the cache holds (default
+                `self.max_length`).
+
+        Returns:
+            A dict of tensors, each with the batch as its first axis (so a
+            beam search can reorder or tile it with one gather):
+            `"self_attention"` and `"cross_attention"` (per-layer key/value
+            pairs) and `"source_padding_mask"`.
+        """
+        batch_size = ops.shape(encoder_output)[0]
+        return {
+            "self_attention": self.decoder.initial_self_attention_cache(
+                batch_size, max_length or self.max_length
+            ),
+            "cross_attention": self.decoder.cross_attention_cache(encoder_output),
+            "source_padding_mask": source_padding_mask,
+        }
+
+    def decode_step(self, target_ids, cache, index):
+        """Decodes `target_ids` `(batch, steps)` placed at positions
+        `index .. index + steps - 1`, reusing and updating `cache`.
+
+        Returns:
+            `(logits, cache)`: float32 logits `(batch, steps, vocab)`, equal
+            to those of the full forward pass at these positions, and the
+            cache with these positions written.
+        """
+        x = self._embed(
+            target_ids, self._target_embedding(), self.target_positions, index, False
+        )
+        x, self_attention = self.decoder(
+            x,
+            encoder_padding_mask=cache["source_padding_mask"],
+            self_attention_cache=cache["self_attention"],
+            cross_attention_cache=cache["cross_attention"],
+            cache_update_index=index,
+            training=False,
+        )
+        return self._logits(x), {**cache, "self_attention": self_attention}
+
+    def compute_output_spec(self, inputs, training=None):
+        source_ids, target_ids = inputs
+        return keras.KerasTensor(
+            tuple(target_ids.shape) + (self.target_vocab_size,), dtype="float32"
+        )

@@ -1,0 +1,34 @@
+from setuptools import find_packages
+from setuptools import setup
+
+INSTALL_REQUIRES = [
+    # tensorflow-text pulls `tensorflow`; never mix in `tensorflow-cpu`.
+    "tensorflow>=2.21,<2.22",
+    "tensorflow-text>=2.21,<2.22",
+    "keras>=3.15,<4",
+    "tensorflow-datasets",
+    "sacrebleu>=2.4",
+    "sentencepiece",
+    "numpy",
+]
+
+setup(
+    name="keras_transformer",
+    version="0.1.0",
+    description=(
+        'The Transformer of "Attention Is All You Need" as serializable '
+        "Keras 3 layers and a model."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    python_requires=">=3.10",
+    install_requires=INSTALL_REQUIRES,
+    extras_require={
+        "test": ["pytest"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

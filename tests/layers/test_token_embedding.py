@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer.layers import TokenEmbedding
+from tests.test_case import assert_close
+from tests.test_case import run_layer_test
+
+
+def test_layer_contract():
+    run_layer_test(
+        TokenEmbedding,
+        dict(vocab_size=20, d_model=8),
+        np.array([[1, 2, 3, 0], [4, 5, 0, 0]]),
+        expected_output_shape=(2, 4, 8),
+        expected_num_trainable_weights=1,
+    )
+
+
+def test_lookup_is_scaled_by_sqrt_d_model():
+    layer = TokenEmbedding(vocab_size=20, d_model=16)
+    ids = np.array([[3, 7, 0]])
+    out = ops.convert_to_numpy(layer(ids))
+    table = ops.convert_to_numpy(layer.embeddings)
+    assert_close(out[0], table[[3, 7, 0]] * 4.0, atol=1e-6)
+    unscaled = TokenEmbedding(vocab_size=20, d_model=16, scale=False)
+    unscaled.build()
+    unscaled.set_weights([table])
+    assert_close(unscaled(ids)[0], table[[3, 7, 0]], atol=0)
+
+
+def test_reverse_projects_with_the_same_matrix():
+    layer = TokenEmbedding(vocab_size=20, d_model=16)
+    x = np.random.default_rng(0).normal(size=(2, 3, 16)).astype("float32")
+    layer.build()
+    logits = layer(x, reverse=True)
+    assert_close(logits, x @ ops.convert_to_numpy(layer.embeddings).T, atol=1e-5)
+
+
+def test_default_initializer_gives_unit_variance_lookups():
+    layer = TokenEmbedding(vocab_size=4000, d_model=64)
+    out = ops.convert_to_numpy(layer(np.arange(4000)[None]))
+    assert abs(out.std() - 1.0) < 0.05
+
+
+def test_out_of_range_ids_raise():
+    layer = TokenEmbedding(vocab_size=20, d_model=4)
+    with pytest.raises(ValueError, match="vocab_size=20"):
+        layer(np.array([[1, 20]]))
+    with pytest.raises(ValueError, match="vocab_size=20"):
+        layer(np.array([[-1, 2]]))
+
+    @tf.function
+    def in_graph(ids):
+        return layer(ids)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="vocab_size=20"):
+        in_graph(tf.constant([[1, 25]]))
+
+
+@pytest.mark.parametrize("name, kwargs", [("vocab_size", dict(vocab_size=0, d_model=4)), ("d_model", dict(vocab_size=5, d_model=-2))])
+def test_bad_arguments(name, kwargs):
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        TokenEmbedding(**kwargs)

@@ -1,0 +1,211 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer import Transformer
+from tests.test_case import assert_close
+
+VOCAB = 50
+RNG = np.random.default_rng(0)
+
+
+def batch(batch_size=3, source_len=7, target_len=5):
+    source = RNG.integers(3, VOCAB, size=(batch_size, source_len))
+    source[1, 4:] = 0  # padding
+    target = RNG.integers(3, VOCAB, size=(batch_size, target_len))
+    return source, target
+
+
+def tiny(**overrides):
+    return Transformer.from_preset("tiny", **{"vocab_size": VOCAB, **overrides})
+
+
+def test_logits_shape_and_dtype():
+    source, target = batch()
+    logits = tiny()((source, target))
+    assert tuple(logits.shape) == (3, 5, VOCAB)
+    assert logits.dtype == "float32"
+
+
+def test_symbolic_call():
+    model = tiny()
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    assert tuple(model((source, target)).shape) == (None, None, VOCAB)
+
+
+def test_config_rebuilds_the_model():
+    model = tiny(tie_embeddings="none", position_encoding="learned", norm_first=True)
+    source, target = batch()
+    expected = model((source, target))
+    rebuilt = Transformer(**model.get_config())
+    rebuilt.build()
+    rebuilt.set_weights(model.get_weights())
+    assert_close(rebuilt((source, target)), expected, atol=0)
+    assert rebuilt.get_config() == model.get_config()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        dict(tie_embeddings="none", position_encoding="learned", norm_first=True),
+        dict(source_vocab_size=40, target_vocab_size=VOCAB, vocab_size=None, tie_embeddings="target"),
+    ],
+)
+def test_keras_file_round_trip(tmp_path, overrides):
+    model = tiny(**overrides)
+    source, target = batch()
+    source = np.minimum(source, 39)
+    expected = model((source, target))
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, Transformer)
+    assert_close(restored((source, target)), expected, atol=0)
+
+
+def test_source_padding_changes_no_logit():
+    model = tiny()
+    source, target = batch()
+    padded = np.concatenate([source, np.zeros((3, 6), int)], axis=1)
+    assert_close(model((padded, target)), model((source, target)), atol=1e-5)
+
+
+def test_future_targets_do_not_change_earlier_logits():
+    model = tiny()
+    source, target = batch()
+    changed = target.copy()
+    changed[:, 3:] = RNG.integers(3, VOCAB, size=(3, 2))
+    a = ops.convert_to_numpy(model((source, target)))
+    b = ops.convert_to_numpy(model((source, changed)))
+    # Targets after t = 2 changed: logits at positions <= 2 must not.
+    assert_close(b[:, :3], a[:, :3], atol=1e-5)
+    assert not np.allclose(b[:, 3], a[:, 3])
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
+def test_cached_decoding_equals_full_pass(position_encoding):
+    model = tiny(position_encoding=position_encoding, norm_first=True)
+    source, target = batch()
+    full = ops.convert_to_numpy(model((source, target)))
+    encoder_output = model.encode(source)
+    cache = model.init_cache(encoder_output, source != 0, max_length=8)
+    for t in range(5):
+        logits, cache = model.decode_step(target[:, t : t + 1], cache, t)
+        assert logits.dtype == "float32"
+        assert_close(logits[:, 0], full[:, t], atol=1e-4)
+
+
+def test_decode_step_traces_once_in_a_while_loop():
+    model = tiny()
+    source, target = batch()
+    traces = []
+
+    @tf.function
+    def run(source, target):
+        traces.append(1)
+        cache = model.init_cache(model.encode(source), source != 0, max_length=8)
+
+        def body(t, cache, out):
+            logits, cache = model.decode_step(target[:, t : t + 1], cache, t)
+            return t + 1, cache, out.write(t, logits[:, 0])
+
+        _, _, out = tf.while_loop(
+            lambda t, *_: t < tf.shape(target)[1],
+            body,
+            (0, cache, tf.TensorArray(tf.float32, size=tf.shape(target)[1])),
+        )
+        return tf.transpose(out.stack(), (1, 0, 2))
+
+    assert_close(run(source, target), model((source, target)), atol=1e-4)
+    run(source, target)
+    assert len(traces) == 1
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains_and_returns_float32(policy):
+    keras.mixed_precision.set_global_policy(policy)
+    model = tiny()
+    source, target = batch()
+    assert model((source, target)).dtype == "float32"
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    before = [ops.convert_to_numpy(w) for w in model.trainable_weights]
+    history = model.fit((source, target), target, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    changed = [
+        not np.allclose(ops.convert_to_numpy(w), b)
+        for w, b in zip(model.trainable_weights, before)
+    ]
+    assert sum(changed) > len(changed) // 2
+    for weight in model.weights:
+        assert weight.dtype == "float32"
+
+
+def test_learns_to_copy():
+    """A few hundred steps on a copy task drive the loss well down."""
+    model = tiny(dropout=0.0)
+    data = RNG.integers(3, 12, size=(256, 6))
+    target_in = np.concatenate([np.ones((256, 1), int), data], 1)
+    target_out = np.concatenate([data, np.full((256, 1), 2)], 1)
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    history = model.fit((data, target_in), target_out, batch_size=32, epochs=25, verbose=0)
+    assert history.history["accuracy"][-1] > 0.9
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(vocab_size=100, d_model=100, num_heads=8), "d_model"),
+        (dict(vocab_size=100, dropout=1.0), "dropout"),
+        (dict(vocab_size=100, dropout=-0.1), "dropout"),
+        (dict(vocab_size=100, attention_dropout=1.2), "attention_dropout"),
+        (dict(vocab_size=0), "vocab_size"),
+        (dict(vocab_size=100, num_layers=0), "num_layers"),
+        (dict(vocab_size=100, d_model=-512), "d_model"),
+        (dict(vocab_size=100, d_ff=0), "d_ff"),
+        (dict(vocab_size=100, num_heads=0), "num_heads"),
+        (dict(vocab_size=100, tie_embeddings="both"), "tie_embeddings"),
+        (dict(vocab_size=100, position_encoding="rope"), "position_encoding"),
+        (dict(vocab_size=100, pad_id=100), "pad_id"),
+        (dict(source_vocab_size=10, target_vocab_size=20), "target_vocab_size"),
+        (dict(), "vocab_size"),
+    ],
+)
+def test_bad_configuration_raises(kwargs, name):
+    with pytest.raises(ValueError, match=f"{name}="):
+        Transformer(**kwargs)
+
+
+def test_unknown_preset_and_override():
+    with pytest.raises(ValueError, match="Received: preset='huge'"):
+        Transformer.from_preset("huge", vocab_size=10)
+    with pytest.raises(ValueError, match="d_modle"):
+        Transformer.from_preset("tiny", vocab_size=10, d_modle=3)
+
+
+def test_from_preset_applies_overrides():
+    model = Transformer.from_preset("big", vocab_size=100, num_layers=2, dropout=0.2)
+    assert (model.d_model, model.num_heads, model.d_ff) == (1024, 16, 4096)
+    assert (model.num_layers, model.dropout) == (2, 0.2)
+    base = Transformer.from_preset("base", vocab_size=100)
+    assert (base.num_layers, base.d_model, base.num_heads, base.d_ff, base.dropout) == (6, 512, 8, 2048, 0.1)
+
+
+def test_out_of_vocabulary_ids_raise():
+    model = tiny()
+    source, target = batch()
+    source[0, 0] = VOCAB
+    with pytest.raises(ValueError, match=f"vocab_size={VOCAB}"):
+        model((source, target))

@@ -1,0 +1,35 @@
+"""The public API and the one-way dependency rule of the layout."""
+
+import ast
+import pathlib
+
+import keras
+
+import keras_transformer
+
+PACKAGE_DIR = pathlib.Path(keras_transformer.__file__).parent
+# Each package may import only from the packages listed for it.
+ALLOWED = {
+    "layers": {"layers"},
+    "models": {"layers", "models"},
+}
+
+
+def test_all_names_resolve_and_are_registered():
+    for name in keras_transformer.__all__:
+        obj = getattr(keras_transformer, name)
+        if isinstance(obj, type) and issubclass(obj, keras.layers.Layer):
+            registered = keras.saving.get_registered_name(obj)
+            assert registered == f"keras_transformer>{name}"
+            assert keras.saving.get_registered_object(registered) is obj
+
+
+def test_imports_run_one_way():
+    for package, allowed in ALLOWED.items():
+        for path in (PACKAGE_DIR / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    parts = node.module.split(".")
+                    if parts[0] == "keras_transformer" and len(parts) > 1:
+                        assert parts[1] in allowed, f"{path} imports {node.module}"
