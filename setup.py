@@ -7,6 +7,7 @@ INSTALL_REQUIRES = [
     "tensorflow-text>=2.21,<2.22",
     "keras>=3.15,<4",
     "tensorflow-datasets",
+    "tensorboard",  # TF 2.21 no longer installs it; `train` writes logs
     "sacrebleu>=2.4",
     "sentencepiece",
     "numpy",

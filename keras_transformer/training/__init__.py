@@ -1,0 +1,41 @@
+"""The paper's training recipe: schedule, loss, metrics, data, resumable fit."""
+
+from keras_transformer.training.data import bucket_boundaries
+from keras_transformer.training.data import make_batches
+from keras_transformer.training.data import text_pairs_from_files
+from keras_transformer.training.data import text_pairs_from_lists
+from keras_transformer.training.data import text_pairs_from_tfds
+from keras_transformer.training.losses import LabelSmoothedCrossEntropy
+from keras_transformer.training.metrics import MaskedAccuracy
+from keras_transformer.training.metrics import Perplexity
+from keras_transformer.training.metrics import TokenCount
+from keras_transformer.training.schedules import TransformerSchedule
+from keras_transformer.training.schedules import paper_optimizer
+from keras_transformer.training.trainer import TrainResult
+from keras_transformer.training.trainer import TrainingDivergedError
+from keras_transformer.training.trainer import average_checkpoints
+from keras_transformer.training.trainer import checkpoint_paths
+from keras_transformer.training.trainer import dtype_policy
+from keras_transformer.training.trainer import get_strategy
+from keras_transformer.training.trainer import train
+
+__all__ = [
+    "LabelSmoothedCrossEntropy",
+    "MaskedAccuracy",
+    "Perplexity",
+    "TokenCount",
+    "TrainResult",
+    "TrainingDivergedError",
+    "TransformerSchedule",
+    "average_checkpoints",
+    "bucket_boundaries",
+    "checkpoint_paths",
+    "dtype_policy",
+    "get_strategy",
+    "make_batches",
+    "paper_optimizer",
+    "text_pairs_from_files",
+    "text_pairs_from_lists",
+    "text_pairs_from_tfds",
+    "train",
+]

@@ -1,0 +1,259 @@
+"""tf.data input pipelines: text pairs in, token-budget batches out.
+
+Sources of text pairs (each a `tf.data.Dataset` of `(source, target)`
+scalar strings): `text_pairs_from_lists`, `text_pairs_from_files` (plain or
+`.gz`, one sentence a line) and `text_pairs_from_tfds`.
+
+`make_batches` turns them into training batches entirely inside the graph:
+tokenize, frame with BOS/EOS, drop or truncate over-long pairs, group by
+length and batch by a token budget. Conventions (ids from
+`keras_transformer.special_ids`):
+
+    source     = tokens(src) + [EOS]
+    target_in  = [BOS] + tokens(tgt)      (what the decoder reads)
+    target_out = tokens(tgt) + [EOS]      (what it must predict)
+
+padded with `PAD_ID` (0). Elements are `((source, target_in), target_out)`,
+exactly what `Transformer.fit` takes.
+"""
+
+import gzip
+import math
+
+import tensorflow as tf
+
+from keras_transformer.layers import _validation
+from keras_transformer.special_ids import BOS_ID
+from keras_transformer.special_ids import EOS_ID
+from keras_transformer.special_ids import PAD_ID
+
+LONG_PAIRS = ("drop", "truncate")
+
+
+def text_pairs_from_lists(sources, targets):
+    """A dataset of `(source, target)` strings from two aligned lists.
+
+    Example:
+
+    >>> pairs = text_pairs_from_lists(["a cat"], ["eine Katze"])
+    """
+    if len(sources) != len(targets):
+        raise ValueError(
+            "`sources` and `targets` must have the same length. Received: "
+            f"len(sources)={len(sources)}, len(targets)={len(targets)}"
+        )
+    return tf.data.Dataset.from_tensor_slices(
+        (tf.constant(list(sources), tf.string), tf.constant(list(targets), tf.string))
+    )
+
+
+def _count_lines(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def _lines(path):
+    compression = "GZIP" if str(path).endswith(".gz") else None
+    return tf.data.TextLineDataset(str(path), compression_type=compression)
+
+
+def text_pairs_from_files(source_path, target_path, check_alignment=True):
+    """A dataset of `(source, target)` strings from two aligned text files.
+
+    Files have one sentence a line, line i of one aligned with line i of
+    the other; a `.gz` suffix means gzip. With `check_alignment` the line
+    counts are compared first (one pass over both files), so that a
+    misaligned corpus fails loudly instead of training on shifted pairs.
+
+    Example:
+
+    >>> pairs = text_pairs_from_files("train.en.gz", "train.de.gz")
+    """
+    if check_alignment:
+        source_lines, target_lines = _count_lines(source_path), _count_lines(target_path)
+        if source_lines != target_lines:
+            raise ValueError(
+                "Parallel files must have the same number of lines. Received: "
+                f"{source_path} ({source_lines} lines), "
+                f"{target_path} ({target_lines} lines)"
+            )
+    return tf.data.Dataset.zip((_lines(source_path), _lines(target_path)))
+
+
+def text_pairs_from_tfds(
+    name,
+    split,
+    source_key,
+    target_key,
+    data_dir=None,
+    download=True,
+):
+    """A dataset of `(source, target)` strings from a TFDS translation set.
+
+    Args:
+        name: e.g. `"wmt14_translate/de-en"`.
+        split: e.g. `"train"`, `"validation"`, `"test"`.
+        source_key: feature holding the source text, e.g. `"en"`.
+        target_key: feature holding the target text, e.g. `"de"`.
+        data_dir: where TFDS keeps its data.
+        download: whether TFDS may download and prepare the data.
+
+    Example:
+
+    >>> pairs = text_pairs_from_tfds("wmt14_translate/de-en", "train", "en", "de")
+    """
+    import tensorflow_datasets as tfds
+
+    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download)
+    return dataset.map(
+        lambda example: (example[source_key], example[target_key]),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+
+
+def bucket_boundaries(max_length, min_length=8, growth=1.1):
+    """Length-bucket edges growing geometrically by `growth` from
+    `min_length`, ending past `max_length` (tensor2tensor's scheme: a
+    batch's padding stays within ~10% of its longest sequence)."""
+    boundaries = []
+    edge = min_length
+    while edge <= max_length:
+        boundaries.append(edge)
+        edge = max(edge + 1, int(math.ceil(edge * growth)))
+    boundaries.append(max_length + 1)
+    return boundaries
+
+
+def _frame(source_ids, target_ids, max_length, long_pairs, bos_id, eos_id):
+    """Adds BOS/EOS; truncates if asked. Returns the three sequences."""
+    if long_pairs == "truncate":
+        source_ids = source_ids[: max_length - 1]
+        target_ids = target_ids[: max_length - 1]
+    eos = tf.constant([eos_id], source_ids.dtype)
+    bos = tf.constant([bos_id], source_ids.dtype)
+    source = tf.concat([source_ids, eos], 0)
+    target_in = tf.concat([bos, target_ids], 0)
+    target_out = tf.concat([target_ids, eos], 0)
+    return source, target_in, target_out
+
+
+def make_batches(
+    pairs,
+    tokenizer,
+    batch_tokens,
+    max_length=256,
+    long_pairs="drop",
+    shuffle=True,
+    seed=None,
+    shuffle_buffer=100_000,
+    repeat=False,
+    vocab_size=None,
+    input_context=None,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
+):
+    """Tokenizes text pairs and batches them by a token budget.
+
+    Pairs are grouped into length buckets (`bucket_boundaries`); each
+    bucket's batch size is `batch_tokens // longest length in the bucket`,
+    so no batch holds more than `batch_tokens` source positions or target
+    positions, padding included (the paper's ~25,000 source + 25,000
+    target tokens is `batch_tokens=25000`). Every kept pair appears exactly
+    once per pass (partial batches are kept).
+
+    Under `strategy.distribute_datasets_from_function`, pass the
+    `input_context`: the pairs are sharded between input pipelines and each
+    replica gets `batch_tokens / num_replicas` tokens per batch, so
+    `batch_tokens` stays the global budget.
+
+    Args:
+        pairs: dataset of `(source, target)` scalar strings.
+        tokenizer: callable mapping a batch of strings `(n,)` to ragged
+            int ids `(n, None)`, in-graph (e.g. a `SentencePieceTokenizer`).
+        batch_tokens: the token budget of a (global) batch.
+        max_length: the longest sequence kept, EOS/BOS included.
+        long_pairs: `"drop"` pairs with a side longer than `max_length`,
+            or `"truncate"` it.
+        shuffle: whether to shuffle pairs (before batching) and batches.
+        seed: shuffle seed; `None` draws a fresh order in every process,
+            which is what a resumed training run wants.
+        shuffle_buffer: pairs held by the shuffle buffer.
+        repeat: repeat forever (step-based training) instead of one pass.
+        vocab_size: if given, ids are checked to be below it (XLA cannot
+            check them inside the model).
+        input_context: a `tf.distribute.InputContext`, or `None`.
+        bos_id: id starting the decoder input.
+        eos_id: id ending every sequence.
+
+    Returns:
+        A dataset of `((source, target_in), target_out)` int32 batches.
+
+    Example:
+
+    >>> batches = make_batches(pairs, tokenizer, batch_tokens=4096)
+    >>> (source, target_in), target_out = next(iter(batches))
+    """
+    _validation.check_positive_int("batch_tokens", batch_tokens)
+    _validation.check_positive_int("max_length", max_length)
+    _validation.check_choice("long_pairs", long_pairs, LONG_PAIRS)
+    if max_length < 2:
+        raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
+    if input_context is not None:
+        pairs = pairs.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        batch_tokens = batch_tokens // input_context.num_replicas_in_sync
+    if batch_tokens < max_length:
+        raise ValueError(
+            "`batch_tokens` (per replica) must hold one pair of `max_length` "
+            f"tokens (max_length={max_length}). Received: batch_tokens={batch_tokens}"
+        )
+    if shuffle:
+        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+
+    def tokenize(sources, targets):
+        source_ids = tf.cast(tokenizer(sources), tf.int32)
+        target_ids = tf.cast(tokenizer(targets), tf.int32)
+        if vocab_size is not None:
+            message = f"Token ids must be in [0, vocab_size={vocab_size})."
+            checks = [
+                tf.debugging.assert_less(source_ids.flat_values, vocab_size, message=message),
+                tf.debugging.assert_less(target_ids.flat_values, vocab_size, message=message),
+                tf.debugging.assert_non_negative(source_ids.flat_values, message=message),
+                tf.debugging.assert_non_negative(target_ids.flat_values, message=message),
+            ]
+            with tf.control_dependencies(checks):
+                source_ids = tf.identity(source_ids)
+        return source_ids, target_ids
+
+    # Tokenizing a few hundred strings at a time is much faster than one.
+    dataset = (
+        pairs.batch(256)
+        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+        .map(
+            lambda s, t: _frame(s, t, max_length, long_pairs, bos_id, eos_id),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+    )
+    if long_pairs == "drop":
+        dataset = dataset.filter(
+            lambda s, ti, to: tf.logical_and(
+                tf.size(s) <= max_length, tf.size(ti) <= max_length
+            )
+        )
+
+    boundaries = bucket_boundaries(max_length)
+    # Bucket i holds lengths < boundaries[i]; the extra last bucket is empty.
+    batch_sizes = [max(1, batch_tokens // (edge - 1)) for edge in boundaries] + [1]
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(ti)),
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=batch_sizes,
+        padding_values=(PAD_ID, PAD_ID, PAD_ID),
+    )
+    if shuffle:
+        dataset = dataset.shuffle(128, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.map(lambda s, ti, to: ((s, ti), to))
+    return dataset.prefetch(tf.data.AUTOTUNE)

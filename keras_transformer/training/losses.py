@@ -1,0 +1,73 @@
+"""Label-smoothed cross-entropy over real target tokens (§5.4)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import _validation
+from keras_transformer.special_ids import PAD_ID
+from keras_transformer.training._distribute_sum import sum_over_replicas
+
+
+def smoothed_token_losses(y_true, logits, label_smoothing):
+    """Per-token cross-entropy against (1 − ε)·one_hot + ε/V.
+
+    Returns float32 `(batch, length)`: `(1 − ε)·NLL + ε·mean_v(−log p_v)`.
+    """
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
+    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)
+    if not label_smoothing:
+        return nll
+    uniform = -ops.mean(log_probs, axis=-1)
+    return (1.0 - label_smoothing) * nll + label_smoothing * uniform
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """Cross-entropy with label smoothing ε_ls, averaged over non-pad tokens.
+
+    The target distribution puts `1 − ε` on the reference token and spreads
+    `ε` uniformly over the vocabulary. Pad positions (`y_true == pad_id`)
+    contribute nothing, to the sum or to the count. Under a `tf.distribute`
+    strategy the average is over the tokens of the *global* batch: each
+    replica divides its sum by the token count summed over all replicas,
+    and Keras sums the replicas' gradients.
+
+    Args:
+        label_smoothing: ε_ls, 0.1 in the paper.
+        pad_id: the padding id.
+        name: the loss's name.
+
+    Call arguments:
+        y_true: integer `(batch, length)`.
+        y_pred: logits `(batch, length, vocab)`.
+
+    Returns:
+        The scalar mean loss per real token.
+
+    Example:
+
+    >>> model.compile(optimizer=paper_optimizer(),
+    ...               loss=LabelSmoothedCrossEntropy(label_smoothing=0.1))
+    """
+
+    def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="label_smoothed_cross_entropy", dtype=None):
+        # The per-token values are already divided by the global count: Keras
+        # must only sum them (and not divide again by the number of replicas).
+        super().__init__(name=name, reduction="sum", dtype=dtype)
+        _validation.check_rate("label_smoothing", label_smoothing)
+        self.label_smoothing = label_smoothing
+        self.pad_id = pad_id
+
+    def call(self, y_true, y_pred):
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        losses = smoothed_token_losses(y_true, y_pred, self.label_smoothing) * mask
+        count = sum_over_replicas(ops.sum(mask))
+        return losses / ops.maximum(count, 1.0)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "label_smoothing": self.label_smoothing,
+            "pad_id": self.pad_id,
+        }
