@@ -8,6 +8,7 @@ Example:
 
 from keras_transformer import layers
 from keras_transformer import models
+from keras_transformer import training
 from keras_transformer.layers import Decoder
 from keras_transformer.layers import DecoderLayer
 from keras_transformer.layers import Encoder
@@ -18,6 +19,11 @@ from keras_transformer.layers import MultiHeadAttention
 from keras_transformer.layers import PositionalEncoding
 from keras_transformer.layers import TokenEmbedding
 from keras_transformer.models import Transformer
+from keras_transformer.training import LabelSmoothedCrossEntropy
+from keras_transformer.training import MaskedAccuracy
+from keras_transformer.training import Perplexity
+from keras_transformer.training import TokenCount
+from keras_transformer.training import TransformerSchedule
 
 __version__ = "0.1.0"
 
@@ -27,11 +33,17 @@ __all__ = [
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "LabelSmoothedCrossEntropy",
     "LearnedPositionalEmbedding",
+    "MaskedAccuracy",
     "MultiHeadAttention",
+    "Perplexity",
     "PositionalEncoding",
+    "TokenCount",
     "TokenEmbedding",
     "Transformer",
+    "TransformerSchedule",
     "layers",
     "models",
+    "training",
 ]

@@ -12,13 +12,22 @@ PACKAGE_DIR = pathlib.Path(keras_transformer.__file__).parent
 ALLOWED = {
     "layers": {"layers"},
     "models": {"layers", "models"},
+    "training": {"layers", "models", "training", "special_ids"},
 }
+
+
+SERIALIZABLE = (
+    keras.layers.Layer,
+    keras.losses.Loss,
+    keras.metrics.Metric,
+    keras.optimizers.schedules.LearningRateSchedule,
+)
 
 
 def test_all_names_resolve_and_are_registered():
     for name in keras_transformer.__all__:
         obj = getattr(keras_transformer, name)
-        if isinstance(obj, type) and issubclass(obj, keras.layers.Layer):
+        if isinstance(obj, type) and issubclass(obj, SERIALIZABLE):
             registered = keras.saving.get_registered_name(obj)
             assert registered == f"keras_transformer>{name}"
             assert keras.saving.get_registered_object(registered) is obj

@@ -64,6 +64,22 @@ def dtype_policy(mixed_precision="none"):
     return MIXED_PRECISION[mixed_precision]
 
 
+def _checkpoint(model, optimizer=None, step=None):
+    """A `tf.train.Checkpoint` of the model's weights as an ordered list.
+
+    Keras 3 layers kept in Python lists (the encoder's and decoder's layer
+    stacks) are not reachable through TensorFlow's object graph, so the
+    weights are listed explicitly, in `model.weights` order, the same for
+    any model built with the same configuration.
+    """
+    objects = {"model_weights": list(model.weights)}
+    if optimizer is not None:
+        objects["optimizer_weights"] = list(optimizer.variables)
+    if step is not None:
+        objects["step"] = step
+    return tf.train.Checkpoint(**objects)
+
+
 def checkpoint_paths(model_dir):
     """Checkpoint prefixes in `model_dir/checkpoints`, oldest first."""
     state = tf.train.get_checkpoint_state(os.path.join(model_dir, "checkpoints"))
@@ -81,10 +97,10 @@ def average_checkpoints(model, paths):
     """
     if not paths:
         raise ValueError("`paths` must name at least one checkpoint. Received: paths=[]")
-    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint = _checkpoint(model)
     total = None
     for path in paths:
-        checkpoint.restore(path).expect_partial()
+        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     model.set_weights([t / len(paths) for t in total])
@@ -292,7 +308,7 @@ def train(
         # The optimizer's slots must exist before a checkpoint is restored.
         model.optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step)
+        checkpoint = _checkpoint(model, model.optimizer, step)
     manager = tf.train.CheckpointManager(
         checkpoint, _checkpoint_dir(model_dir, strategy), max_to_keep=keep_checkpoints
     )

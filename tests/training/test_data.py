@@ -1,0 +1,139 @@
+import collections
+import gzip
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_transformer.special_ids import BOS_ID
+from keras_transformer.special_ids import EOS_ID
+from keras_transformer.training import bucket_boundaries
+from keras_transformer.training import make_batches
+from keras_transformer.training import text_pairs_from_files
+from keras_transformer.training import text_pairs_from_lists
+from keras_transformer.training import text_pairs_from_tfds
+from tests.training.helpers import byte_tokenizer
+from tests.training.helpers import number_tokenizer
+from tests.training.helpers import reversal_corpus
+
+
+def strip(row):
+    return tuple(int(x) for x in row if x != 0)
+
+
+def collect(dataset):
+    return [(s.numpy(), ti.numpy(), to.numpy()) for (s, ti), to in dataset]
+
+
+def test_batches_respect_the_budget_and_cover_each_pair_once():
+    sources, targets = reversal_corpus(700, vocab=50, min_len=1, max_len=60)
+    budget = 300
+    batches = collect(
+        make_batches(text_pairs_from_lists(sources, targets), number_tokenizer,
+                     batch_tokens=budget, max_length=40, seed=3)
+    )
+    seen = collections.Counter()
+    for source, target_in, target_out in batches:
+        assert source.size <= budget and target_in.size <= budget
+        assert target_in.shape == target_out.shape
+        for s in source:
+            seen[strip(s)] += 1
+    kept = collections.Counter(
+        tuple(int(x) for x in s.split()) + (EOS_ID,)
+        for s, t in zip(sources, targets)
+        if len(s.split()) + 1 <= 40 and len(t.split()) + 1 <= 40
+    )
+    assert seen == kept
+    assert len(kept) < 700  # some pairs were long enough to be dropped
+    # Buckets keep padding small: real tokens fill most of each batch.
+    real = sum((s != 0).sum() for s, _, _ in batches)
+    assert real / sum(s.size for s, _, _ in batches) > 0.75
+
+
+def test_bos_eos_framing():
+    batches = collect(make_batches(text_pairs_from_lists(["5 6 7"], ["8 9"]), number_tokenizer, 64, max_length=16, shuffle=False))
+    (source, target_in, target_out), = batches
+    assert strip(source[0]) == (5, 6, 7, EOS_ID)
+    assert strip(target_in[0]) == (BOS_ID, 8, 9)
+    assert strip(target_out[0]) == (8, 9, EOS_ID)
+    assert source.dtype == np.int32
+
+
+def test_truncate_keeps_long_pairs():
+    long = " ".join(["5"] * 30)
+    batches = collect(
+        make_batches(text_pairs_from_lists([long, "4"], [long, "6"]), number_tokenizer,
+                     64, max_length=10, long_pairs="truncate", shuffle=False)
+    )
+    rows = [strip(s) for source, _, _ in batches for s in source]
+    assert sorted(len(r) for r in rows) == [2, 10]
+    assert (5,) * 9 + (EOS_ID,) in rows
+    dropped = collect(make_batches(text_pairs_from_lists([long, "4"], [long, "6"]), number_tokenizer, 64, max_length=10, shuffle=False))
+    assert sum(len(s) for s, _, _ in dropped) == 1
+
+
+def test_seeded_shuffle_is_reproducible_and_reshuffles_each_pass():
+    sources, targets = reversal_corpus(200)
+    make = lambda: make_batches(text_pairs_from_lists(sources, targets), number_tokenizer, 100, max_length=16, seed=5)
+    rows = lambda batches: [strip(r) for s, _, _ in batches for r in s]
+    dataset = make()
+    first, second = rows(collect(dataset)), rows(collect(dataset))
+    assert rows(collect(make())) == first  # same seed, same order
+    assert second != first and sorted(second) == sorted(first)  # a new order per pass
+
+
+def test_local_files_plain_and_gzip(tmp_path):
+    sources, targets = reversal_corpus(20)
+    (tmp_path / "a.src").write_text("\n".join(sources) + "\n")
+    with gzip.open(tmp_path / "a.tgt.gz", "wt") as f:
+        f.write("\n".join(targets) + "\n")
+    pairs = list(text_pairs_from_files(tmp_path / "a.src", tmp_path / "a.tgt.gz").as_numpy_iterator())
+    assert [(s.decode(), t.decode()) for s, t in pairs] == list(zip(sources, targets))
+    (tmp_path / "short.tgt").write_text("\n".join(targets[:5]) + "\n")
+    with pytest.raises(ValueError, match="same number of lines"):
+        text_pairs_from_files(tmp_path / "a.src", tmp_path / "short.tgt")
+
+
+def test_tfds_source_offline():
+    with tfds.testing.mock_data(num_examples=12):
+        pairs = text_pairs_from_tfds("wmt14_translate/de-en", "train", "en", "de")
+        batches = collect(make_batches(pairs, byte_tokenizer, batch_tokens=2048, max_length=128, shuffle=False))
+    assert sum(len(s) for s, _, _ in batches) == 12
+
+
+def test_input_context_shards_and_splits_the_budget():
+    sources, targets = reversal_corpus(400)
+    pairs = text_pairs_from_lists(sources, targets)
+    rows = collections.Counter()
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=4)
+        for source, _, _ in collect(make_batches(pairs, number_tokenizer, 400, max_length=16, input_context=context)):
+            assert source.size <= 100  # 400 tokens over 4 replicas
+            rows.update(strip(s) for s in source)
+    assert sum(rows.values()) == 400
+
+
+def test_vocab_check_in_the_pipeline():
+    dataset = make_batches(text_pairs_from_lists(["5 99"], ["6"]), number_tokenizer, 64, max_length=16, vocab_size=50)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="vocab_size=50"):
+        collect(dataset)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [(dict(batch_tokens=0), "batch_tokens"), (dict(batch_tokens=8, max_length=16), "batch_tokens"), (dict(long_pairs="clip"), "long_pairs"), (dict(max_length=1), "max_length")],
+)
+def test_bad_arguments(kwargs, name):
+    arguments = {"batch_tokens": 64, "max_length": 16, **kwargs}
+    with pytest.raises(ValueError, match=f"{name}="):
+        make_batches(text_pairs_from_lists(["1"], ["2"]), number_tokenizer, **arguments)
+    with pytest.raises(ValueError, match="same length"):
+        text_pairs_from_lists(["a"], [])
+
+
+def test_bucket_boundaries_cover_max_length():
+    edges = bucket_boundaries(256)
+    assert edges[0] == 8 and edges[-1] == 257
+    assert all(b > a for a, b in zip(edges, edges[1:]))
+    assert all(b <= int(a * 1.1) + 1 for a, b in zip(edges[:-2], edges[1:-1]))

@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+
+from keras_transformer.training import LabelSmoothedCrossEntropy
+from keras_transformer.training import MaskedAccuracy
+from keras_transformer.training import Perplexity
+from keras_transformer.training import TokenCount
+
+RNG = np.random.default_rng(0)
+Y = np.array([[5, 2, 7, 0, 0], [1, 3, 0, 0, 0]])  # 0 is padding
+LOGITS = RNG.normal(size=(2, 5, 9)).astype("float32")
+
+
+def hand_loss(y, logits, eps):
+    """-Σ_v q_v log p_v with q = (1 - ε)·one_hot + ε/V, averaged over non-pad."""
+    vocab = logits.shape[-1]
+    total, count = 0.0, 0
+    for b in range(y.shape[0]):
+        for t in range(y.shape[1]):
+            if y[b, t] == 0:
+                continue
+            z = logits[b, t].astype(np.float64)
+            log_p = z - np.log(np.exp(z - z.max()).sum()) - z.max()
+            q = np.full(vocab, eps / vocab)
+            q[y[b, t]] += 1.0 - eps
+            total += -(q * log_p).sum()
+            count += 1
+    return total / count
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_equals_hand_computation(eps):
+    loss = LabelSmoothedCrossEntropy(label_smoothing=eps)
+    np.testing.assert_allclose(float(loss(Y, LOGITS)), hand_loss(Y, LOGITS, eps), rtol=1e-5)
+
+
+def test_pad_positions_contribute_nothing():
+    loss = LabelSmoothedCrossEntropy()
+    changed = LOGITS.copy()
+    changed[Y == 0] = 1000.0 * RNG.normal(size=changed[Y == 0].shape)
+    assert float(loss(Y, changed)) == pytest.approx(float(loss(Y, LOGITS)), rel=1e-6)
+    # The mean is over the 5 real tokens, not the 10 positions.
+    one_real = np.zeros_like(Y)
+    one_real[0, 0] = 5
+    assert float(loss(one_real, LOGITS)) == pytest.approx(hand_loss(one_real, LOGITS, 0.1), rel=1e-5)
+
+
+def test_config_round_trip():
+    loss = LabelSmoothedCrossEntropy(label_smoothing=0.2, pad_id=3)
+    again = LabelSmoothedCrossEntropy.from_config(loss.get_config())
+    assert (again.label_smoothing, again.pad_id) == (0.2, 3)
+    with pytest.raises(ValueError, match="Received: label_smoothing=1.0"):
+        LabelSmoothedCrossEntropy(label_smoothing=1.0)
+
+
+def test_metrics_ignore_padding_and_accumulate():
+    predicted = LOGITS.argmax(-1)
+    real = Y != 0
+    accuracy, perplexity, tokens = MaskedAccuracy(), Perplexity(), TokenCount()
+    for metric in (accuracy, perplexity, tokens):
+        metric.update_state(Y, LOGITS)
+        metric.update_state(Y[:1], LOGITS[:1])
+    both = np.concatenate([real, real[:1]])
+    hits = np.concatenate([(predicted == Y) & real, ((predicted == Y) & real)[:1]])
+    assert float(accuracy.result()) == pytest.approx(hits.sum() / both.sum())
+    assert float(tokens.result()) == both.sum()
+    nll = (5 * hand_loss(Y, LOGITS, 0.0) + 3 * hand_loss(Y[:1], LOGITS[:1], 0.0)) / 8
+    assert float(perplexity.result()) == pytest.approx(np.exp(nll), rel=1e-5)
+    accuracy.reset_state()
+    assert float(accuracy.result()) == 0.0
