@@ -6,8 +6,10 @@ Example:
 >>> model = keras_transformer.Transformer.from_preset("base", vocab_size=37000)
 """
 
+from keras_transformer import decoding
 from keras_transformer import layers
 from keras_transformer import models
+from keras_transformer import tokenization
 from keras_transformer import training
 from keras_transformer.layers import Decoder
 from keras_transformer.layers import DecoderLayer
@@ -24,6 +26,7 @@ from keras_transformer.training import MaskedAccuracy
 from keras_transformer.training import Perplexity
 from keras_transformer.training import TokenCount
 from keras_transformer.training import TransformerSchedule
+from keras_transformer.translator import Translator
 
 __version__ = "0.1.0"
 
@@ -43,7 +46,10 @@ __all__ = [
     "TokenEmbedding",
     "Transformer",
     "TransformerSchedule",
+    "Translator",
+    "decoding",
     "layers",
     "models",
+    "tokenization",
     "training",
 ]

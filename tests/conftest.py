@@ -9,8 +9,11 @@ import pytest  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
-    """Every test starts seeded, in float32, with a clean Keras session."""
+    """Every test starts seeded and in float32.
+
+    (No `keras.backend.clear_session()`: it clears TensorFlow's kernel
+    cache, which would delete the tokenizer resources module fixtures share.)
+    """
     keras.utils.set_random_seed(1234)
     yield
     keras.mixed_precision.set_global_policy("float32")
-    keras.backend.clear_session()

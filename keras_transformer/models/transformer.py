@@ -380,7 +380,7 @@ class Transformer(keras.Model):
         batch_size = ops.shape(encoder_output)[0]
         return {
             "self_attention": self.decoder.initial_self_attention_cache(
-                batch_size, max_length or self.max_length
+                batch_size, self.max_length if max_length is None else max_length
             ),
             "cross_attention": self.decoder.cross_attention_cache(encoder_output),
             "source_padding_mask": source_padding_mask,

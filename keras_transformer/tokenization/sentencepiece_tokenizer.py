@@ -1,0 +1,164 @@
+"""A SentencePiece tokenizer run by TensorFlow Text ops."""
+
+import base64
+import os
+
+import sentencepiece
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops with TensorFlow)
+from tensorflow_text.python.ops.sentencepiece_tokenizer import (
+    gen_sentencepiece_tokenizer as _ops,
+)
+
+from keras_transformer.special_ids import BOS_ID
+from keras_transformer.special_ids import EOS_ID
+from keras_transformer.special_ids import PAD_ID
+from keras_transformer.special_ids import UNK_ID
+
+
+class SentencePieceTokenizer(tf.Module):
+    """Text to subword ids and back, inside the TensorFlow graph.
+
+    Holds the serialized SentencePiece model (`proto`) itself: nothing is
+    read from disk at call time, and a SavedModel of a function that uses
+    the tokenizer carries the model as a constant, so the files used to
+    build it can be deleted.
+
+    Why a `tf.Module` and not a Keras layer: the tokenizer has no weights,
+    no dtype policy and no training behaviour, and it maps strings to
+    ragged ids, which Keras layers handle poorly; what it must be is
+    trackable by `tf.saved_model.save` (the export saves a `tf.Module`) and
+    serializable, which `get_config`/`from_config` (the proto, base64) and
+    `save`/`from_file` (a `.model` file) provide.
+
+    Why TF Text's ops and not its `SentencepieceTokenizer` class: that
+    class creates the model resource once, eagerly, as a resource owned by
+    an op kernel, and TensorFlow deletes it whenever it clears its kernel
+    cache, which `tf.random.set_seed` and `keras.utils.set_random_seed` do:
+    every tokenizer built before seeding, and every function traced with
+    it, then fails with `NotFoundError`. Here each graph (a `tf.function`,
+    a `tf.data` map, an exported signature) creates its own resource from
+    the proto inside the graph, and eager calls rebuild theirs if needed.
+
+    Special ids (`keras_transformer.special_ids`): pad 0, unk 1, BOS 2,
+    EOS 3, the layout `train_sentencepiece` gives. `tokenize` adds neither
+    BOS nor EOS; `detokenize` drops pad, BOS, EOS and everything after the
+    first EOS of a dense row.
+
+    Args:
+        proto: the serialized SentencePiece model (bytes).
+        name: the module's name.
+
+    Example:
+
+    >>> tokenizer = SentencePieceTokenizer.from_file("spm.model")
+    >>> ids = tokenizer(["Hello world."])          # RaggedTensor (1, None)
+    >>> tokenizer.detokenize(ids).numpy()
+    array([b'Hello world.'], dtype=object)
+    """
+
+    def __init__(self, proto, name=None):
+        super().__init__(name=name)
+        if isinstance(proto, str):
+            raise ValueError(
+                "`proto` is the serialized model (bytes); for a file use "
+                f"SentencePieceTokenizer.from_file. Received: proto={proto[:60]!r}"
+            )
+        self.proto = bytes(proto)
+        processor = sentencepiece.SentencePieceProcessor(model_proto=self.proto)
+        self.vocab_size = processor.get_piece_size()
+        self._processor = processor
+        self._eager_handle = None
+
+    def _handle(self):
+        """The SentencePiece resource: in a graph, created by that graph."""
+        if not tf.executing_eagerly():
+            return _ops.sentencepiece_op(model=self.proto)
+        if self._eager_handle is None:
+            self._eager_handle = _ops.sentencepiece_op(model=self.proto)
+        return self._eager_handle
+
+    def _run(self, op, *args):
+        try:
+            return op(self._handle(), *args)
+        except tf.errors.NotFoundError:
+            if not tf.executing_eagerly():
+                raise
+            self._eager_handle = None  # deleted by a kernel-cache clear
+            return op(self._handle(), *args)
+
+    @classmethod
+    def from_file(cls, path, name=None):
+        """Loads a `.model` file written by SentencePiece (or `save`)."""
+        with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
+            return cls(f.read(), name=name)
+
+    @classmethod
+    def from_proto(cls, proto, name=None):
+        """Builds from a serialized model."""
+        return cls(proto, name=name)
+
+    def save(self, path):
+        """Writes the model as a SentencePiece `.model` file."""
+        with tf.io.gfile.GFile(os.fspath(path), "wb") as f:
+            f.write(self.proto)
+
+    def get_config(self):
+        return {"proto": base64.b64encode(self.proto).decode("ascii"), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(base64.b64decode(config["proto"]), name=config.get("name"))
+
+    def id_to_piece(self, token_id):
+        """The piece of one id (Python, for inspection)."""
+        return self._processor.id_to_piece(int(token_id))
+
+    def piece_to_id(self, piece):
+        """The id of one piece (Python, for inspection)."""
+        return self._processor.piece_to_id(piece)
+
+    def tokenize(self, text):
+        """Strings `(batch,)` to ragged int32 ids `(batch, None)`; a scalar
+        string gives a 1-D tensor."""
+        text = tf.convert_to_tensor(text, tf.string)
+        if text.shape.rank == 0:
+            return self.tokenize(text[None])[0]
+
+        def tokenize(handle, strings):
+            values, splits = _ops.sentencepiece_tokenize_op(
+                handle, strings, nbest_size=0, alpha=1.0, add_bos=False,
+                add_eos=False, reverse=False, out_type=tf.int32, return_nbest=False,
+            )
+            return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+
+        return self._run(tokenize, text)
+
+    __call__ = tokenize
+
+    def detokenize(self, ids):
+        """Ids to strings: ragged `(batch, None)` or dense, padded
+        `(batch, length)` (what the searches return); special ids and what
+        follows the first EOS are dropped."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.convert_to_tensor(ids, tf.int32)
+            if ids.shape.rank == 1:
+                return self.detokenize(ids[None])[0]
+            # Keep what precedes the first EOS.
+            before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
+            ids = tf.ragged.boolean_mask(ids, before_eos)
+        keep = tf.logical_and(
+            tf.not_equal(ids, PAD_ID),
+            tf.logical_and(tf.not_equal(ids, BOS_ID), tf.not_equal(ids, EOS_ID)),
+        )
+        ids = tf.ragged.boolean_mask(ids, keep)
+        return self._run(
+            lambda handle, values, splits: _ops.sentencepiece_detokenize_op(
+                handle, values, splits, add_bos=False, add_eos=False, reverse=False
+            ),
+            ids.flat_values,
+            ids.row_splits,
+        )
+
+
+SPECIAL_IDS = dict(pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID)

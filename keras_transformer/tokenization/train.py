@@ -1,0 +1,110 @@
+"""Training a shared SentencePiece vocabulary (the paper's ~37,000 BPE)."""
+
+import gzip
+import io
+import os
+
+import sentencepiece
+
+from keras_transformer.layers import _validation
+from keras_transformer.tokenization.sentencepiece_tokenizer import SPECIAL_IDS
+from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
+
+MODEL_TYPES = ("bpe", "unigram")
+
+
+def _is_path(item):
+    return isinstance(item, os.PathLike) or (
+        isinstance(item, str) and "\n" not in item and os.path.isfile(item)
+    )
+
+
+def _read_lines(path):
+    opener = gzip.open if os.fspath(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            yield line.rstrip("\n")
+
+
+def _sentences(inputs):
+    """Every sentence of `inputs`: file paths, strings, or pairs of them."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    for item in inputs:
+        if isinstance(item, bytes):
+            item = item.decode("utf-8", errors="replace")
+        if isinstance(item, (tuple, list)):  # a (source, target) pair
+            yield from _sentences(item)
+        elif _is_path(item):
+            yield from _read_lines(item)
+        else:
+            yield str(item)
+
+
+def train_sentencepiece(
+    inputs,
+    vocab_size,
+    model_type="bpe",
+    character_coverage=0.9999,
+    input_sentence_size=10_000_000,
+    seed=0,
+    num_threads=None,
+    max_sentence_length=8192,
+):
+    """Trains a SentencePiece model and returns its tokenizer.
+
+    One model over everything in `inputs`: give it the source and the
+    target side (files, or `(source, target)` pairs) for the paper's shared
+    vocabulary. Special ids are fixed: pad 0, unk 1, BOS 2, EOS 3. Byte
+    fallback is on, so characters outside the vocabulary become their
+    UTF-8 bytes and no input is lost; normalization is the identity, so
+    `detokenize(tokenize(s)) == s` for text with single spaces and no
+    leading or trailing whitespace.
+
+    Args:
+        inputs: file paths (plain or `.gz`, one sentence a line), an
+            iterable of strings, or of `(source, target)` string pairs.
+        vocab_size: the vocabulary size, special ids and 256 byte pieces
+            included (the paper's EN-DE: about 37,000).
+        model_type: `"bpe"` (the paper) or `"unigram"`.
+        character_coverage: share of characters that get a piece of their
+            own; the rest fall back to bytes.
+        input_sentence_size: at most this many sentences, sampled, are used
+            to train (`0`: all).
+        seed: sampling seed, for reproducible vocabularies.
+        num_threads: training threads (default: all cores).
+        max_sentence_length: longer sentences (in bytes) are skipped.
+
+    Returns:
+        A `SentencePieceTokenizer`.
+
+    Example:
+
+    >>> tokenizer = train_sentencepiece(["train.en.gz", "train.de.gz"], 37000)
+    """
+    _validation.check_positive_int("vocab_size", vocab_size)
+    _validation.check_choice("model_type", model_type, MODEL_TYPES)
+    if vocab_size < 260:
+        raise ValueError(
+            "`vocab_size` must leave room for 4 special ids and 256 byte "
+            f"pieces (at least 260). Received: vocab_size={vocab_size}"
+        )
+    sentencepiece.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(_sentences(inputs)),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        byte_fallback=True,
+        normalization_rule_name="identity",
+        input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=True,
+        max_sentence_length=max_sentence_length,
+        num_threads=num_threads or os.cpu_count() or 1,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        **SPECIAL_IDS,
+    )
+    return SentencePieceTokenizer(model.getvalue())

@@ -1,0 +1,158 @@
+"""`Translator`: text in, text out, tokenization and search in the graph."""
+
+import tensorflow as tf
+
+from keras_transformer.decoding import beam_search
+from keras_transformer.decoding import greedy_search
+from keras_transformer.decoding import length_penalty
+from keras_transformer.layers import _validation
+from keras_transformer.special_ids import EOS_ID
+from keras_transformer.special_ids import PAD_ID
+
+TEXT = tf.TensorSpec([None], tf.string, name="text")
+
+
+class Translator(tf.Module):
+    """Translates batches of raw strings with a `Transformer` and a tokenizer.
+
+    Tokenizes in the graph, appends EOS, encodes once, runs cached beam
+    search (greedy when `beam_size=1`) with the length penalty
+    `((5 + len) / 6)^alpha` and a limit of source length +
+    `max_extra_length` tokens per sentence, and detokenizes. Sources longer
+    than `max_input_length` tokens (EOS included; default the model's
+    `max_length`) are truncated to it; outputs never exceed the model's
+    `max_length`. Empty strings and empty batches are fine, and the output
+    has one string per input, in order.
+
+    This is the object `keras_transformer.export` saves for TF Serving: its
+    `tf.function`s take a string vector and trace once.
+
+    Args:
+        model: a `Transformer`.
+        tokenizer: a `SentencePieceTokenizer` (anything with in-graph
+            `tokenize` and `detokenize`).
+        beam_size: hypotheses kept per sentence (4 in the paper).
+        alpha: length-penalty exponent (0.6 in the paper).
+        max_extra_length: output tokens allowed beyond the source length
+            (50 in the paper).
+        max_input_length: source tokens kept (default `model.max_length`).
+        jit_compile: compile the search with XLA.
+
+    Example:
+
+    >>> translator = Translator(model, tokenizer)
+    >>> translator.translate(["A dog runs."])
+    ['Ein Hund läuft.']
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        beam_size=4,
+        alpha=0.6,
+        max_extra_length=50,
+        max_input_length=None,
+        jit_compile=False,
+        name=None,
+    ):
+        super().__init__(name=name)
+        _validation.check_positive_int("beam_size", beam_size)
+        _validation.check_positive_int("max_input_length", max_input_length, allow_none=True)
+        if isinstance(max_extra_length, bool) or not isinstance(max_extra_length, int) or max_extra_length < 0:
+            raise ValueError(
+                "`max_extra_length` must be a non-negative integer. "
+                f"Received: max_extra_length={max_extra_length!r}"
+            )
+        if not alpha >= 0:
+            raise ValueError(f"`alpha` must be non-negative. Received: alpha={alpha!r}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.beam_size = beam_size
+        self.alpha = float(alpha)
+        self.max_extra_length = max_extra_length
+        self.max_input_length = max_input_length or model.max_length
+        self._search = tf.function(self._search_ids, jit_compile=jit_compile)
+
+    def settings(self):
+        """The decoding settings, as plain values."""
+        return {
+            "beam_size": self.beam_size,
+            "alpha": self.alpha,
+            "max_extra_length": self.max_extra_length,
+            "max_input_length": self.max_input_length,
+            "max_output_length": self.model.max_length,
+        }
+
+    def encode_text(self, text):
+        """Strings `(batch,)` to padded source ids `(batch, length)`, each
+        truncated to `max_input_length` tokens and ending with EOS."""
+        ids = self.tokenizer.tokenize(text)[:, : self.max_input_length - 1]
+        eos = tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype))
+        return tf.concat([ids, eos], axis=1).to_tensor(PAD_ID)
+
+    def _search_ids(self, source, num_results):
+        model = self.model
+        batch_size = tf.shape(source)[0]
+        source_mask = tf.not_equal(source, PAD_ID)
+        source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
+        limits = tf.minimum(source_lengths + self.max_extra_length, model.max_length)
+        max_length = tf.maximum(tf.reduce_max(tf.concat([limits, [1]], 0)), 1)
+        encoder_output = model.encode(source, training=False)
+        cache = model.init_cache(encoder_output, source_mask, max_length=max_length)
+
+        def tokens_to_logits(token_ids, cache, index):
+            logits, cache = model.decode_step(token_ids, cache, index)
+            return logits[:, -1], cache
+
+        if self.beam_size == 1:
+            ids, log_probs = greedy_search(
+                tokens_to_logits, cache, batch_size, max_length, max_lengths=limits
+            )
+            lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=1)
+            return ids[:, None], (log_probs / length_penalty(lengths, self.alpha))[:, None]
+        return beam_search(
+            tokens_to_logits,
+            cache,
+            batch_size,
+            max_length,
+            beam_size=self.beam_size,
+            alpha=self.alpha,
+            max_lengths=limits,
+            num_results=num_results,
+        )
+
+    @tf.function(input_signature=[TEXT])
+    def __call__(self, text):
+        """Translations `(batch,)` of strings `(batch,)`."""
+        return self.translate_with_scores(text)["translation"]
+
+    @tf.function(input_signature=[TEXT])
+    def translate_with_scores(self, text):
+        """`{"translation": (batch,) strings, "score": (batch,) float32}`,
+        the score being the length-penalized log-probability."""
+        ids, scores = self._search(self.encode_text(text), 1)
+        return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
+
+    @tf.function(input_signature=[TEXT])
+    def translate_n_best(self, text):
+        """All `beam_size` finished hypotheses, best first:
+        `{"translations": (batch, beam) strings, "scores": (batch, beam)}`."""
+        num_results = self.beam_size
+        ids, scores = self._search(self.encode_text(text), num_results)
+        flat = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
+        texts = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(scores))
+        return {"translations": texts, "scores": scores}
+
+    def translate(self, sentences, batch_size=64):
+        """Translates a list of strings, `batch_size` at a time (sorted by
+        length for little padding), and returns a list in the same order."""
+        sentences = list(sentences)
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        results = [None] * len(sentences)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            outputs = self(tf.constant([sentences[i] for i in chunk], tf.string))
+            for i, text in zip(chunk, outputs.numpy()):
+                results[i] = text.decode("utf-8", errors="replace")
+        return results

@@ -1,0 +1,145 @@
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding import beam_search
+from keras_transformer.decoding import greedy_search
+from keras_transformer.decoding import length_penalty
+from keras_transformer.special_ids import EOS_ID
+
+VOCAB = 6
+RNG = np.random.default_rng(0)
+# A Markov "model": the next-token logits depend on the last token only.
+TABLE = (RNG.normal(size=(3, VOCAB, VOCAB)) * 2).astype("float32")
+TABLE[:, :, 0] = -30.0  # never pad
+TABLE[:, :, 2] = -30.0  # never BOS
+
+
+def markov(batch):
+    """`tokens_to_logits` for sentence b using TABLE[b % 3]; the cache
+    counts the calls per row (so a wrongly reordered cache shows)."""
+
+    def step(ids, cache, index):
+        rows = cache["sentence"]
+        logits = tf.gather_nd(TABLE, tf.stack([rows, ids[:, 0]], axis=1))
+        return logits, {"sentence": rows, "calls": cache["calls"] + 1}
+
+    return step, {"sentence": tf.range(batch) % 3, "calls": tf.zeros([batch], tf.int32)}
+
+
+def log_softmax(x):
+    x = x - x.max()
+    return x - np.log(np.exp(x).sum())
+
+
+def sequence_log_prob(sentence, tokens):
+    previous, total = 2, 0.0
+    for token in tokens:
+        total += log_softmax(TABLE[sentence % 3, previous].astype(np.float64))[token]
+        previous = token
+    return total
+
+
+def brute_force_best(sentence, limit, alpha):
+    """The best length-penalized hypothesis over every sequence that ends
+    with EOS within `limit` tokens."""
+    best = (-np.inf, None)
+    for length in range(1, limit + 1):
+        for prefix in itertools.product([1, 4, 5], repeat=length - 1):
+            tokens = list(prefix) + [EOS_ID]
+            score = sequence_log_prob(sentence, tokens) / ((5 + length) / 6) ** alpha
+            best = max(best, (score, tokens), key=lambda x: x[0])
+    return best
+
+
+def strip(row):
+    row = list(row)
+    return row[: row.index(EOS_ID) + 1] if EOS_ID in row else row
+
+
+def test_greedy_equals_a_numpy_rollout():
+    step, cache = markov(3)
+    ids, scores = greedy_search(step, cache, 3, max_length=10)
+    for b in range(3):
+        expected, previous = [], 2
+        for position in range(10):
+            token = int(np.argmax(TABLE[b % 3, previous]))
+            if position == 9:  # the last allowed token must be EOS
+                token = EOS_ID
+            expected.append(token)
+            if token == EOS_ID:
+                break
+            previous = token
+        assert strip(ids[b].numpy()) == expected
+        assert float(scores[b]) == pytest.approx(sequence_log_prob(b, expected), rel=1e-5)
+        assert all(t == 0 for t in ids[b].numpy()[len(expected):])
+
+
+def test_beam_one_equals_greedy():
+    step, cache = markov(3)
+    greedy, _ = greedy_search(step, cache, 3, max_length=12, max_lengths=[12, 4, 7])
+    beam, _ = beam_search(step, cache, 3, max_length=12, beam_size=1, alpha=0.0, max_lengths=[12, 4, 7])
+    np.testing.assert_array_equal(beam[:, 0].numpy(), greedy.numpy())
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_wide_beam_finds_the_brute_force_optimum(alpha):
+    # Tokens 0 and 2 are (nearly) impossible, so 3 real choices per step: a
+    # beam of 3^4 keeps every prefix of length <= 4 and is exact.
+    step, cache = markov(3)
+    limits = [5, 3, 4]
+    ids, scores = beam_search(step, cache, 3, max_length=5, beam_size=81, alpha=alpha, max_lengths=limits)
+    for b in range(3):
+        best_score, best_tokens = brute_force_best(b, limits[b], alpha)
+        assert strip(ids[b, 0].numpy()) == best_tokens
+        assert float(scores[b, 0]) == pytest.approx(best_score, rel=1e-4)
+
+
+def test_beam_four_scores_at_least_greedy():
+    step, cache = markov(3)
+    greedy, _ = greedy_search(step, cache, 3, max_length=8)
+    ids, scores = beam_search(step, cache, 3, max_length=8, beam_size=4, alpha=0.6, num_results=4)
+    for b in range(3):
+        tokens = strip(greedy[b].numpy())
+        greedy_score = sequence_log_prob(b, tokens) / length_penalty(len(tokens), 0.6).numpy()
+        assert float(scores[b, 0]) >= greedy_score - 1e-5
+        assert np.all(np.diff(scores[b].numpy()) <= 1e-6)  # best first
+        for k in range(4):  # every returned score is its hypothesis' score
+            hyp = strip(ids[b, k].numpy())
+            expected = sequence_log_prob(b, hyp) / ((5 + len(hyp)) / 6) ** 0.6
+            assert float(scores[b, k]) == pytest.approx(expected, rel=1e-4)
+
+
+def test_limits_force_eos():
+    step, cache = markov(3)
+    ids, _ = beam_search(step, cache, 3, max_length=6, beam_size=3, max_lengths=[1, 2, 6])
+    lengths = [len(strip(ids[b, 0].numpy())) for b in range(3)]
+    assert lengths[0] == 1 and lengths[1] <= 2 and lengths[2] <= 6
+    assert all(strip(ids[b, 0].numpy())[-1] == EOS_ID for b in range(3))
+
+
+def test_traces_once_and_compiles_with_xla():
+    traces = []
+
+    def run(batch):
+        traces.append(1)
+        step, cache = markov(batch)
+        return beam_search(step, cache, batch, max_length=7, beam_size=3)
+
+    graph = tf.function(run, input_signature=[tf.TensorSpec([], tf.int32)])
+    xla = tf.function(run, jit_compile=True)
+    for batch in (2, 5):
+        ids, scores = graph(tf.constant(batch))
+        xla_ids, xla_scores = xla(batch)
+        np.testing.assert_array_equal(ids.numpy(), xla_ids.numpy())
+        np.testing.assert_allclose(scores.numpy(), xla_scores.numpy(), rtol=1e-5)
+    assert graph.experimental_get_tracing_count() == 1
+    greedy = tf.function(lambda: greedy_search(*markov(2), 2, 7), jit_compile=True)
+    assert greedy()[0].shape == (2, 7)
+
+
+def test_bad_num_results():
+    with pytest.raises(ValueError, match="Received: num_results=5"):
+        beam_search(*markov(1), 1, 5, beam_size=4, num_results=5)

@@ -1,0 +1,93 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import Transformer
+from keras_transformer import Translator
+from keras_transformer import training
+from keras_transformer.tokenization import train_sentencepiece
+
+LETTERS = list("abcdefghij")
+
+
+def reversal(n, seed):
+    rng = np.random.default_rng(seed)
+    sources, targets = [], []
+    for _ in range(n):
+        words = list(rng.choice(LETTERS, rng.integers(2, 7)))
+        sources.append(" ".join(words))
+        targets.append(" ".join(words[::-1]))
+    return sources, targets
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny model trained in the test to reverse letter sequences."""
+    sources, targets = reversal(5000, seed=0)
+    tokenizer = train_sentencepiece(sources + targets, 300)
+    batches = training.make_batches(
+        training.text_pairs_from_lists(sources, targets), tokenizer,
+        batch_tokens=1024, max_length=16, seed=0, vocab_size=tokenizer.vocab_size,
+    )
+    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size, dropout=0.0)
+    training.train(model, batches, str(tmp_path_factory.mktemp("run")), train_steps=800,
+                   steps_per_checkpoint=800, warmup_steps=200, tensorboard=False, verbose=0)
+    return model, tokenizer
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_exact_outputs_on_the_learned_task(trained, beam_size):
+    model, tokenizer = trained
+    sources, targets = reversal(40, seed=1)
+    assert Translator(model, tokenizer, beam_size=beam_size).translate(sources) == targets
+
+
+def test_scores_and_n_best(trained):
+    model, tokenizer = trained
+    sources, _ = reversal(6, seed=2)
+    text = tf.constant(sources)
+    greedy = Translator(model, tokenizer, beam_size=1).translate_with_scores(text)
+    beam = Translator(model, tokenizer, beam_size=4)
+    best = beam.translate_with_scores(text)
+    n_best = beam.translate_n_best(text)
+    assert n_best["translations"].shape == (6, 4)
+    np.testing.assert_array_equal(n_best["translations"][:, 0].numpy(), best["translation"].numpy())
+    np.testing.assert_allclose(n_best["scores"][:, 0], best["score"], rtol=1e-5)
+    assert np.all(np.diff(n_best["scores"].numpy(), axis=1) <= 1e-6)
+    # Beam 4's best scores at least as high as greedy under the model.
+    assert np.all(best["score"].numpy() >= greedy["score"].numpy() - 1e-4)
+
+
+def test_bad_input_never_crashes_or_drops_a_sentence(trained):
+    model, tokenizer = trained
+    translator = Translator(model, tokenizer, beam_size=2, max_extra_length=5)
+    very_long = " ".join(["a"] * 600)  # longer than max_length=256: truncated
+    batch = ["a b c", "", very_long, "日本語 😀 xyz", "a b"]
+    outputs = translator.translate(batch, batch_size=3)
+    assert len(outputs) == 5
+    assert outputs[0] == "c b a" and outputs[4] == "b a"
+    assert all(isinstance(o, str) for o in outputs)
+    assert translator(tf.constant([], tf.string)).shape == (0,)
+    long_ids = translator.encode_text(tf.constant([very_long]))
+    assert long_ids.shape[1] == model.max_length
+
+
+def test_traces_once_and_runs_under_xla(trained):
+    model, tokenizer = trained
+    translator = Translator(model, tokenizer, beam_size=2)
+    sources, _ = reversal(7, seed=3)
+    for n in (1, 3, 7):
+        translator(tf.constant(sources[:n]))
+    assert translator.__call__.experimental_get_tracing_count() == 1
+    xla = Translator(model, tokenizer, beam_size=2, jit_compile=True)
+    assert xla.translate(sources) == translator.translate(sources)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [(dict(beam_size=0), "beam_size"), (dict(alpha=-1.0), "alpha"), (dict(max_extra_length=-1), "max_extra_length")],
+)
+def test_bad_arguments(trained, kwargs, name):
+    model, tokenizer = trained
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        Translator(model, tokenizer, **kwargs)

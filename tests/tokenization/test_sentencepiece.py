@@ -1,0 +1,133 @@
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.special_ids import BOS_ID
+from keras_transformer.special_ids import EOS_ID
+from keras_transformer.tokenization import SentencePieceTokenizer
+from keras_transformer.tokenization import train_sentencepiece
+
+ENGLISH = [
+    "A man in a blue shirt is standing on a ladder.",
+    "Two dogs are running through the snow.",
+    "A little girl climbs into a wooden playhouse.",
+    "People are walking down a busy street at night.",
+]
+GERMAN = [
+    "Ein Mann in einem blauen Hemd steht auf einer Leiter.",
+    "Zwei Hunde laufen durch den Schnee.",
+    "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.",
+    "Leute gehen nachts eine belebte Straße entlang.",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_sentencepiece(list(zip(ENGLISH * 20, GERMAN * 20)), vocab_size=400)
+
+
+def test_special_ids_are_fixed(tokenizer):
+    assert tokenizer.vocab_size == 400
+    assert [tokenizer.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+
+
+def test_round_trip_normal_text(tokenizer):
+    text = ENGLISH + GERMAN + ["Ein Hund.", "", "Straße, Mädchen: 42!"]
+    ids = tokenizer.tokenize(text)
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    assert [s.decode() for s in tokenizer.detokenize(ids).numpy()] == text
+    # No special ids appear in tokenized text.
+    assert not tf.reduce_any(ids.flat_values < 4)
+
+
+def test_unseen_characters_are_not_lost(tokenizer):
+    text = ["日本語 😀 ÆØÅ", "Ελληνικά"]
+    ids = tokenizer(text)
+    assert [s.decode() for s in tokenizer.detokenize(ids).numpy()] == text
+
+
+def test_detokenize_dense_stops_at_eos(tokenizer):
+    ids = tokenizer(["Two dogs.", "A man."]).to_tensor()
+    padded = tf.concat([ids, tf.fill([2, 1], EOS_ID), tf.fill([2, 2], 7)], axis=1)
+    with_bos = tf.concat([tf.fill([2, 1], BOS_ID), padded], axis=1)
+    assert tokenizer.detokenize(with_bos).numpy().tolist() == [b"Two dogs.", b"A man."]
+    assert tokenizer.detokenize(ids[0]).numpy() == b"Two dogs."
+
+
+def test_runs_in_a_graph(tokenizer):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def round_trip(text):
+        return tokenizer.detokenize(tokenizer.tokenize(text))
+
+    assert round_trip(tf.constant(["Two dogs."])).numpy() == [b"Two dogs."]
+
+
+def test_files_and_formats(tmp_path, tokenizer):
+    (tmp_path / "train.en").write_text("\n".join(ENGLISH * 10) + "\n")
+    with gzip.open(tmp_path / "train.de.gz", "wt") as f:
+        f.write("\n".join(GERMAN * 10) + "\n")
+    from_files = train_sentencepiece([tmp_path / "train.en", str(tmp_path / "train.de.gz")], 400)
+    assert from_files.detokenize(from_files(["Zwei Hunde."])).numpy() == [b"Zwei Hunde."]
+    unigram = train_sentencepiece(ENGLISH * 20, 300, model_type="unigram")
+    assert unigram.vocab_size <= 300
+
+    tokenizer.save(tmp_path / "spm.model")
+    loaded = SentencePieceTokenizer.from_file(tmp_path / "spm.model")
+    again = SentencePieceTokenizer.from_config(tokenizer.get_config())
+    for other in (loaded, again, SentencePieceTokenizer.from_proto(tokenizer.proto)):
+        assert other(ENGLISH).to_list() == tokenizer(ENGLISH).to_list()
+
+
+def test_saved_model_needs_no_files(tmp_path):
+    """The model proto travels inside a SavedModel: delete the .model file
+    and load the SavedModel in a process without keras_transformer."""
+    model_file = tmp_path / "spm.model"
+    train_sentencepiece(ENGLISH * 20, 300).save(model_file)
+    tokenizer = SentencePieceTokenizer.from_file(model_file)
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.round_trip = tf.function(
+        lambda text: tokenizer.detokenize(tokenizer.tokenize(text)),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    os.remove(model_file)
+    code = (
+        "import sys, tensorflow as tf, tensorflow_text\n"
+        "assert 'keras_transformer' not in sys.modules\n"
+        f"m = tf.saved_model.load({str(tmp_path / 'saved')!r})\n"
+        "print(m.round_trip(tf.constant(['Two dogs are running.'])).numpy()[0].decode())\n"
+    )
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert output.returncode == 0, output.stderr[-2000:]
+    assert output.stdout.strip().splitlines()[-1] == "Two dogs are running."
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [(dict(vocab_size=100), "vocab_size"), (dict(vocab_size=400, model_type="wordpiece"), "model_type")],
+)
+def test_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        train_sentencepiece(ENGLISH, **kwargs)
+    with pytest.raises(ValueError, match="from_file"):
+        SentencePieceTokenizer("spm.model")
+
+
+def test_survives_reseeding(tokenizer):
+    """`tf.random.set_seed` clears TensorFlow's kernel cache, which deletes
+    TF Text's own tokenizer resources; ours are rebuilt or graph-owned."""
+    traced = tf.function(lambda s: tokenizer(s).to_tensor())
+    dataset = tf.data.Dataset.from_tensor_slices(["Two dogs."]).batch(1).map(lambda s: tokenizer(s).to_tensor())
+    expected = tokenizer(["Two dogs."]).to_tensor().numpy()
+    traced(tf.constant(["Two dogs."]))
+    tf.random.set_seed(5)
+    np.testing.assert_array_equal(tokenizer(["Two dogs."]).to_tensor().numpy(), expected)
+    np.testing.assert_array_equal(traced(tf.constant(["Two dogs."])).numpy(), expected)
+    np.testing.assert_array_equal(next(iter(dataset)).numpy(), expected)
