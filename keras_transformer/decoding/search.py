@@ -90,7 +90,9 @@ def greedy_search(
         return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(finished)))
 
     def body(step, sequences, finished, scores, cache):
-        tokens = sequences[:, step : step + 1]  # (batch, 1)
+        # A gather (not a slice at a tensor offset) keeps the shape static
+        # under XLA.
+        tokens = tf.gather(sequences, step, axis=1)[:, None]  # (batch, 1)
         logits, cache = tokens_to_logits(tokens, cache, step)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         log_probs = _only_eos_at_limit(log_probs, step, limits, eos_id)
@@ -201,7 +203,15 @@ def beam_search(
         return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(done)))
 
     def body(step, alive, alive_log_probs, finished, finished_scores, cache):
-        tokens = tf.reshape(alive[:, :, step], [-1, 1])  # (batch * k, 1)
+        state = (alive, alive_log_probs, finished, finished_scores, cache)
+        outputs = _step(step, *state)
+        # Gathers forget static shapes (a static batch size included) that
+        # the loop requires to stay the same: restore them.
+        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), outputs, state)
+        return (step + 1, *outputs)
+
+    def _step(step, alive, alive_log_probs, finished, finished_scores, cache):
+        tokens = tf.reshape(tf.gather(alive, step, axis=2), [-1, 1])  # (batch * k, 1)
         logits, cache = tokens_to_logits(tokens, cache, step)
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
@@ -237,7 +247,7 @@ def beam_search(
         merged = tf.concat([finished, top_sequences], 1)
         finished_scores, keep = tf.math.top_k(merged_scores, k)
         finished = tf.gather(merged, keep, batch_dims=1)
-        return step + 1, alive, live_log_probs, finished, finished_scores, cache
+        return alive, live_log_probs, finished, finished_scores, cache
 
     _, _, _, finished, finished_scores, _ = tf.while_loop(
         cond,

@@ -153,3 +153,36 @@ class TransformerLayerBase(keras.layers.Layer):
     def _sublayer_output(self, x, y, norm, dropout, training):
         y = x + dropout(y, training=training)
         return y if self.norm_first else norm(y)
+
+
+class LayerStackBase(TransformerLayerBase):
+    """What `Encoder` and `Decoder` share: `num_layers` identical layers
+    built from the arguments above, and a final norm when pre-norm.
+
+    Args:
+        num_layers: number of layers N.
+        num_heads, d_ff, **kwargs: see `TransformerLayerBase`.
+    """
+
+    def __init__(self, num_layers, num_heads, d_ff, **kwargs):
+        super().__init__(num_heads, d_ff, **kwargs)
+        _validation.check_positive_int("num_layers", num_layers)
+        self.num_layers = num_layers
+
+    def get_config(self):
+        config = super().get_config()
+        config["num_layers"] = self.num_layers
+        return config
+
+    def _make_stack(self, layer_class, *input_shapes):
+        """Builds `self.stack` and `self.final_norm` (`None` if post-norm)."""
+        self.stack = []
+        for i in range(self.num_layers):
+            layer = layer_class(
+                **self.layer_arguments(), dtype=self.dtype_policy, name=f"layer_{i}"
+            )
+            layer.build(*input_shapes)
+            self.stack.append(layer)
+        self.final_norm = (
+            self._make_norm("final_norm", input_shapes[0]) if self.norm_first else None
+        )

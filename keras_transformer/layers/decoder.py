@@ -3,13 +3,12 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers import _validation
-from keras_transformer.layers._base import TransformerLayerBase
+from keras_transformer.layers._base import LayerStackBase
 from keras_transformer.layers.decoder_layer import DecoderLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Decoder(TransformerLayerBase):
+class Decoder(LayerStackBase):
     """`num_layers` `DecoderLayer`s (N = 6 in the paper), with caches for
     incremental decoding.
 
@@ -49,29 +48,8 @@ class Decoder(TransformerLayerBase):
     TensorShape([2, 7, 512])
     """
 
-    def __init__(self, num_layers, num_heads, d_ff, **kwargs):
-        super().__init__(num_heads, d_ff, **kwargs)
-        _validation.check_positive_int("num_layers", num_layers)
-        self.num_layers = num_layers
-
-    def get_config(self):
-        config = super().get_config()
-        config["num_layers"] = self.num_layers
-        return config
-
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
-        self.stack = []
-        for i in range(self.num_layers):
-            layer = DecoderLayer(
-                **self.layer_arguments(), dtype=self.dtype_policy, name=f"layer_{i}"
-            )
-            layer.build(decoder_sequence_shape, encoder_sequence_shape)
-            self.stack.append(layer)
-        self.final_norm = (
-            self._make_norm("final_norm", decoder_sequence_shape)
-            if self.norm_first
-            else None
-        )
+        self._make_stack(DecoderLayer, decoder_sequence_shape, encoder_sequence_shape)
         self.built = True
 
     def initial_self_attention_cache(self, batch_size, cache_length):

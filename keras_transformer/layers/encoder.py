@@ -2,13 +2,12 @@
 
 import keras
 
-from keras_transformer.layers import _validation
-from keras_transformer.layers._base import TransformerLayerBase
+from keras_transformer.layers._base import LayerStackBase
 from keras_transformer.layers.encoder_layer import EncoderLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Encoder(TransformerLayerBase):
+class Encoder(LayerStackBase):
     """`num_layers` `EncoderLayer`s (N = 6 in the paper).
 
     Takes embedded inputs (token embeddings + positions); with
@@ -35,27 +34,8 @@ class Encoder(TransformerLayerBase):
     TensorShape([2, 10, 512])
     """
 
-    def __init__(self, num_layers, num_heads, d_ff, **kwargs):
-        super().__init__(num_heads, d_ff, **kwargs)
-        _validation.check_positive_int("num_layers", num_layers)
-        self.num_layers = num_layers
-
-    def get_config(self):
-        config = super().get_config()
-        config["num_layers"] = self.num_layers
-        return config
-
     def build(self, inputs_shape):
-        self.stack = []
-        for i in range(self.num_layers):
-            layer = EncoderLayer(
-                **self.layer_arguments(), dtype=self.dtype_policy, name=f"layer_{i}"
-            )
-            layer.build(inputs_shape)
-            self.stack.append(layer)
-        self.final_norm = (
-            self._make_norm("final_norm", inputs_shape) if self.norm_first else None
-        )
+        self._make_stack(EncoderLayer, inputs_shape)
         self.built = True
 
     def call(self, inputs, padding_mask=None, training=None):

@@ -15,6 +15,25 @@ from keras_transformer.layers.masking import merge_masks
 _MASKED_LOGIT = -1e9
 
 
+def _write_at(cache, update, index):
+    """`cache` `(batch, heads, length, depth)` with `update` `(batch, heads,
+    steps, depth)` written at positions `index .. index + steps - 1`.
+
+    Places the update with a one-hot product and selects, rather than using
+    `ops.slice_update`: on TensorFlow that lowers to `XlaDynamicUpdateSlice`,
+    which runs only where TensorFlow's XLA JIT is linked and enabled (stock
+    TF Serving leaves XLA:CPU off), so an exported model would depend on it.
+    The product is exact (each value is multiplied by 1 and added to 0s) and
+    compiles under XLA, unlike a pad by a tensor amount.
+    """
+    length, steps = ops.shape(cache)[2], ops.shape(update)[2]
+    targets = ops.expand_dims(index + ops.arange(steps), 1)  # (steps, 1)
+    one_hot = ops.equal(targets, ops.expand_dims(ops.arange(length), 0))  # (steps, length)
+    placed = ops.einsum("bhtd,tl->bhld", update, ops.cast(one_hot, update.dtype))
+    written = ops.any(one_hot, axis=0)  # (length,)
+    return ops.where(written[None, None, :, None], placed, cache)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention: softmax(QKᵀ/√d_k)V over `num_heads` heads.
@@ -226,9 +245,8 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             keys, values = self.project_key_value(value, key)
             if cache is not None:
-                start = [0, 0, cache_update_index, 0]
-                keys = ops.slice_update(cache[0], start, keys)
-                values = ops.slice_update(cache[1], start, values)
+                keys = _write_at(cache[0], keys, cache_update_index)
+                values = _write_at(cache[1], values, cache_update_index)
                 cache = (keys, values)
         if cache_update_index is not None:
             value_mask = key_mask = None  # they describe `value`, not the cache

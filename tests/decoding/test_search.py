@@ -143,3 +143,28 @@ def test_traces_once_and_compiles_with_xla():
 def test_bad_num_results():
     with pytest.raises(ValueError, match="Received: num_results=5"):
         beam_search(*markov(1), 1, 5, beam_size=4, num_results=5)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_static_batch_under_xla(search):
+    """Under XLA with a static batch (tf.shape of a fixed-size input) the
+    token column must stay (n, 1) and the loop state keep its shapes."""
+    fixed = tf.zeros([3, 9], tf.int32)
+
+    @tf.function(jit_compile=True)
+    def run(source):
+        batch = tf.shape(source)[0]
+        step, cache = markov(3)
+
+        def uses_shapes(ids, cache, index):
+            # Broadcasting the ids against a fixed-width buffer fails if their
+            # shape is not exactly (n, 1).
+            buffer = tf.where(tf.equal(tf.range(9), index)[None], ids, tf.zeros([tf.shape(ids)[0], 9], tf.int32))
+            logits, cache = step(ids, cache, index)
+            return logits + 0.0 * tf.cast(tf.reduce_sum(buffer), tf.float32), cache
+
+        if search == "greedy":
+            return greedy_search(uses_shapes, cache, batch, 9)[0]
+        return beam_search(uses_shapes, cache, batch, 9, beam_size=2)[0][:, 0]
+
+    assert run(fixed).shape == (3, 9)
