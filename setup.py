@@ -8,6 +8,7 @@ INSTALL_REQUIRES = [
     "keras>=3.15,<4",
     "tensorflow-datasets",
     "tensorboard",  # TF 2.21 no longer installs it; `train` writes logs
+    "tensorflow-serving-api>=2.21,<2.22",  # warm-up records, gRPC client
     "sacrebleu>=2.4",
     "sentencepiece",
     "numpy",

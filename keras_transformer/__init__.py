@@ -7,6 +7,7 @@ Example:
 """
 
 from keras_transformer import decoding
+from keras_transformer import export
 from keras_transformer import layers
 from keras_transformer import models
 from keras_transformer import tokenization
@@ -48,6 +49,7 @@ __all__ = [
     "TransformerSchedule",
     "Translator",
     "decoding",
+    "export",
     "layers",
     "models",
     "tokenization",

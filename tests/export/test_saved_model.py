@@ -1,0 +1,188 @@
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer.export.saved_model as saved_model_module
+from keras_transformer import Transformer
+from keras_transformer import Translator
+from keras_transformer.export import existing_versions
+from keras_transformer.export import export_saved_model
+from keras_transformer.tokenization import SentencePieceTokenizer
+from keras_transformer.tokenization import train_sentencepiece
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+CORPUS = [
+    "A man is riding a bicycle down the street.",
+    "Ein Mann fährt mit dem Fahrrad die Straße entlang.",
+    "Two dogs are playing in the snow.",
+    "Zwei Hunde spielen im Schnee.",
+]
+# Raw bytes (latin-1 round trip in JSON): empty, long, invalid UTF-8, scripts.
+HOSTILE = [
+    "A dog runs.",
+    "",
+    " ".join(["word"] * 2000),
+    b"bad \xff\xfe utf-8 \xc3".decode("latin-1"),
+    "Ελληνικά, русский, 日本語 and emoji 😀🚀".encode("utf-8").decode("latin-1"),
+    "Two dogs.",
+]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A tiny model, a tokenizer built from a file that is then deleted,
+    and an export of both."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    base = tmp_path_factory.mktemp("export")
+    model_file = base / "spm.model"
+    train_sentencepiece(CORPUS * 20, 320).save(model_file)
+    tokenizer = SentencePieceTokenizer.from_file(model_file)
+    os.remove(model_file)  # the export must not need it
+    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size)
+    translator = Translator(model, tokenizer, beam_size=3, max_extra_length=8)
+    path = export_saved_model(translator, base / "models")
+    return translator, path
+
+
+def as_bytes(sentences):
+    return [s.encode("latin-1") for s in sentences]
+
+
+def load_in_fresh_process(path, sentences, tmp_path):
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps(sentences))
+    result = subprocess.run(
+        [sys.executable, os.path.join(HERE, "load_without_keras.py"), path, str(inputs)],
+        capture_output=True, text=True, env=ENV, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_loads_without_keras_both_ways_and_matches_python(exported, tmp_path):
+    translator, path = exported
+    expected = translator.translate_with_scores(tf.constant(as_bytes(HOSTILE)))
+    expected_text = [t.decode("utf-8", "replace") for t in expected["translation"].numpy()]
+    result = load_in_fresh_process(path, HOSTILE, tmp_path)
+    assert result["eager"] == expected_text
+    assert result["session"] == expected_text
+    np.testing.assert_allclose(result["eager_scores"], expected["score"].numpy(), rtol=1e-5)
+    np.testing.assert_allclose(result["session_scores"], expected["score"].numpy(), rtol=1e-5)
+    assert len(result["eager"]) == len(HOSTILE)
+
+
+def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
+    _, path = exported
+    result = load_in_fresh_process(path, ["x"], tmp_path)
+    assert result["unknown"] == []
+    forbidden = [op for op in result["ops"] if "PyFunc" in op or op.startswith("Xla")]
+    assert forbidden == []
+    assert "SentencepieceTokenizeOp" in result["text"]
+    assert set(result["text"]) <= {
+        "SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp",
+    }
+
+
+def test_bad_input_keeps_every_sentence_in_order(exported):
+    translator, path = exported
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    batch = serve(text=tf.constant(as_bytes(HOSTILE)))["translation"].numpy()
+    assert len(batch) == len(HOSTILE)
+    for i, sentence in enumerate(HOSTILE):  # each equals its translation alone
+        alone = serve(text=tf.constant(as_bytes([sentence])))["translation"].numpy()[0]
+        assert batch[i] == alone, i
+    empty = serve(text=tf.constant([], tf.string))
+    assert empty["translation"].shape == (0,) and empty["score"].shape == (0,)
+
+
+def test_sixteen_threads_get_the_single_thread_results(exported):
+    _, path = exported
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    requests = [as_bytes(HOSTILE[i % 6 : i % 6 + 2] or HOSTILE[:1]) for i in range(16)]
+    expected = [serve(text=tf.constant(r))["translation"].numpy().tolist() for r in requests]
+    results = [None] * 16
+    start = threading.Barrier(16)
+
+    def call(i):
+        start.wait()
+        results[i] = serve(text=tf.constant(requests[i]))["translation"].numpy().tolist()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == expected
+
+
+def test_other_signatures_settings_and_warmup(exported):
+    translator, path = exported
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) == {"serving_default", "n_best", "tokenize", "detokenize"}
+    text = tf.constant(["Two dogs are playing."])
+    tokens = loaded.signatures["tokenize"](text=text)
+    assert tokens["ids"].numpy().tolist() == [translator.tokenizer(["Two dogs are playing."])[0].numpy().tolist()]
+    assert loaded.signatures["detokenize"](ids=tokens["ids"])["text"].numpy()[0] == b"Two dogs are playing."
+    n_best = loaded.signatures["n_best"](text=text)
+    assert n_best["translations"].shape == (1, 3)
+    settings = json.loads(loaded.settings_json.numpy())
+    assert settings == translator.settings() and settings["beam_size"] == 3
+    with open(os.path.join(path, "assets.extra", "keras_transformer.json")) as f:
+        assert json.load(f)["alpha"] == 0.6
+
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests")))
+    log = prediction_log_pb2.PredictionLog.FromString(records[0].numpy())
+    request = log.predict_log.request
+    assert request.model_spec.signature_name == "serving_default"
+    assert tf.make_ndarray(request.inputs["text"]).tolist()[0] == b"A man is riding a bicycle."
+
+
+def test_versions_and_failed_exports(exported, tmp_path, monkeypatch):
+    translator, _ = exported
+    base = tmp_path / "models"
+    first = export_saved_model(translator, base, warmup_sentences=())
+    second = export_saved_model(translator, base, warmup_sentences=())
+    assert (os.path.basename(first), os.path.basename(second)) == ("1", "2")
+    assert existing_versions(str(base)) == [1, 2]
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export_saved_model(translator, base, version=2)
+    export_saved_model(translator, base, version=2, overwrite=True, warmup_sentences=())
+    with pytest.raises(ValueError, match="Received: version=0"):
+        export_saved_model(translator, base, version=0)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(saved_model_module, "_write_warmup", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        export_saved_model(translator, base)
+    assert sorted(os.listdir(base)) == ["1", "2"]  # no version 3, no temp dirs
+
+
+def test_command_line(exported):
+    translator, path = exported
+    sentences = ["A dog runs.", "", "Two dogs."]
+    base = os.path.dirname(path)
+    run = lambda *args, **kw: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "keras_transformer.translate", "--export_dir", base, *args],
+        capture_output=True, text=True, env=ENV, cwd=ROOT, **kw,
+    )
+    result = run("--batch_size", "2", input="\n".join(sentences) + "\n")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[:3] == translator.translate(sentences)
+    info = run("--info")
+    assert info.returncode == 0, info.stderr[-3000:]
+    assert '"beam_size": 3' in info.stdout
+    assert "signature serving_default: text: string[None] -> score: float32[None], translation: string[None]" in info.stdout
