@@ -106,8 +106,8 @@ def main():
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
-    print(f"| preset | search | batch | cache | compile | tokens/s | vs uncached graph |")
-    print(f"| --- | --- | --- | --- | --- | --- | --- |")
+    print("| preset | search | batch | cache | compile | tokens/s | vs uncached graph |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for preset in args.presets:
         model = Transformer.from_preset(preset, vocab_size=VOCAB, max_length=max(256, args.length))
         for search in ("greedy", "beam4"):

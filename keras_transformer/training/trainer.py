@@ -15,7 +15,6 @@ returns at once.
 
 import contextlib
 import dataclasses
-import glob
 import math
 import os
 import time
@@ -175,12 +174,11 @@ class _RunState(keras.callbacks.Callback):
     adds `learning_rate` and `tokens_per_sec` to the logs (progress bar,
     TensorBoard)."""
 
-    def __init__(self, manager, step_variable, train_steps, accumulation_steps):
+    def __init__(self, manager, step_variable, train_steps):
         super().__init__()
         self.manager = manager
         self.step = step_variable
         self.train_steps = train_steps
-        self.accumulation_steps = accumulation_steps
         self.diverged_at = None
         self._time = None
 
@@ -331,7 +329,7 @@ def train(
     else:
         dataset = train_data.repeat()
 
-    state = _RunState(manager, step, train_steps, accumulation_steps)
+    state = _RunState(manager, step, train_steps)
     all_callbacks = [state, *callbacks]
     if tensorboard:
         all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")))

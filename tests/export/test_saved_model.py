@@ -186,3 +186,14 @@ def test_command_line(exported):
     assert info.returncode == 0, info.stderr[-3000:]
     assert '"beam_size": 3' in info.stdout
     assert "signature serving_default: text: string[None] -> score: float32[None], translation: string[None]" in info.stdout
+
+
+def test_keras_export_of_the_raw_model(tmp_path):
+    """`model.export()` gives a SavedModel of logits, for users who want them."""
+    model = Transformer.from_preset("tiny", vocab_size=50)
+    spec = (tf.TensorSpec([None, None], tf.int32, name="source"), tf.TensorSpec([None, None], tf.int32, name="target"))
+    model.export(str(tmp_path / "raw"), format="tf_saved_model", input_signature=[spec], verbose=False)
+    source, target = np.array([[5, 6, 7, 3]], "int32"), np.array([[2, 8, 9]], "int32")
+    restored = tf.saved_model.load(str(tmp_path / "raw"))  # keep it: it owns the variables
+    logits = restored.serve((source, target))
+    np.testing.assert_allclose(logits.numpy(), model((source, target)).numpy(), atol=1e-5)

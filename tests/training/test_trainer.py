@@ -3,7 +3,6 @@ import os
 import keras
 import numpy as np
 import pytest
-from keras import ops
 
 from keras_transformer import Transformer
 from keras_transformer import training
