@@ -35,10 +35,12 @@ class Decoder(LayerStackBase):
         cross_attention_cache: optional per-layer encoder keys/values.
         cache_update_index: position of `decoder_sequence[:, 0]`.
         training: whether dropout is active.
+        return_attention_scores: also return a list with each layer's
+            `{"self_attention": ..., "cross_attention": ...}` probabilities.
 
     Returns:
-        `(batch, target_len, d_model)`, or `(outputs, self_attention_cache)`
-        when a self-attention cache is given.
+        `(batch, target_len, d_model)`; the scores follow if asked, then the
+        updated self-attention cache if one is given.
 
     Example:
 
@@ -83,9 +85,10 @@ class Decoder(LayerStackBase):
         cross_attention_cache=None,
         cache_update_index=None,
         training=None,
+        return_attention_scores=False,
     ):
         x = decoder_sequence
-        new_cache = []
+        new_cache, scores = [], []
         for i, layer in enumerate(self.stack):
             outputs = layer(
                 x,
@@ -100,17 +103,20 @@ class Decoder(LayerStackBase):
                 ),
                 cache_update_index=cache_update_index,
                 training=training,
+                return_attention_scores=True,
             )
-            if self_attention_cache is None:
-                x = outputs
-            else:
-                x, layer_cache = outputs
-                new_cache.append(layer_cache)
+            x, layer_scores = outputs[0], outputs[1]
+            scores.append(layer_scores)
+            if self_attention_cache is not None:
+                new_cache.append(outputs[2])
         if self.final_norm is not None:
             x = self.final_norm(x)
+        outputs = (x,)
+        if return_attention_scores:
+            outputs += (scores,)
         if self_attention_cache is not None:
-            return x, tuple(new_cache)
-        return x
+            outputs += (tuple(new_cache),)
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape

@@ -33,10 +33,13 @@ class DecoderLayer(TransformerLayerBase):
             output.
         cache_update_index: where the new positions go in the cache.
         training: whether dropout is active.
+        return_attention_scores: also return `{"self_attention": ...,
+            "cross_attention": ...}`, the probabilities `(batch, num_heads,
+            target_len, key_len)` of both attentions.
 
     Returns:
-        `(batch, target_len, d_model)`, or `(outputs, self_attention_cache)`
-        when a self-attention cache is given.
+        `(batch, target_len, d_model)`; the scores dict follows if asked,
+        then the self-attention cache if one is given.
 
     Example:
 
@@ -81,6 +84,7 @@ class DecoderLayer(TransformerLayerBase):
         cross_attention_cache=None,
         cache_update_index=None,
         training=None,
+        return_attention_scores=False,
     ):
         if encoder_sequence is None and cross_attention_cache is None:
             raise ValueError(
@@ -96,9 +100,12 @@ class DecoderLayer(TransformerLayerBase):
             training=training,
             cache=self_attention_cache,
             cache_update_index=cache_update_index,
+            return_attention_scores=True,
         )
         if self_attention_cache is not None:
-            y, self_attention_cache = y
+            y, self_scores, self_attention_cache = y
+        else:
+            y, self_scores = y
         x = self._sublayer_output(
             x, y, self.self_attention_norm, self.self_attention_dropout, training
         )
@@ -111,9 +118,9 @@ class DecoderLayer(TransformerLayerBase):
             attention_mask=None,
             training=training,
             cache=cross_attention_cache,
+            return_attention_scores=True,
         )
-        if cross_attention_cache is not None:
-            y = y[0]
+        y, cross_scores = y[0], y[1]
         x = self._sublayer_output(
             x, y, self.cross_attention_norm, self.cross_attention_dropout, training
         )
@@ -123,9 +130,12 @@ class DecoderLayer(TransformerLayerBase):
         x = self._sublayer_output(
             x, y, self.feed_forward_norm, self.feed_forward_dropout, training
         )
+        outputs = (x,)
+        if return_attention_scores:
+            outputs += ({"self_attention": self_scores, "cross_attention": cross_scores},)
         if self_attention_cache is not None:
-            return x, self_attention_cache
-        return x
+            outputs += (self_attention_cache,)
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape

@@ -23,9 +23,11 @@ class Encoder(LayerStackBase):
         padding_mask: optional boolean `(batch, seq_len)`, `True` at real
             tokens.
         training: whether dropout is active.
+        return_attention_scores: also return a list with each layer's
+            self-attention probabilities.
 
     Returns:
-        `(batch, seq_len, d_model)`.
+        `(batch, seq_len, d_model)`, or `(outputs, scores)`.
 
     Example:
 
@@ -38,11 +40,16 @@ class Encoder(LayerStackBase):
         self._make_stack(EncoderLayer, inputs_shape)
         self.built = True
 
-    def call(self, inputs, padding_mask=None, training=None):
-        x = inputs
+    def call(self, inputs, padding_mask=None, training=None, return_attention_scores=False):
+        x, scores = inputs, []
         for layer in self.stack:
-            x = layer(x, padding_mask=padding_mask, training=training)
-        return self.final_norm(x) if self.final_norm is not None else x
+            x, layer_scores = layer(
+                x, padding_mask=padding_mask, training=training, return_attention_scores=True
+            )
+            scores.append(layer_scores)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

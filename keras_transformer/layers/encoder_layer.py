@@ -26,9 +26,11 @@ class EncoderLayer(TransformerLayerBase):
             tokens; pad positions are hidden as keys.
         attention_mask: optional boolean `(batch, seq_len, seq_len)`.
         training: whether dropout is active.
+        return_attention_scores: also return the self-attention
+            probabilities `(batch, num_heads, seq_len, seq_len)`.
 
     Returns:
-        `(batch, seq_len, d_model)`.
+        `(batch, seq_len, d_model)`, or `(outputs, scores)`.
 
     Example:
 
@@ -50,24 +52,33 @@ class EncoderLayer(TransformerLayerBase):
         self.feed_forward_dropout = self._make_dropout("feed_forward_dropout")
         self.built = True
 
-    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         x = inputs
         y = self._sublayer_input(x, self.self_attention_norm)
-        y = self.self_attention(
+        y, scores = self.self_attention(
             y,
             y,
             value_mask=padding_mask,
             attention_mask=attention_mask,
             training=training,
+            return_attention_scores=True,
         )
         x = self._sublayer_output(
             x, y, self.self_attention_norm, self.self_attention_dropout, training
         )
         y = self._sublayer_input(x, self.feed_forward_norm)
         y = self.feed_forward(y, training=training)
-        return self._sublayer_output(
+        x = self._sublayer_output(
             x, y, self.feed_forward_norm, self.feed_forward_dropout, training
         )
+        return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

@@ -362,6 +362,36 @@ class Transformer(keras.Model):
         )
         return self._logits(x)
 
+    def attention_scores(self, source_ids, target_ids):
+        """Every attention's probabilities for one forward pass (dropout
+        off), for plots like the paper's Figures 3-5.
+
+        Returns:
+            A dict of per-layer lists, each entry `(batch, num_heads,
+            query_len, key_len)`: `"encoder"` (source over source),
+            `"decoder"` (target over target, causal) and `"cross"` (target
+            over source).
+        """
+        source_mask = padding_mask(source_ids, self.pad_id)
+        x = self._embed(source_ids, self.source_embedding, self.source_positions, 0, False)
+        encoder_output, encoder_scores = self.encoder(
+            x, padding_mask=source_mask, training=False, return_attention_scores=True
+        )
+        y = self._embed(target_ids, self._target_embedding(), self.target_positions, 0, False)
+        _, decoder_scores = self.decoder(
+            y,
+            encoder_output,
+            decoder_padding_mask=padding_mask(target_ids, self.pad_id),
+            encoder_padding_mask=source_mask,
+            training=False,
+            return_attention_scores=True,
+        )
+        return {
+            "encoder": encoder_scores,
+            "decoder": [s["self_attention"] for s in decoder_scores],
+            "cross": [s["cross_attention"] for s in decoder_scores],
+        }
+
     def init_cache(self, encoder_output, source_padding_mask, max_length=None):
         """Fixed-shape decoding state for `decode_step`.
 

@@ -174,13 +174,16 @@ class _RunState(keras.callbacks.Callback):
     adds `learning_rate` and `tokens_per_sec` to the logs (progress bar,
     TensorBoard)."""
 
-    def __init__(self, manager, step_variable, train_steps):
+    def __init__(self, manager, step_variable, train_steps, max_seconds=None):
         super().__init__()
         self.manager = manager
         self.step = step_variable
         self.train_steps = train_steps
+        self.max_seconds = max_seconds
         self.diverged_at = None
+        self.out_of_time = False
         self._time = None
+        self._start = time.perf_counter()
 
     def _updates(self):
         return _read_int(self.model.optimizer.iterations)
@@ -207,6 +210,9 @@ class _RunState(keras.callbacks.Callback):
         self._add_rates(logs)
         if self._updates() >= self.train_steps:
             self.model.stop_training = True
+        elif self.max_seconds and time.perf_counter() - self._start > self.max_seconds:
+            self.out_of_time = True
+            self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
@@ -225,6 +231,7 @@ class TrainResult:
     history: dict
     checkpoint: str
     seconds: float
+    out_of_time: bool = False
 
 
 def train(
@@ -244,6 +251,7 @@ def train(
     tensorboard=True,
     callbacks=(),
     verbose="auto",
+    max_seconds=None,
 ):
     """Trains `model` with the paper's recipe for `train_steps` updates,
     resuming from `model_dir` if a previous run left checkpoints there.
@@ -276,6 +284,9 @@ def train(
         callbacks: more Keras callbacks.
         verbose: `model.fit` verbosity (the progress bar shows loss,
             accuracy, perplexity, learning rate and tokens/s).
+        max_seconds: a wall-time budget for this call: training stops (and
+            checkpoints) at the first update past it. `TrainResult.out_of_time`
+            tells whether it did.
 
     Returns:
         A `TrainResult`.
@@ -329,7 +340,7 @@ def train(
     else:
         dataset = train_data.repeat()
 
-    state = _RunState(manager, step, train_steps)
+    state = _RunState(manager, step, train_steps, max_seconds)
     all_callbacks = [state, *callbacks]
     if tensorboard:
         all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")))
@@ -362,4 +373,5 @@ def train(
         history.history,
         manager.latest_checkpoint,
         time.perf_counter() - start,
+        state.out_of_time,
     )

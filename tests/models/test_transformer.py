@@ -209,3 +209,17 @@ def test_out_of_vocabulary_ids_raise():
     source[0, 0] = VOCAB
     with pytest.raises(ValueError, match=f"vocab_size={VOCAB}"):
         model((source, target))
+
+
+def test_attention_scores_are_distributions_that_respect_masks():
+    model = tiny()
+    source, target = batch()
+    scores = model.attention_scores(source, target)
+    assert [len(scores[k]) for k in ("encoder", "decoder", "cross")] == [2, 2, 2]
+    encoder = ops.convert_to_numpy(scores["encoder"][0])
+    decoder = ops.convert_to_numpy(scores["decoder"][1])
+    cross = ops.convert_to_numpy(scores["cross"][0])
+    assert encoder.shape == (3, 4, 7, 7) and cross.shape == (3, 4, 5, 7)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(cross[1, :, :, 4:], 0.0)  # pad source tokens
+    np.testing.assert_array_equal(decoder[:, :, 0, 1:], 0.0)  # causal

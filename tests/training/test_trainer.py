@@ -119,3 +119,10 @@ def test_tensorboard_logs_and_mixed_precision(tmp_path):
 def test_bad_arguments(call, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
         call()
+
+
+def test_time_budget_stops_and_checkpoints(tmp_path):
+    result = training.train(tiny(), batches(400), str(tmp_path), train_steps=100_000, steps_per_checkpoint=1000,
+                            max_seconds=3, tensorboard=False, verbose=0)
+    assert result.out_of_time and 0 < result.final_step < 100_000
+    assert os.path.basename(result.checkpoint) == f"ckpt-{result.final_step}"
