@@ -27,7 +27,8 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest"],
+        "test": ["pytest", "matplotlib"],
+        "examples": ["matplotlib"],  # attention plots in examples/wmt_ende.py
     },
     classifiers=[
         "Programming Language :: Python :: 3",
