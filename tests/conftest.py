@@ -9,11 +9,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
-    """Every test starts seeded and in float32.
-
-    (No `keras.backend.clear_session()`: it clears TensorFlow's kernel
-    cache, which would delete the tokenizer resources module fixtures share.)
-    """
+    """Every test starts seeded and in float32."""
     keras.utils.set_random_seed(1234)
     yield
     keras.mixed_precision.set_global_policy("float32")
