@@ -31,7 +31,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import sacrebleu  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer import training  # noqa: E402
@@ -110,19 +109,9 @@ def resolve_config(args):
 
 # Data.
 
-def read_lines(path, limit=None):
-    import gzip
-
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f]
-    return lines[:limit] if limit else lines
-
-
 def tfds_pairs(config, split):
     """TFDS pairs, failing fast (with the local-files alternative) when the
     data is neither prepared nor downloadable."""
-    import tensorflow_datasets as tfds
 
     keys = (config["source_lang"], config["target_lang"])
     try:
@@ -155,10 +144,12 @@ def load_data(config):
     limit = config["max_eval_sentences"]
     if config["data"] == "local files":
         train = training.text_pairs_from_files(config["train_src"], config["train_tgt"])
-        test = (read_lines(config["test_src"], limit), read_lines(config["test_ref"], limit))
+        test = as_lists(training.text_pairs_from_files(config["test_src"], config["test_ref"]).take(limit or -1))
         valid = None
         if config["valid_src"] and config["valid_tgt"]:
-            valid = (read_lines(config["valid_src"], limit), read_lines(config["valid_tgt"], limit))
+            valid = as_lists(
+                training.text_pairs_from_files(config["valid_src"], config["valid_tgt"]).take(limit or -1)
+            )
     else:
         train = tfds_pairs(config, "train")
         test = as_lists(tfds_pairs(config, "test").take(limit or -1))
@@ -192,16 +183,6 @@ def compound_split_bleu(hypotheses, references):
     split = lambda s: re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", tokenize(s))  # noqa: E731
     return sacrebleu.corpus_bleu([split(h) for h in hypotheses], [[split(r) for r in references]],
                                  tokenize="none")
-
-
-def translate(translator, sentences, batch_size, label):
-    outputs, start = [], time.time()
-    for i in range(0, len(sentences), batch_size):
-        outputs += translator.translate(sentences[i : i + batch_size], batch_size=batch_size)
-        done = min(i + batch_size, len(sentences))
-        print(f"\r{label}: {done}/{len(sentences)} sentences, {time.time() - start:.0f}s", end="", flush=True)
-    print()
-    return outputs
 
 
 def attention_plots(model, tokenizer, source, hypothesis, model_dir):
@@ -307,7 +288,7 @@ def main(argv=None):
     for name, (sources, references) in (("valid", valid), ("test", (test_src, test_ref))):
         if not sources:
             continue
-        hypotheses = translate(translator, sources, config["eval_batch_size"], f"translating {name}")
+        hypotheses = translator.translate(sources, config["eval_batch_size"], progress=f"translating {name}")
         with open(os.path.join(model_dir, f"hypotheses.{name}.txt"), "w") as f:
             f.write("\n".join(hypotheses) + "\n")
         bleu = sacrebleu.metrics.BLEU()

@@ -1,5 +1,8 @@
 """`Translator`: text in, text out, tokenization and search in the graph."""
 
+import sys
+import time
+
 import tensorflow as tf
 
 from keras_transformer.decoding import beam_search
@@ -144,15 +147,26 @@ class Translator(tf.Module):
         texts = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(scores))
         return {"translations": texts, "scores": scores}
 
-    def translate(self, sentences, batch_size=64):
+    def translate(self, sentences, batch_size=64, progress=None):
         """Translates a list of strings, `batch_size` at a time (sorted by
-        length for little padding), and returns a list in the same order."""
+        length for little padding), and returns a list in the same order.
+
+        With `progress` (a label), a line on stderr counts the sentences
+        done and the seconds spent.
+        """
         sentences = list(sentences)
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         results = [None] * len(sentences)
+        start_time = time.time()
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             outputs = self(tf.constant([sentences[i] for i in chunk], tf.string))
             for i, text in zip(chunk, outputs.numpy()):
                 results[i] = text.decode("utf-8", errors="replace")
+            if progress:
+                done = start + len(chunk)
+                print(f"\r{progress}: {done}/{len(sentences)} sentences, "
+                      f"{time.time() - start_time:.0f}s", end="", file=sys.stderr, flush=True)
+        if progress:
+            print(file=sys.stderr)
         return results
