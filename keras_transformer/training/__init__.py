@@ -17,6 +17,7 @@ from keras_transformer.training.trainer import average_checkpoints
 from keras_transformer.training.trainer import checkpoint_paths
 from keras_transformer.training.trainer import dtype_policy
 from keras_transformer.training.trainer import get_strategy
+from keras_transformer.training.trainer import recommended_jit_compile
 from keras_transformer.training.trainer import train
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "get_strategy",
     "make_batches",
     "paper_optimizer",
+    "recommended_jit_compile",
     "text_pairs_from_files",
     "text_pairs_from_lists",
     "text_pairs_from_tfds",

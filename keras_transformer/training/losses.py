@@ -1,6 +1,7 @@
 """Label-smoothed cross-entropy over real target tokens (§5.4)."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import _validation
@@ -8,18 +9,54 @@ from keras_transformer.special_ids import PAD_ID
 from keras_transformer.training._distribute_sum import sum_over_replicas
 
 
+@tf.function(jit_compile=True)
+def _smoothed_forward(logits, ids, label_smoothing):
+    """Per-token losses and log-sum-exp, in one XLA-fused pass over the
+    logits: `lse − (1 − ε)·l_y − ε·mean_v(l_v)`."""
+    logits = tf.cast(logits, tf.float32)
+    lse = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+    target = tf.experimental.numpy.take_along_axis(logits, ids[..., None], axis=-1)
+    mean = tf.reduce_mean(logits, axis=-1, keepdims=True)
+    losses = lse - (1.0 - label_smoothing) * target - label_smoothing * mean
+    return tf.squeeze(losses, -1), lse
+
+
+@tf.function(jit_compile=True)
+def _smoothed_backward(logits, ids, lse, upstream, label_smoothing):
+    """d loss / d logits = (softmax − target distribution) · upstream."""
+    vocab = tf.shape(logits)[-1]
+    probs = tf.exp(tf.cast(logits, tf.float32) - lse)
+    is_target = tf.equal(tf.range(vocab)[None], ids[..., None])
+    target = tf.where(is_target, 1.0 - label_smoothing, 0.0) + label_smoothing / tf.cast(
+        vocab, tf.float32
+    )
+    return tf.cast((probs - target) * upstream[..., None], logits.dtype)
+
+
 def smoothed_token_losses(y_true, logits, label_smoothing):
     """Per-token cross-entropy against (1 − ε)·one_hot + ε/V.
 
     Returns float32 `(batch, length)`: `(1 − ε)·NLL + ε·mean_v(−log p_v)`.
+
+    The forward pass and the gradient are each one XLA-fused kernel over
+    the `(batch, length, vocab)` logits (with a hand-written gradient,
+    `softmax − target distribution`), instead of the dozen full passes that
+    a log-softmax, a gather, a mean and their automatic gradients take in
+    graph mode; the logits are the largest tensor of a training step.
     """
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-    ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)
-    if not label_smoothing:
-        return nll
-    uniform = -ops.mean(log_probs, axis=-1)
-    return (1.0 - label_smoothing) * nll + label_smoothing * uniform
+    ids = tf.cast(y_true, tf.int32)
+    smoothing = tf.constant(label_smoothing, tf.float32)
+
+    @tf.custom_gradient
+    def losses(logits):
+        values, lse = _smoothed_forward(logits, ids, smoothing)
+
+        def grad(upstream):
+            return _smoothed_backward(logits, ids, lse, upstream, smoothing)
+
+        return values, grad
+
+    return losses(logits)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

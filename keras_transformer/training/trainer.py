@@ -63,6 +63,27 @@ def dtype_policy(mixed_precision="none"):
     return MIXED_PRECISION[mixed_precision]
 
 
+def recommended_jit_compile(policy=None):
+    """Whether to compile a training step with XLA for `policy` (default:
+    Keras's global dtype policy) on this machine.
+
+    XLA fuses the element-wise work between matrix products, which pays
+    for float32 everywhere and for any dtype on a GPU. On a CPU, XLA
+    multiplies bfloat16/float16 matrices no faster than float32 ones, while
+    TensorFlow's oneDNN kernels use the CPU's bfloat16 units (AVX512-BF16,
+    AMX); there a graph without XLA is about 1.5x faster (see
+    `benchmarks/README.md`), so this returns False.
+
+    Example:
+
+    >>> model.compile(..., jit_compile=recommended_jit_compile(model.dtype_policy))
+    """
+    policy = keras.dtype_policies.get(policy) if policy is not None else keras.config.dtype_policy()
+    if policy.compute_dtype == "float32" or tf.config.list_physical_devices("GPU"):
+        return True
+    return False
+
+
 def _checkpoint(model, optimizer=None, step=None):
     """A `tf.train.Checkpoint` of the model's weights as an ordered list.
 
@@ -252,6 +273,7 @@ def train(
     callbacks=(),
     verbose="auto",
     max_seconds=None,
+    jit_compile="auto",
 ):
     """Trains `model` with the paper's recipe for `train_steps` updates,
     resuming from `model_dir` if a previous run left checkpoints there.
@@ -287,6 +309,8 @@ def train(
         max_seconds: a wall-time budget for this call: training stops (and
             checkpoints) at the first update past it. `TrainResult.out_of_time`
             tells whether it did.
+        jit_compile: compile the train step with XLA; `"auto"` uses
+            `recommended_jit_compile(model.dtype_policy)`.
 
     Returns:
         A `TrainResult`.
@@ -313,6 +337,11 @@ def train(
             optimizer=optimizer,
             loss=LabelSmoothedCrossEntropy(label_smoothing, pad_id=getattr(model, "pad_id", 0)),
             metrics=[MaskedAccuracy(), Perplexity(), TokenCount()],
+            jit_compile=(
+                recommended_jit_compile(model.dtype_policy)
+                if jit_compile == "auto"
+                else jit_compile
+            ),
         )
         # The optimizer's slots must exist before a checkpoint is restored.
         model.optimizer.build(model.trainable_variables)

@@ -34,6 +34,45 @@ def test_equals_hand_computation(eps):
     np.testing.assert_allclose(float(loss(Y, LOGITS)), hand_loss(Y, LOGITS, eps), rtol=1e-5)
 
 
+def hand_gradient(y, logits, eps):
+    """d loss / d logits = (softmax − q) / count at real tokens, 0 at pads."""
+    z = logits.astype(np.float64)
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    q = np.full(logits.shape, eps / logits.shape[-1])
+    np.put_along_axis(q, y[..., None], np.take_along_axis(q, y[..., None], -1) + 1.0 - eps, -1)
+    real = (y != 0)[..., None]
+    return (p - q) * real / real.sum()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_gradient_equals_hand_gradient(eps):
+    import tensorflow as tf
+
+    logits = tf.constant(LOGITS)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        value = LabelSmoothedCrossEntropy(label_smoothing=eps)(Y, logits)
+    grad = tape.gradient(value, logits).numpy()
+    np.testing.assert_allclose(grad, hand_gradient(Y, LOGITS, eps), atol=1e-6)
+
+
+def test_bfloat16_logits_give_bfloat16_gradient_of_the_same_value():
+    import tensorflow as tf
+
+    logits = tf.constant(LOGITS, tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        value = LabelSmoothedCrossEntropy()(Y, logits)
+    grad = tape.gradient(value, logits)
+    assert value.dtype == tf.float32 and grad.dtype == tf.bfloat16
+    rounded = tf.cast(logits, tf.float32).numpy()
+    np.testing.assert_allclose(float(value), hand_loss(Y, rounded, 0.1), rtol=1e-5)
+    np.testing.assert_allclose(
+        tf.cast(grad, tf.float32).numpy(), hand_gradient(Y, rounded, 0.1), atol=1e-2 / 8
+    )
+
+
 def test_pad_positions_contribute_nothing():
     loss = LabelSmoothedCrossEntropy()
     changed = LOGITS.copy()
