@@ -29,6 +29,10 @@ setup(
     extras_require={
         "test": ["pytest", "matplotlib"],
         "examples": ["matplotlib"],  # attention plots in examples/wmt_ende.py
+        # The peers of benchmarks/compare.py. torch is pinned to the CPU
+        # build that this project's machines carry (an unpinned `torch`
+        # pulls the newest CUDA build, several GB).
+        "bench": ["keras-hub>=0.32", "torch==2.13.0", "ctranslate2>=4.8"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -119,12 +119,23 @@ def greedy_search(
     return sequences[:, 1:], scores
 
 
-def _gather_cache(cache, beams, beam_size):
+def _gather_cache(cache, beams, beam_size, read_only=None):
     """Reorders a cache of `batch * beam_size` rows: row `(b, i)` becomes
-    the old row `(b, beams[b, i])`."""
+    the old row `(b, beams[b, i])`.
+
+    Entries flagged in `read_only` (a structure of booleans like `cache`)
+    are left as they are: they were tiled from one row per sentence and
+    never written, so every beam of a sentence holds the same values and
+    the reordering would copy them onto themselves (for a Transformer,
+    the encoder-decoder keys and values: half of the cache).
+    """
     batch_size = tf.shape(beams)[0]
     rows = tf.reshape(tf.range(batch_size)[:, None] * beam_size + beams, [-1])
-    return tf.nest.map_structure(lambda t: tf.gather(t, rows, axis=0), cache)
+    if read_only is None:
+        read_only = tf.nest.map_structure(lambda _: False, cache)
+    return tf.nest.map_structure(
+        lambda t, keep: t if keep else tf.gather(t, rows, axis=0), cache, read_only
+    )
 
 
 def beam_search(
@@ -212,7 +223,10 @@ def beam_search(
 
     def _step(step, alive, alive_log_probs, finished, finished_scores, cache):
         tokens = tf.reshape(tf.gather(alive, step, axis=2), [-1, 1])  # (batch * k, 1)
-        logits, cache = tokens_to_logits(tokens, cache, step)
+        logits, new_cache = tokens_to_logits(tokens, cache, step)
+        # What `tokens_to_logits` hands back untouched is never written.
+        read_only = tf.nest.map_structure(lambda new, old: new is old, new_cache, cache)
+        cache = new_cache
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
@@ -232,7 +246,7 @@ def beam_search(
         live_log_probs = tf.where(ends, NEG_INF, top_log_probs)
         live_log_probs, live = tf.math.top_k(live_log_probs, k)
         alive = tf.gather(top_sequences, live, batch_dims=1)
-        cache = _gather_cache(cache, tf.gather(top_beams, live, batch_dims=1), k)
+        cache = _gather_cache(cache, tf.gather(top_beams, live, batch_dims=1), k, read_only)
 
         # The k best finished hypotheses so far, including those ending here.
         # An ending counts only if it ranks among the k best candidates, so

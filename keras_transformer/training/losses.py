@@ -15,7 +15,10 @@ def _smoothed_forward(logits, ids, label_smoothing):
     logits: `lse − (1 − ε)·l_y − ε·mean_v(l_v)`."""
     logits = tf.cast(logits, tf.float32)
     lse = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
-    target = tf.experimental.numpy.take_along_axis(logits, ids[..., None], axis=-1)
+    # A select-and-sum rather than a gather: XLA fuses it into the same pass
+    # as the other reductions, and it needs no shapes at compile time.
+    is_target = tf.equal(tf.range(tf.shape(logits)[-1])[None], ids[..., None])
+    target = tf.reduce_sum(tf.where(is_target, logits, 0.0), axis=-1, keepdims=True)
     mean = tf.reduce_mean(logits, axis=-1, keepdims=True)
     losses = lse - (1.0 - label_smoothing) * target - label_smoothing * mean
     return tf.squeeze(losses, -1), lse

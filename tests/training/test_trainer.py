@@ -126,3 +126,15 @@ def test_time_budget_stops_and_checkpoints(tmp_path):
                             max_seconds=3, tensorboard=False, verbose=0)
     assert result.out_of_time and 0 < result.final_step < 100_000
     assert os.path.basename(result.checkpoint) == f"ckpt-{result.final_step}"
+
+
+def test_recommended_jit_compile_is_xla_on_gpus_only(monkeypatch):
+    import tensorflow as tf
+
+    from keras_transformer.training import recommended_jit_compile
+
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    assert recommended_jit_compile("mixed_bfloat16") is False
+    assert recommended_jit_compile("float32") is False
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
+    assert recommended_jit_compile("mixed_bfloat16") is True
