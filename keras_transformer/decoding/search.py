@@ -119,7 +119,7 @@ def greedy_search(
     return sequences[:, 1:], scores
 
 
-def _gather_cache(cache, beams, beam_size, read_only=None):
+def _gather_cache(cache, beams, beam_size, read_only):
     """Reorders a cache of `batch * beam_size` rows: row `(b, i)` becomes
     the old row `(b, beams[b, i])`.
 
@@ -131,8 +131,6 @@ def _gather_cache(cache, beams, beam_size, read_only=None):
     """
     batch_size = tf.shape(beams)[0]
     rows = tf.reshape(tf.range(batch_size)[:, None] * beam_size + beams, [-1])
-    if read_only is None:
-        read_only = tf.nest.map_structure(lambda _: False, cache)
     return tf.nest.map_structure(
         lambda t, keep: t if keep else tf.gather(t, rows, axis=0), cache, read_only
     )
