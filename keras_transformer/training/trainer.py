@@ -75,7 +75,8 @@ def recommended_jit_compile(policy=None):
     units (AVX512-BF16, AMX) and XLA:CPU multiplies at float32 speed, and
     by far for small batches, where XLA also compiles once per batch shape.
     The element-wise hot spot of a step, the loss over the vocabulary, is
-    XLA-fused on its own either way (`LabelSmoothedCrossEntropy`).
+    computed with a hand-written gradient either way
+    (`LabelSmoothedCrossEntropy`).
     Measurements: `benchmarks/README.md`.
 
     Example:

@@ -73,6 +73,49 @@ def test_bfloat16_logits_give_bfloat16_gradient_of_the_same_value():
     )
 
 
+def test_confident_and_wrong_logits_stay_finite_and_exact():
+    # Logits spread over ±3,000: the reference tokens' probabilities
+    # underflow float32 (exp(-6,000)), the log-sum-exp must not.
+    import tensorflow as tf
+
+    logits = (3000.0 * np.tanh(LOGITS)).astype("float32")
+    value = LabelSmoothedCrossEntropy()(Y, logits)
+    assert np.isfinite(float(value)) and float(value) > 100.0
+    np.testing.assert_allclose(float(value), hand_loss(Y, logits, 0.1), rtol=1e-6)
+    logits = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        value = LabelSmoothedCrossEntropy()(Y, logits)
+    np.testing.assert_allclose(tape.gradient(value, logits).numpy(), hand_gradient(Y, logits.numpy(), 0.1), atol=1e-6)
+
+
+def test_same_value_and_gradient_under_xla_and_no_nested_xla_kernel():
+    """A whole step may be XLA-compiled (on a GPU); the loss alone must not
+    launch XLA kernels of its own inside an uncompiled graph step: XLA:CPU's
+    YNNPACK fusion crashes there at random (a segmentation fault)."""
+    import tensorflow as tf
+
+    logits = tf.constant(LOGITS)
+    loss = LabelSmoothedCrossEntropy()
+
+    def value_and_grad(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            value = loss(Y, logits)
+        return value, tape.gradient(value, logits)
+
+    graph = tf.function(value_and_grad)
+    value, grad = graph(logits)
+    xla_value, xla_grad = tf.function(value_and_grad, jit_compile=True)(logits)
+    np.testing.assert_allclose(float(xla_value), float(value), rtol=1e-6)
+    np.testing.assert_allclose(xla_grad.numpy(), grad.numpy(), atol=1e-7)
+    definition = graph.get_concrete_function(logits).graph.as_graph_def()
+    nodes = [node for function in definition.library.function for node in function.node_def]
+    nodes += list(definition.node)
+    assert nodes and not [n.name for n in nodes if n.attr["_XlaMustCompile"].b]
+    assert not [f.signature.name for f in definition.library.function if f.attr["_XlaMustCompile"].b]
+
+
 def test_pad_positions_contribute_nothing():
     loss = LabelSmoothedCrossEntropy()
     changed = LOGITS.copy()
