@@ -291,20 +291,26 @@ def worker_ours_memory(spec):
 
 
 def _copy_task_loss(spec, make_step):
-    """Mean loss of the last 10 of 200 steps on a copy task (same data and
-    initial weights for both precisions)."""
+    """Mean loss of the last 10 of `copy_steps` steps on a copy task (same
+    data and initial weights for both precisions)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     losses = []
     for _ in range(spec["copy_steps"]):
-        source = rng.integers(FIRST_ID, spec["copy_vocab"], (64, spec.get("copy_length", 16)), dtype=np.int32)
+        source = rng.integers(FIRST_ID, spec["copy_vocab"], (64, spec["copy_length"]), dtype=np.int32)
         target = np.concatenate([np.full((64, 1), BOS, np.int32), source], axis=1)
         losses.append(make_step(source, target[:, :-1], target[:, 1:]))
     return float(np.mean(losses[-10:])), losses
 
 
 def worker_ours_copy(spec):
+    """The tiny config without dropout on a copy task (vocabulary 30, 8
+    tokens) that it learns within 200 steps: Adam at 1e-3 after a 20-step
+    linear warm-up. Mid-descent (the settings used before: vocabulary 100,
+    16 tokens, 5e-4), the step at which a run "finds" the copy moves the
+    loss at step 200 by several percent between any two runs, fp32 or not;
+    near the label-smoothed floor (0.643 here) only the precision does."""
     _quiet_tf()
     import keras
     import tensorflow as tf
@@ -314,11 +320,11 @@ def worker_ours_copy(spec):
 
     keras.utils.set_random_seed(0)
     cfg = dict(CONFIGS["tiny"], vocab=spec["copy_vocab"])
-    model = _ours_model(cfg, spec["precision"])
-    # A constant 5e-4, so that the model learns the task within 200 steps
-    # (the paper's 4,000-step warm-up would barely move the loss).
+    model = _ours_model(cfg, spec["precision"], dropout=0.0)
+    warmup, rate = 20, 1e-3
+    schedule = keras.optimizers.schedules.PolynomialDecay(rate / warmup, warmup, rate, power=1.0)
     model.compile(
-        optimizer=keras.optimizers.Adam(5e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=LabelSmoothedCrossEntropy(label_smoothing=LABEL_SMOOTHING),
         jit_compile=recommended_jit_compile(model.dtype_policy),
     )
@@ -785,7 +791,8 @@ def main():
         copy = {}
         for precision in ("fp32", "bf16"):
             copy[precision] = run_subprocess(
-                dict(worker="ours/copy", precision=precision, copy_steps=args.copy_steps, copy_vocab=100),
+                dict(worker="ours/copy", precision=precision, copy_steps=args.copy_steps, copy_vocab=30,
+                     copy_length=8),
                 args.timeout,
             )
         report["bf16_copy_task"] = copy
