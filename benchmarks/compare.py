@@ -231,9 +231,7 @@ def _ours_searcher(model, search, steps, jit):
         eos = tf.one_hot(EOS, tf.shape(logits)[-1], on_value=NEG_INF, off_value=0.0)
         return logits + tf.where(early, eos, tf.zeros_like(eos))[None], cache
 
-    @tf.function(
-        jit_compile=jit, input_signature=[tf.TensorSpec([None, None], tf.int32)]
-    )
+    @tf.function(jit_compile=jit, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def run(source):
         batch = tf.shape(source)[0]
         mask = tf.not_equal(source, PAD)
@@ -299,7 +297,9 @@ def _copy_task_loss(spec, make_step):
     rng = np.random.default_rng(0)
     losses = []
     for _ in range(spec["copy_steps"]):
-        source = rng.integers(FIRST_ID, spec["copy_vocab"], (64, spec["copy_length"]), dtype=np.int32)
+        source = rng.integers(
+            FIRST_ID, spec["copy_vocab"], (64, spec["copy_length"]), dtype=np.int32
+        )
         target = np.concatenate([np.full((64, 1), BOS, np.int32), source], axis=1)
         losses.append(make_step(source, target[:, :-1], target[:, 1:]))
     return float(np.mean(losses[-10:])), losses
@@ -323,11 +323,15 @@ def worker_ours_copy(spec):
     model = _ours_model(cfg, spec["precision"], dropout=0.0)
     warmup, rate = 20, 1e-3
     schedule = keras.optimizers.schedules.PolynomialDecay(rate / warmup, warmup, rate, power=1.0)
-    _ours_compile(model, cfg, optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9))
+    _ours_compile(
+        model, cfg, optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    )
 
     def step(source, target_in, target_out):
         return float(
-            model.train_on_batch((tf.constant(source), tf.constant(target_in)), tf.constant(target_out))
+            model.train_on_batch(
+                (tf.constant(source), tf.constant(target_in)), tf.constant(target_out)
+            )
         )
 
     final, losses = _copy_task_loss(spec, step)
@@ -353,10 +357,17 @@ def _hub_model(cfg, precision, dropout=DROPOUT):
             self.positions = keras_hub.layers.SinePositionEncoding()
             self.embedding_dropout = keras.layers.Dropout(dropout)
             kwargs = dict(
-                intermediate_dim=cfg["d_ff"], num_heads=cfg["heads"], dropout=dropout, activation="relu"
+                intermediate_dim=cfg["d_ff"],
+                num_heads=cfg["heads"],
+                dropout=dropout,
+                activation="relu",
             )
-            self.encoders = [keras_hub.layers.TransformerEncoder(**kwargs) for _ in range(cfg["layers"])]
-            self.decoders = [keras_hub.layers.TransformerDecoder(**kwargs) for _ in range(cfg["layers"])]
+            self.encoders = [
+                keras_hub.layers.TransformerEncoder(**kwargs) for _ in range(cfg["layers"])
+            ]
+            self.decoders = [
+                keras_hub.layers.TransformerDecoder(**kwargs) for _ in range(cfg["layers"])
+            ]
 
         def embed(self, ids, start_index=0, training=None):
             x = self.embedding(ids) * ops.cast(d**0.5, self.compute_dtype)
@@ -389,7 +400,9 @@ def smoothed_cross_entropy(y_true, logits):
     from keras import ops
 
     log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-    nll = -ops.take_along_axis(log_probs, ops.expand_dims(ops.cast(y_true, "int32"), -1), axis=-1)[..., 0]
+    nll = -ops.take_along_axis(log_probs, ops.expand_dims(ops.cast(y_true, "int32"), -1), axis=-1)[
+        ..., 0
+    ]
     uniform = -ops.mean(log_probs, axis=-1)
     return (1.0 - LABEL_SMOOTHING) * nll + LABEL_SMOOTHING * uniform
 
@@ -570,7 +583,9 @@ def _ctranslate2_model(cfg, directory):
     )
 
     def dense(rows, cols):
-        return rng.uniform(-(6 / (rows + cols)) ** 0.5, (6 / (rows + cols)) ** 0.5, (rows, cols)).astype(np.float32)
+        return rng.uniform(
+            -((6 / (rows + cols)) ** 0.5), (6 / (rows + cols)) ** 0.5, (rows, cols)
+        ).astype(np.float32)
 
     def linear(spec_linear, rows, cols):
         spec_linear.weight = dense(rows, cols)
@@ -678,7 +693,7 @@ def run_subprocess(spec, timeout):
         return {"error": f"timed out after {timeout} s"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
+            result = json.loads(line[len("RESULT ") :])
             result["wall_s"] = time.perf_counter() - start
             return result
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -700,18 +715,37 @@ def plan(args):
         rows += [
             (("train", "ours", "fp32"), dict(base, worker="ours/train", precision="fp32")),
             (("train", "ours", "bf16"), dict(base, worker="ours/train", precision="bf16")),
-            (("greedy", "ours", "fp32"), dict(base, worker="ours/decode", search="greedy", precision="fp32")),
-            (("beam4", "ours", "fp32"), dict(base, worker="ours/decode", search="beam4", precision="fp32")),
+            (
+                ("greedy", "ours", "fp32"),
+                dict(base, worker="ours/decode", search="greedy", precision="fp32"),
+            ),
+            (
+                ("beam4", "ours", "fp32"),
+                dict(base, worker="ours/decode", search="beam4", precision="fp32"),
+            ),
         ]
     if "keras_hub" in args.only:
         for precision in ("fp32", "bf16"):
             rows.append(
-                (("train", "keras_hub", precision), dict(base, worker="keras_hub/train", precision=precision))
+                (
+                    ("train", "keras_hub", precision),
+                    dict(base, worker="keras_hub/train", precision=precision),
+                )
             )
-        rows.append((("greedy", "keras_hub", "fp32"), dict(base, worker="keras_hub/decode", precision="fp32")))
+        rows.append(
+            (
+                ("greedy", "keras_hub", "fp32"),
+                dict(base, worker="keras_hub/decode", precision="fp32"),
+            )
+        )
     if "torch" in args.only:
         for precision in ("fp32", "bf16"):
-            rows.append((("train", "torch", precision), dict(base, worker="torch/train", precision=precision)))
+            rows.append(
+                (
+                    ("train", "torch", precision),
+                    dict(base, worker="torch/train", precision=precision),
+                )
+            )
     if "ctranslate2" in args.only:
         for search in ("greedy", "beam4"):
             for precision in ("fp32", "int8"):
@@ -725,16 +759,24 @@ def plan(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement (>= 5)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument(
         "--only", nargs="+", default=["ours", *PEER_MODULES], choices=["ours", *PEER_MODULES]
     )
-    parser.add_argument("--memory_calls", type=int, default=1000, help="0 skips the memory-growth check")
-    parser.add_argument("--copy_steps", type=int, default=200, help="0 skips the bf16 copy-task check")
-    parser.add_argument("--json", default=None, help="where to write the results (default: compare_<config>.json)")
+    parser.add_argument(
+        "--memory_calls", type=int, default=1000, help="0 skips the memory-growth check"
+    )
+    parser.add_argument(
+        "--copy_steps", type=int, default=200, help="0 skips the bf16 copy-task check"
+    )
+    parser.add_argument(
+        "--json", default=None, help="where to write the results (default: compare_<config>.json)"
+    )
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per measurement")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -746,12 +788,15 @@ def main():
     cfg = CONFIGS[args.config]
     skipped = [p for p in PEER_MODULES if p in args.only and not installed(p)]
     for peer in skipped:
-        print(f"skipping {peer}: not installed (pip install -e \".[bench]\")", flush=True)
+        print(f'skipping {peer}: not installed (pip install -e ".[bench]")', flush=True)
     args.only = [x for x in args.only if x not in skipped]
 
     report = {
         "config": dict(cfg, name=args.config),
-        "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+        },
         "steps": args.steps,
         "warmup": args.warmup,
         "skipped": skipped,
@@ -764,7 +809,10 @@ def main():
         for precision in ("fp32", "bf16"):
             result = run_subprocess(dict(worker="ceiling", precision=precision), args.timeout)
             report["ceilings"][f"{precision}_{when}"] = result
-            print(f"ceiling {precision} ({when}): {result.get('gflops', float('nan')):.0f} GFLOP/s", flush=True)
+            print(
+                f"ceiling {precision} ({when}): {result.get('gflops', float('nan')):.0f} GFLOP/s",
+                flush=True,
+            )
 
     ceilings("start")
     for (task, impl, precision), spec in plan(args):
@@ -773,7 +821,11 @@ def main():
         if "times" in result:
             median = statistics.median(result["times"])
             tokens = TRAIN_BATCH * TARGET_LEN if task == "train" else result["tokens"]
-            flops = train_flops(cfg) if task == "train" else decode_flops(cfg, BEAM if task == "beam4" else 1)
+            flops = (
+                train_flops(cfg)
+                if task == "train"
+                else decode_flops(cfg, BEAM if task == "beam4" else 1)
+            )
             row.update(median_s=median, tokens_per_s=tokens / median, gflops=flops / median / 1e9)
             print(
                 f"{task:6} {impl:12} {precision}: {row['tokens_per_s']:10,.0f} tokens/s "
@@ -787,8 +839,13 @@ def main():
         copy = {}
         for precision in ("fp32", "bf16"):
             copy[precision] = run_subprocess(
-                dict(worker="ours/copy", precision=precision, copy_steps=args.copy_steps, copy_vocab=30,
-                     copy_length=8),
+                dict(
+                    worker="ours/copy",
+                    precision=precision,
+                    copy_steps=args.copy_steps,
+                    copy_vocab=30,
+                    copy_length=8,
+                ),
                 args.timeout,
             )
         report["bf16_copy_task"] = copy
@@ -814,7 +871,11 @@ def main():
 TARGETS = {
     ("train", "fp32"): [("keras_hub", "fp32", 1.15), ("torch", "fp32", None)],
     ("train", "bf16"): [("keras_hub", "bf16", 1.3), ("torch", "bf16", None)],
-    ("greedy", "fp32"): [("keras_hub", "fp32", 1.2), ("ctranslate2", "fp32", None), ("ctranslate2", "int8", None)],
+    ("greedy", "fp32"): [
+        ("keras_hub", "fp32", 1.2),
+        ("ctranslate2", "fp32", None),
+        ("ctranslate2", "int8", None),
+    ],
     ("beam4", "fp32"): [("ctranslate2", "fp32", 1.0), ("ctranslate2", "int8", None)],
 }
 
@@ -837,9 +898,13 @@ def format_report(report):
     c = report["ceilings"]
     lines.append(
         "matmul ceiling GFLOP/s, start / end: fp32 "
-        + " / ".join(f"{c.get(f'fp32_{w}', {}).get('gflops', float('nan')):.0f}" for w in ("start", "end"))
+        + " / ".join(
+            f"{c.get(f'fp32_{w}', {}).get('gflops', float('nan')):.0f}" for w in ("start", "end")
+        )
         + ", bf16 "
-        + " / ".join(f"{c.get(f'bf16_{w}', {}).get('gflops', float('nan')):.0f}" for w in ("start", "end"))
+        + " / ".join(
+            f"{c.get(f'bf16_{w}', {}).get('gflops', float('nan')):.0f}" for w in ("start", "end")
+        )
     )
     lines += [
         "",
@@ -849,7 +914,9 @@ def format_report(report):
     rows = {(r["task"], r["impl"], r["precision"]): r for r in report["rows"]}
     for (task, impl, precision), row in rows.items():
         if "tokens_per_s" not in row:
-            lines.append(f"| {task} | {impl} | {precision} | failed: {row.get('error', '')[:120]} | | | |")
+            lines.append(
+                f"| {task} | {impl} | {precision} | failed: {row.get('error', '')[:120]} | | | |"
+            )
             continue
         ceiling = _ceiling(report, "bf16" if precision == "bf16" else "fp32")
         percent = f"{100 * row['gflops'] / ceiling:.0f}%" if ceiling and precision != "int8" else ""

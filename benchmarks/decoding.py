@@ -98,7 +98,9 @@ def measure(fn, source, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--presets", nargs="+", default=["tiny", "base"])
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 64])
     parser.add_argument("--length", type=int, default=24)
@@ -116,7 +118,9 @@ def main():
                 baseline = None
                 for cached in (False, True):
                     for jit in (False, True):
-                        fn = tf.function(make_decoder(model, search, cached, args.length), jit_compile=jit)
+                        fn = tf.function(
+                            make_decoder(model, search, cached, args.length), jit_compile=jit
+                        )
                         seconds = measure(fn, source, args.repeats)
                         tokens_per_sec = batch * args.length / seconds
                         baseline = baseline or tokens_per_sec

@@ -31,7 +31,10 @@ from keras_transformer.tokenization import train_sentencepiece  # noqa: E402
 
 
 def corpus(n, rng):
-    words = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), rng.integers(2, 9))) for _ in range(3000)]
+    words = [
+        "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), rng.integers(2, 9)))
+        for _ in range(3000)
+    ]
     return [" ".join(rng.choice(words, rng.integers(8, 20))) for _ in range(n)]
 
 
@@ -46,7 +49,9 @@ def median_seconds(fn, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--presets", nargs="+", default=["tiny", "base"])
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--repeats", type=int, default=3)
@@ -56,14 +61,18 @@ def main():
     tokenizer = train_sentencepiece(texts, args.vocab_size)
     sentences = texts[:64]
     source_tokens = np.mean([len(t) for t in tokenizer(sentences).to_list()])
-    print(f"vocabulary {tokenizer.vocab_size}, mean source length {source_tokens:.1f} tokens, beam 4")
+    print(
+        f"vocabulary {tokenizer.vocab_size}, mean source length {source_tokens:.1f} tokens, beam 4"
+    )
     print("| preset | export size | 1 sentence (s) | 64 sentences (s) | sentences/s at 64 |")
     print("| --- | --- | --- | --- | --- |")
     for preset in args.presets:
         model = Transformer.from_preset(preset, vocab_size=tokenizer.vocab_size)
         with tempfile.TemporaryDirectory() as tmp:
             path = export_saved_model(Translator(model, tokenizer), tmp, warmup_sentences=())
-            size = subprocess.run(["du", "-sh", path], capture_output=True, text=True).stdout.split()[0]
+            size = subprocess.run(
+                ["du", "-sh", path], capture_output=True, text=True
+            ).stdout.split()[0]
             serve = tf.saved_model.load(path).signatures["serving_default"]
             one = median_seconds(lambda: serve(text=tf.constant(sentences[:1])), args.repeats)
             batch = median_seconds(lambda: serve(text=tf.constant(sentences)), args.repeats)

@@ -24,7 +24,9 @@ def worker(mode, preset, steps, batch, length, vocab):
 
     if mode == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
     import keras
     import numpy as np
 
@@ -32,7 +34,9 @@ def worker(mode, preset, steps, batch, length, vocab):
     from keras_transformer import training
 
     strategy = (
-        tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if mode == "mirrored" else tf.distribute.get_strategy()
+        tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        if mode == "mirrored"
+        else tf.distribute.get_strategy()
     )
     rng = np.random.default_rng(0)
     source = rng.integers(4, vocab, (batch, length)).astype("int32")
@@ -40,7 +44,10 @@ def worker(mode, preset, steps, batch, length, vocab):
     data = tf.data.Dataset.from_tensors(((source, target), target)).repeat()
     with strategy.scope():
         model = Transformer.from_preset(preset, vocab_size=vocab)
-        model.compile(optimizer=training.paper_optimizer(model.d_model), loss=training.LabelSmoothedCrossEntropy())
+        model.compile(
+            optimizer=training.paper_optimizer(model.d_model),
+            loss=training.LabelSmoothedCrossEntropy(),
+        )
 
     times = []
 
@@ -54,11 +61,18 @@ def worker(mode, preset, steps, batch, length, vocab):
     warmup = 3
     model.fit(data, epochs=1, steps_per_epoch=warmup + steps, callbacks=[Timer()], verbose=0)
     step = statistics.median(times[warmup:])
-    return {"mode": mode, "replicas": strategy.num_replicas_in_sync, "step_ms": 1000 * step, "tokens_per_sec": batch * length / step}
+    return {
+        "mode": mode,
+        "replicas": strategy.num_replicas_in_sync,
+        "step_ms": 1000 * step,
+        "tokens_per_sec": batch * length / step,
+    }
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
@@ -67,21 +81,31 @@ def main():
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.preset, args.steps, args.batch, args.length, args.vocab)))
+        print(
+            json.dumps(
+                worker(args.worker, args.preset, args.steps, args.batch, args.length, args.vocab)
+            )
+        )
         return
     rows = []
     for mode in ("one_device", "mirrored"):
         output = subprocess.run(
             [sys.executable, __file__, "--worker", mode, *sys.argv[1:]],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
         rows.append(json.loads(output.strip().splitlines()[-1]))
     base = rows[0]["tokens_per_sec"]
-    print(f"preset {args.preset}, global batch {args.batch} x {args.length} target tokens, median of {args.steps} steps")
+    print(
+        f"preset {args.preset}, global batch {args.batch} x {args.length} target tokens, median of {args.steps} steps"
+    )
     print("| strategy | replicas | step (ms) | target tokens/s | vs one device |")
     print("| --- | --- | --- | --- | --- |")
     for row in rows:
-        print(f"| {row['mode']} | {row['replicas']} | {row['step_ms']:.1f} | {row['tokens_per_sec']:,.0f} | {row['tokens_per_sec'] / base:.2f}x |")
+        print(
+            f"| {row['mode']} | {row['replicas']} | {row['step_ms']:.1f} | {row['tokens_per_sec']:,.0f} | {row['tokens_per_sec'] / base:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

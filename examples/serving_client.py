@@ -21,7 +21,9 @@ import sys
 import urllib.request
 
 
-def translate_rest(sentences, host="localhost", port=8501, model="ende", signature="serving_default", timeout=60):
+def translate_rest(
+    sentences, host="localhost", port=8501, model="ende", signature="serving_default", timeout=60
+):
     """Translations and scores from TF Serving's REST API."""
     body = json.dumps({"signature_name": signature, "instances": list(sentences)}).encode("utf-8")
     request = urllib.request.Request(
@@ -34,7 +36,9 @@ def translate_rest(sentences, host="localhost", port=8501, model="ende", signatu
     return [p["translation"] for p in predictions], [p["score"] for p in predictions]
 
 
-def translate_grpc(sentences, host="localhost", port=8500, model="ende", signature="serving_default", timeout=60):
+def translate_grpc(
+    sentences, host="localhost", port=8500, model="ende", signature="serving_default", timeout=60
+):
     """Translations and scores from TF Serving's gRPC `PredictionService`."""
     import grpc
     from tensorflow.core.framework import tensor_pb2
@@ -55,8 +59,12 @@ def translate_grpc(sentences, host="localhost", port=8500, model="ende", signatu
     request.model_spec.signature_name = signature
     request.inputs["text"].CopyFrom(text)
     with grpc.insecure_channel(f"{host}:{port}") as channel:
-        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=timeout)
-    translations = [t.decode("utf-8", errors="replace") for t in response.outputs["translation"].string_val]
+        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
+            request, timeout=timeout
+        )
+    translations = [
+        t.decode("utf-8", errors="replace") for t in response.outputs["translation"].string_val
+    ]
     return translations, _floats(response.outputs["score"])
 
 
@@ -72,13 +80,17 @@ def _floats(tensor):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("sentences", nargs="*", help="sentences (default: one per line on stdin)")
     parser.add_argument("--protocol", choices=("rest", "grpc"), default="rest")
     parser.add_argument("--host", default="localhost")
     parser.add_argument("--port", type=int, help="default 8501 for REST, 8500 for gRPC")
     parser.add_argument("--model", default="ende", help="TF Serving's MODEL_NAME")
-    parser.add_argument("--scores", action="store_true", help="print the score before each translation")
+    parser.add_argument(
+        "--scores", action="store_true", help="print the score before each translation"
+    )
     args = parser.parse_args(argv)
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     if args.protocol == "rest":

@@ -25,7 +25,9 @@ def resolve_version_dir(export_dir, version=None):
     if version is None and tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
         return export_dir
     versions = sorted(
-        int(name.strip("/")) for name in tf.io.gfile.listdir(export_dir) if name.strip("/").isdigit()
+        int(name.strip("/"))
+        for name in tf.io.gfile.listdir(export_dir)
+        if name.strip("/").isdigit()
     )
     if version is None:
         if not versions:
@@ -64,11 +66,17 @@ def translate_lines(signature, lines, batch_size):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export_dir", required=True, help="SavedModel or base directory of versions")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--export_dir", required=True, help="SavedModel or base directory of versions"
+    )
     parser.add_argument("--version", type=int, help="version to use (default: the newest)")
     parser.add_argument("--batch_size", type=int, default=64, help="sentences per call")
-    parser.add_argument("--info", action="store_true", help="print settings and signatures, then exit")
+    parser.add_argument(
+        "--info", action="store_true", help="print settings and signatures, then exit"
+    )
     args = parser.parse_args(argv)
     if args.batch_size <= 0:
         parser.error(f"--batch_size must be positive. Received: --batch_size={args.batch_size}")
@@ -78,7 +86,9 @@ def main(argv=None):
         print(describe(loaded, path))
         return 0
     lines = [line.rstrip("\n") for line in sys.stdin]
-    for translation in translate_lines(loaded.signatures["serving_default"], lines, args.batch_size):
+    for translation in translate_lines(
+        loaded.signatures["serving_default"], lines, args.batch_size
+    ):
         print(translation, flush=False)
     sys.stdout.flush()
     return 0

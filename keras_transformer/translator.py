@@ -62,7 +62,11 @@ class Translator(tf.Module):
         super().__init__(name=name)
         _validation.check_positive_int("beam_size", beam_size)
         _validation.check_positive_int("max_input_length", max_input_length, allow_none=True)
-        if isinstance(max_extra_length, bool) or not isinstance(max_extra_length, int) or max_extra_length < 0:
+        if (
+            isinstance(max_extra_length, bool)
+            or not isinstance(max_extra_length, int)
+            or max_extra_length < 0
+        ):
             raise ValueError(
                 "`max_extra_length` must be a non-negative integer. "
                 f"Received: max_extra_length={max_extra_length!r}"
@@ -165,8 +169,13 @@ class Translator(tf.Module):
                 results[i] = text.decode("utf-8", errors="replace")
             if progress:
                 done = start + len(chunk)
-                print(f"\r{progress}: {done}/{len(sentences)} sentences, "
-                      f"{time.time() - start_time:.0f}s", end="", file=sys.stderr, flush=True)
+                print(
+                    f"\r{progress}: {done}/{len(sentences)} sentences, "
+                    f"{time.time() - start_time:.0f}s",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if progress:
             print(file=sys.stderr)
         return results

@@ -81,8 +81,12 @@ def encoder_layer(x, layer, key_mask=None):
     if key_mask is not None:
         mask = np.broadcast_to(key_mask[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
 
-    x = residual(layer, x, lambda y: attention(y, y, layer.self_attention, mask), layer.self_attention_norm)
-    return residual(layer, x, lambda y: feed_forward(y, layer.feed_forward), layer.feed_forward_norm)
+    x = residual(
+        layer, x, lambda y: attention(y, y, layer.self_attention, mask), layer.self_attention_norm
+    )
+    return residual(
+        layer, x, lambda y: feed_forward(y, layer.feed_forward), layer.feed_forward_norm
+    )
 
 
 def decoder_layer(x, memory, layer, memory_mask=None):
@@ -93,6 +97,15 @@ def decoder_layer(x, memory, layer, memory_mask=None):
     if memory_mask is not None:
         cross = np.broadcast_to(memory_mask[:, None, :], (b, t, s))
 
-    x = residual(layer, x, lambda y: attention(y, y, layer.self_attention, causal), layer.self_attention_norm)
-    x = residual(layer, x, lambda y: attention(y, memory, layer.cross_attention, cross), layer.cross_attention_norm)
-    return residual(layer, x, lambda y: feed_forward(y, layer.feed_forward), layer.feed_forward_norm)
+    x = residual(
+        layer, x, lambda y: attention(y, y, layer.self_attention, causal), layer.self_attention_norm
+    )
+    x = residual(
+        layer,
+        x,
+        lambda y: attention(y, memory, layer.cross_attention, cross),
+        layer.cross_attention_norm,
+    )
+    return residual(
+        layer, x, lambda y: feed_forward(y, layer.feed_forward), layer.feed_forward_norm
+    )

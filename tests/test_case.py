@@ -164,9 +164,7 @@ def run_layer_test(
         for name, v in kwargs.items()
     }
     symbolic_outputs = symbolic(**symbolic_inputs, **call_kwargs)
-    assert [s[1:] for s in _shapes(symbolic_outputs)] == [
-        s[1:] for s in _shapes(outputs)
-    ]
+    assert [s[1:] for s in _shapes(symbolic_outputs)] == [s[1:] for s in _shapes(outputs)]
 
     run_model_saving_test(layer_cls(**init_kwargs), kwargs, call_kwargs)
     if run_training_check and layer.trainable_weights:

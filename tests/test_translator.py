@@ -28,12 +28,24 @@ def trained(tmp_path_factory):
     sources, targets = reversal(5000, seed=0)
     tokenizer = train_sentencepiece(sources + targets, 300)
     batches = training.make_batches(
-        training.text_pairs_from_lists(sources, targets), tokenizer,
-        batch_tokens=1024, max_length=16, seed=0, vocab_size=tokenizer.vocab_size,
+        training.text_pairs_from_lists(sources, targets),
+        tokenizer,
+        batch_tokens=1024,
+        max_length=16,
+        seed=0,
+        vocab_size=tokenizer.vocab_size,
     )
     model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size, dropout=0.0)
-    training.train(model, batches, str(tmp_path_factory.mktemp("run")), train_steps=1000,
-                   steps_per_checkpoint=1000, warmup_steps=200, tensorboard=False, verbose=0)
+    training.train(
+        model,
+        batches,
+        str(tmp_path_factory.mktemp("run")),
+        train_steps=1000,
+        steps_per_checkpoint=1000,
+        warmup_steps=200,
+        tensorboard=False,
+        verbose=0,
+    )
     return model, tokenizer
 
 
@@ -87,7 +99,11 @@ def test_traces_once_and_runs_under_xla(trained):
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [(dict(beam_size=0), "beam_size"), (dict(alpha=-1.0), "alpha"), (dict(max_extra_length=-1), "max_extra_length")],
+    [
+        (dict(beam_size=0), "beam_size"),
+        (dict(alpha=-1.0), "alpha"),
+        (dict(max_extra_length=-1), "max_extra_length"),
+    ],
 )
 def test_bad_arguments(trained, kwargs, name):
     model, tokenizer = trained

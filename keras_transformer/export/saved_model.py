@@ -77,7 +77,9 @@ def existing_versions(export_dir):
     """The integer version directories in `export_dir`, sorted."""
     if not tf.io.gfile.isdir(export_dir):
         return []
-    return sorted(int(name) for name in tf.io.gfile.listdir(export_dir) if name.strip("/").isdigit())
+    return sorted(
+        int(name) for name in tf.io.gfile.listdir(export_dir) if name.strip("/").isdigit()
+    )
 
 
 def _write_warmup(path, sentences):

@@ -85,12 +85,8 @@ class TransformerLayerBase(keras.layers.Layer):
             "activation": keras.activations.serialize(self.activation),
             "norm_first": self.norm_first,
             "layer_norm_epsilon": self.layer_norm_epsilon,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
 
     def get_config(self):

@@ -71,8 +71,7 @@ class Decoder(LayerStackBase):
     def cross_attention_cache(self, encoder_sequence):
         """Per-layer keys and values of `encoder_sequence`, computed once."""
         return tuple(
-            layer.cross_attention.project_key_value(encoder_sequence)
-            for layer in self.stack
+            layer.cross_attention.project_key_value(encoder_sequence) for layer in self.stack
         )
 
     def call(

@@ -56,21 +56,15 @@ class DecoderLayer(TransformerLayerBase):
         self.self_attention = self._make_attention(
             "self_attention", decoder_sequence_shape, decoder_sequence_shape
         )
-        self.self_attention_norm = self._make_norm(
-            "self_attention_norm", decoder_sequence_shape
-        )
+        self.self_attention_norm = self._make_norm("self_attention_norm", decoder_sequence_shape)
         self.self_attention_dropout = self._make_dropout("self_attention_dropout")
         self.cross_attention = self._make_attention(
             "cross_attention", decoder_sequence_shape, encoder_sequence_shape
         )
-        self.cross_attention_norm = self._make_norm(
-            "cross_attention_norm", decoder_sequence_shape
-        )
+        self.cross_attention_norm = self._make_norm("cross_attention_norm", decoder_sequence_shape)
         self.cross_attention_dropout = self._make_dropout("cross_attention_dropout")
         self.feed_forward = self._make_feed_forward(decoder_sequence_shape)
-        self.feed_forward_norm = self._make_norm(
-            "feed_forward_norm", decoder_sequence_shape
-        )
+        self.feed_forward_norm = self._make_norm("feed_forward_norm", decoder_sequence_shape)
         self.feed_forward_dropout = self._make_dropout("feed_forward_dropout")
         self.built = True
 
@@ -87,9 +81,7 @@ class DecoderLayer(TransformerLayerBase):
         return_attention_scores=False,
     ):
         if encoder_sequence is None and cross_attention_cache is None:
-            raise ValueError(
-                "DecoderLayer needs `encoder_sequence` or `cross_attention_cache`."
-            )
+            raise ValueError("DecoderLayer needs `encoder_sequence` or `cross_attention_cache`.")
         x = decoder_sequence
         y = self._sublayer_input(x, self.self_attention_norm)
         y = self.self_attention(
@@ -127,9 +119,7 @@ class DecoderLayer(TransformerLayerBase):
 
         y = self._sublayer_input(x, self.feed_forward_norm)
         y = self.feed_forward(y, training=training)
-        x = self._sublayer_output(
-            x, y, self.feed_forward_norm, self.feed_forward_dropout, training
-        )
+        x = self._sublayer_output(x, y, self.feed_forward_norm, self.feed_forward_dropout, training)
         outputs = (x,)
         if return_attention_scores:
             outputs += ({"self_attention": self_scores, "cross_attention": cross_scores},)

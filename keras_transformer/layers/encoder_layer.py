@@ -42,9 +42,7 @@ class EncoderLayer(TransformerLayerBase):
     """
 
     def build(self, inputs_shape):
-        self.self_attention = self._make_attention(
-            "self_attention", inputs_shape, inputs_shape
-        )
+        self.self_attention = self._make_attention("self_attention", inputs_shape, inputs_shape)
         self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
         self.self_attention_dropout = self._make_dropout("self_attention_dropout")
         self.feed_forward = self._make_feed_forward(inputs_shape)
@@ -75,9 +73,7 @@ class EncoderLayer(TransformerLayerBase):
         )
         y = self._sublayer_input(x, self.feed_forward_norm)
         y = self.feed_forward(y, training=training)
-        x = self._sublayer_output(
-            x, y, self.feed_forward_norm, self.feed_forward_dropout, training
-        )
+        x = self._sublayer_output(x, y, self.feed_forward_norm, self.feed_forward_dropout, training)
         return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, inputs_shape):

@@ -60,12 +60,8 @@ class FeedForward(keras.layers.Layer):
                 "d_ff": self.d_ff,
                 "activation": keras.activations.serialize(self.activation),
                 "dropout": self.dropout,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config
@@ -82,9 +78,7 @@ class FeedForward(keras.layers.Layer):
             **common,
         )
         self.inner_dense.build(inputs_shape)
-        self.inner_dropout = keras.layers.Dropout(
-            self.dropout, name="inner_dropout", **common
-        )
+        self.inner_dropout = keras.layers.Dropout(self.dropout, name="inner_dropout", **common)
         self.output_dense = keras.layers.Dense(
             d_model,
             kernel_initializer=clone_initializer(self.kernel_initializer),

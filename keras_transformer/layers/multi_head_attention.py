@@ -141,12 +141,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
                 "output_dim": self.output_dim,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config
@@ -168,9 +164,7 @@ class MultiHeadAttention(keras.layers.Layer):
         heads = self.num_heads
         self.query_dense = self._dense(heads * self.key_dim, query_shape[-1], "query")
         self.key_dense = self._dense(heads * self.key_dim, key_shape[-1], "key")
-        self.value_dense = self._dense(
-            heads * self.value_dim, value_shape[-1], "value"
-        )
+        self.value_dense = self._dense(heads * self.value_dim, value_shape[-1], "value")
         self.output_dense = self._dense(
             self.output_dim or query_shape[-1], heads * self.value_dim, "output"
         )
@@ -220,9 +214,7 @@ class MultiHeadAttention(keras.layers.Layer):
             causal = ops.expand_dims(
                 causal_mask(query_length, key_length, causal_offset), 0
             )  # (1, q, k)
-        return merge_masks(
-            query_mask, value_mask, key_mask, attention_mask, causal
-        )
+        return merge_masks(query_mask, value_mask, key_mask, attention_mask, causal)
 
     def call(
         self,
@@ -281,9 +273,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
         batch, length = ops.shape(context)[0], ops.shape(context)[2]
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
-        context = ops.reshape(
-            context, (batch, length, self.num_heads * self.value_dim)
-        )
+        context = ops.reshape(context, (batch, length, self.num_heads * self.value_dim))
         output = self.output_dense(context)
         if mask is not None:
             has_key = ops.cast(ops.squeeze(has_key, 1), output.dtype)  # (b|1, q, 1)
@@ -325,7 +315,5 @@ class MultiHeadAttention(keras.layers.Layer):
                 ),
             )
         if cache is not None:
-            outputs += (
-                tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache),
-            )
+            outputs += (tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache),)
         return outputs[0] if len(outputs) == 1 else outputs

@@ -39,8 +39,7 @@ class PositionalEncoding(keras.layers.Layer):
         super().__init__(**kwargs)
         if not max_wavelength > 0:
             raise ValueError(
-                "`max_wavelength` must be positive. "
-                f"Received: max_wavelength={max_wavelength!r}"
+                f"`max_wavelength` must be positive. Received: max_wavelength={max_wavelength!r}"
             )
         self.max_wavelength = float(max_wavelength)
         self.built = True

@@ -25,9 +25,7 @@ def _check_ids_in_range(ids, vocab_size):
     if tf.executing_eagerly():
         values = ops.convert_to_numpy(ids)
         if values.size and (values.min() < 0 or values.max() >= vocab_size):
-            raise ValueError(
-                f"{message} Received ids in [{values.min()}, {values.max()}]."
-            )
+            raise ValueError(f"{message} Received ids in [{values.min()}, {values.max()}].")
         return ids
     checks = [
         tf.debugging.assert_non_negative(ids, message=message),
@@ -89,12 +87,8 @@ class TokenEmbedding(keras.layers.Layer):
         self.d_model = d_model
         self.scale = scale
         if embeddings_initializer is None:
-            embeddings_initializer = keras.initializers.RandomNormal(
-                stddev=d_model**-0.5
-            )
-        self.embeddings_initializer = keras.initializers.get(
-            embeddings_initializer
-        )
+            embeddings_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
 
     def get_config(self):
         config = super().get_config()
@@ -103,9 +97,7 @@ class TokenEmbedding(keras.layers.Layer):
                 "vocab_size": self.vocab_size,
                 "d_model": self.d_model,
                 "scale": self.scale,
-                "embeddings_initializer": keras.initializers.serialize(
-                    self.embeddings_initializer
-                ),
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config

@@ -145,9 +145,7 @@ class Transformer(keras.Model):
         if key_dim is None:
             _validation.check_divisible("d_model", d_model, "num_heads", num_heads)
         _validation.check_choice("tie_embeddings", tie_embeddings, TIE_EMBEDDINGS)
-        _validation.check_choice(
-            "position_encoding", position_encoding, POSITION_ENCODINGS
-        )
+        _validation.check_choice("position_encoding", position_encoding, POSITION_ENCODINGS)
         if tie_embeddings == "all" and source_vocab_size != target_vocab_size:
             raise ValueError(
                 "`tie_embeddings='all'` shares one matrix between source and "
@@ -156,9 +154,7 @@ class Transformer(keras.Model):
                 f"target_vocab_size={target_vocab_size}"
             )
         if not 0 <= pad_id < min(source_vocab_size, target_vocab_size):
-            raise ValueError(
-                f"`pad_id` must be a valid token id. Received: pad_id={pad_id}"
-            )
+            raise ValueError(f"`pad_id` must be a valid token id. Received: pad_id={pad_id}")
 
         self.vocab_size = vocab_size
         self.num_layers = num_layers
@@ -230,12 +226,8 @@ class Transformer(keras.Model):
             layer_norm_epsilon=layer_norm_epsilon,
             dtype=policy,
         )
-        self.encoder = Encoder(
-            num_encoder_layers or num_layers, name="encoder", **stack_arguments
-        )
-        self.decoder = Decoder(
-            num_decoder_layers or num_layers, name="decoder", **stack_arguments
-        )
+        self.encoder = Encoder(num_encoder_layers or num_layers, name="encoder", **stack_arguments)
+        self.decoder = Decoder(num_decoder_layers or num_layers, name="decoder", **stack_arguments)
         # Every shape is known from the arguments: build now, so `encode`,
         # `init_cache` and `count_params` work before any call.
         self.build()
@@ -340,9 +332,7 @@ class Transformer(keras.Model):
     def encode(self, source_ids, training=False):
         """Encodes `(batch, source_len)` ids into `(batch, source_len,
         d_model)`; pad positions hold values no query ever attends to."""
-        x = self._embed(
-            source_ids, self.source_embedding, self.source_positions, 0, training
-        )
+        x = self._embed(source_ids, self.source_embedding, self.source_positions, 0, training)
         return self.encoder(
             x, padding_mask=padding_mask(source_ids, self.pad_id), training=training
         )
@@ -350,9 +340,7 @@ class Transformer(keras.Model):
     def decode(self, target_ids, encoder_output, source_padding_mask, training=False):
         """Logits of every target position, attending over `encoder_output`
         where `source_padding_mask` is `True`."""
-        x = self._embed(
-            target_ids, self._target_embedding(), self.target_positions, 0, training
-        )
+        x = self._embed(target_ids, self._target_embedding(), self.target_positions, 0, training)
         x = self.decoder(
             x,
             encoder_output,
@@ -425,9 +413,7 @@ class Transformer(keras.Model):
             to those of the full forward pass at these positions, and the
             cache with these positions written.
         """
-        x = self._embed(
-            target_ids, self._target_embedding(), self.target_positions, index, False
-        )
+        x = self._embed(target_ids, self._target_embedding(), self.target_positions, index, False)
         x, self_attention = self.decoder(
             x,
             encoder_padding_mask=cache["source_padding_mask"],

@@ -127,8 +127,15 @@ class SentencePieceTokenizer(tf.Module):
 
         def tokenize(handle, strings):
             values, splits = _ops.sentencepiece_tokenize_op(
-                handle, strings, nbest_size=0, alpha=1.0, add_bos=False,
-                add_eos=False, reverse=False, out_type=tf.int32, return_nbest=False,
+                handle,
+                strings,
+                nbest_size=0,
+                alpha=1.0,
+                add_bos=False,
+                add_eos=False,
+                reverse=False,
+                out_type=tf.int32,
+                return_nbest=False,
             )
             return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 

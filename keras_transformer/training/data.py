@@ -237,9 +237,7 @@ def make_batches(
     )
     if long_pairs == "drop":
         dataset = dataset.filter(
-            lambda s, ti, to: tf.logical_and(
-                tf.size(s) <= max_length, tf.size(ti) <= max_length
-            )
+            lambda s, ti, to: tf.logical_and(tf.size(s) <= max_length, tf.size(ti) <= max_length)
         )
 
     boundaries = bucket_boundaries(max_length)

@@ -33,9 +33,13 @@ def _smoothed_backward(logits, ids, upstream, label_smoothing):
     """
     vocab = tf.shape(logits)[-1]
     uniform = label_smoothing / tf.cast(vocab, tf.float32)
-    rows = tf.reshape((tf.nn.softmax(tf.cast(logits, tf.float32)) - uniform) * upstream[..., None], [-1, vocab])
+    rows = tf.reshape(
+        (tf.nn.softmax(tf.cast(logits, tf.float32)) - uniform) * upstream[..., None], [-1, vocab]
+    )
     targets = tf.stack([tf.range(tf.shape(rows)[0]), tf.reshape(ids, [-1])], axis=1)
-    rows = tf.tensor_scatter_nd_sub(rows, targets, tf.reshape((1.0 - label_smoothing) * upstream, [-1]))
+    rows = tf.tensor_scatter_nd_sub(
+        rows, targets, tf.reshape((1.0 - label_smoothing) * upstream, [-1])
+    )
     return tf.cast(tf.reshape(rows, tf.shape(logits)), logits.dtype)
 
 
@@ -93,7 +97,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     ...               loss=LabelSmoothedCrossEntropy(label_smoothing=0.1))
     """
 
-    def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="label_smoothed_cross_entropy", dtype=None):
+    def __init__(
+        self, label_smoothing=0.1, pad_id=PAD_ID, name="label_smoothed_cross_entropy", dtype=None
+    ):
         # The per-token values are already divided by the global count: Keras
         # must only sum them (and not divide again by the number of replicas).
         super().__init__(name=name, reduction="sum", dtype=dtype)

@@ -17,8 +17,12 @@ class _MaskedTokenMean(keras.metrics.Metric):
     def __init__(self, pad_id=PAD_ID, name=None, dtype=None):
         super().__init__(name=name, dtype=dtype)
         self.pad_id = pad_id
-        self.total = self.add_variable(shape=(), initializer="zeros", name="total", aggregation="sum")
-        self.count = self.add_variable(shape=(), initializer="zeros", name="count", aggregation="sum")
+        self.total = self.add_variable(
+            shape=(), initializer="zeros", name="total", aggregation="sum"
+        )
+        self.count = self.add_variable(
+            shape=(), initializer="zeros", name="count", aggregation="sum"
+        )
 
     def token_values(self, y_true, y_pred):
         raise NotImplementedError

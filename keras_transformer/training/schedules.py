@@ -75,9 +75,7 @@ def paper_optimizer(d_model=512, warmup_steps=4000, scale=1.0, accumulation_step
     """
     _validation.check_positive_int("accumulation_steps", accumulation_steps)
     return keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(
-            d_model, warmup_steps, scale, accumulation_steps
-        ),
+        learning_rate=TransformerSchedule(d_model, warmup_steps, scale, accumulation_steps),
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,

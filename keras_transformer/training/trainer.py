@@ -220,9 +220,7 @@ class _RunState(keras.callbacks.Callback):
         elapsed = time.perf_counter() - self._time
         if elapsed > 0:
             logs["tokens_per_sec"] = tokens / elapsed
-        logs["learning_rate"] = float(
-            self.model.optimizer._get_current_learning_rate()
-        )
+        logs["learning_rate"] = float(self.model.optimizer._get_current_learning_rate())
 
     def on_train_batch_end(self, batch, logs=None):
         logs = logs if logs is not None else {}

@@ -9,7 +9,9 @@ import pytest
 from keras_transformer import Transformer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-spec = importlib.util.spec_from_file_location("compare", os.path.join(ROOT, "benchmarks", "compare.py"))
+spec = importlib.util.spec_from_file_location(
+    "compare", os.path.join(ROOT, "benchmarks", "compare.py")
+)
 compare = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(compare)
 
@@ -39,13 +41,22 @@ def test_flop_count_uses_the_model_weights(name):
 
 def test_decoding_worker_generates_exactly_the_forced_length():
     cfg = dict(vocab=50, d_model=16, layers=1, heads=2, d_ff=32)
-    result = compare.worker_ours_decode(dict(cfg=cfg, search="beam4", precision="fp32", warmup=1, steps=1))
+    result = compare.worker_ours_decode(
+        dict(cfg=cfg, search="beam4", precision="fp32", warmup=1, steps=1)
+    )
     assert result["out_shape"] == [compare.DECODE_BATCH, 1, compare.DECODE_STEPS]
     assert result["tokens"] == compare.DECODE_BATCH * compare.DECODE_STEPS
 
 
 def _row(task, impl, precision, tokens_per_s):
-    return dict(task=task, impl=impl, precision=precision, tokens_per_s=tokens_per_s, gflops=100.0, peak_rss_mib=1.0)
+    return dict(
+        task=task,
+        impl=impl,
+        precision=precision,
+        tokens_per_s=tokens_per_s,
+        gflops=100.0,
+        peak_rss_mib=1.0,
+    )
 
 
 def test_table_gives_ratios_against_each_peer_and_checks_targets():

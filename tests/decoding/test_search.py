@@ -74,13 +74,15 @@ def test_greedy_equals_a_numpy_rollout():
             previous = token
         assert strip(ids[b].numpy()) == expected
         assert float(scores[b]) == pytest.approx(sequence_log_prob(b, expected), rel=1e-5)
-        assert all(t == 0 for t in ids[b].numpy()[len(expected):])
+        assert all(t == 0 for t in ids[b].numpy()[len(expected) :])
 
 
 def test_beam_one_equals_greedy():
     step, cache = markov(3)
     greedy, _ = greedy_search(step, cache, 3, max_length=12, max_lengths=[12, 4, 7])
-    beam, _ = beam_search(step, cache, 3, max_length=12, beam_size=1, alpha=0.0, max_lengths=[12, 4, 7])
+    beam, _ = beam_search(
+        step, cache, 3, max_length=12, beam_size=1, alpha=0.0, max_lengths=[12, 4, 7]
+    )
     np.testing.assert_array_equal(beam[:, 0].numpy(), greedy.numpy())
 
 
@@ -90,7 +92,9 @@ def test_wide_beam_finds_the_brute_force_optimum(alpha):
     # beam of 3^4 keeps every prefix of length <= 4 and is exact.
     step, cache = markov(3)
     limits = [5, 3, 4]
-    ids, scores = beam_search(step, cache, 3, max_length=5, beam_size=81, alpha=alpha, max_lengths=limits)
+    ids, scores = beam_search(
+        step, cache, 3, max_length=5, beam_size=81, alpha=alpha, max_lengths=limits
+    )
     for b in range(3):
         best_score, best_tokens = brute_force_best(b, limits[b], alpha)
         assert strip(ids[b, 0].numpy()) == best_tokens
@@ -159,7 +163,9 @@ def test_static_batch_under_xla(search):
         def uses_shapes(ids, cache, index):
             # Broadcasting the ids against a fixed-width buffer fails if their
             # shape is not exactly (n, 1).
-            buffer = tf.where(tf.equal(tf.range(9), index)[None], ids, tf.zeros([tf.shape(ids)[0], 9], tf.int32))
+            buffer = tf.where(
+                tf.equal(tf.range(9), index)[None], ids, tf.zeros([tf.shape(ids)[0], 9], tf.int32)
+            )
             logits, cache = step(ids, cache, index)
             return logits + 0.0 * tf.cast(tf.reduce_sum(buffer), tf.float32), cache
 

@@ -21,7 +21,9 @@ from keras_transformer.export import export_saved_model
 from keras_transformer.tokenization import train_sentencepiece
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-spec = importlib.util.spec_from_file_location("serving_client", os.path.join(ROOT, "examples", "serving_client.py"))
+spec = importlib.util.spec_from_file_location(
+    "serving_client", os.path.join(ROOT, "examples", "serving_client.py")
+)
 client = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(client)
 
@@ -34,7 +36,11 @@ def served(tmp_path_factory):
 
     keras.utils.set_random_seed(0)
     tokenizer = train_sentencepiece(["A dog runs in the snow.", "Zwei Hunde spielen."] * 30, 300)
-    translator = Translator(Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size), tokenizer, max_extra_length=5)
+    translator = Translator(
+        Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size),
+        tokenizer,
+        max_extra_length=5,
+    )
     path = export_saved_model(translator, tmp_path_factory.mktemp("models"), warmup_sentences=())
     signature = tf.saved_model.load(path).signatures["serving_default"]
     return translator, signature
@@ -67,7 +73,9 @@ def test_rest(served):
     server = ThreadingHTTPServer(("127.0.0.1", 0), PredictHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        translations, scores = client.translate_rest(SENTENCES, "127.0.0.1", server.server_port, model="ende")
+        translations, scores = client.translate_rest(
+            SENTENCES, "127.0.0.1", server.server_port, model="ende"
+        )
     finally:
         server.shutdown()
     assert seen["path"] == "/v1/models/ende:predict"
@@ -86,7 +94,9 @@ def test_grpc(served):
             seen["signature"] = request.model_spec.signature_name
             out = signature(text=tf.make_ndarray(request.inputs["text"]))
             response = predict_pb2.PredictResponse()
-            response.outputs["translation"].CopyFrom(tf.make_tensor_proto(out["translation"].numpy()))
+            response.outputs["translation"].CopyFrom(
+                tf.make_tensor_proto(out["translation"].numpy())
+            )
             response.outputs["score"].CopyFrom(tf.make_tensor_proto(out["score"].numpy()))
             return response
 

@@ -17,9 +17,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "examples", "wmt_ende.py")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
-WORDS = {"man": "Mann", "dog": "Hund", "woman": "Frau", "child": "Kind", "street": "Straße", "ball": "Ball",
-         "red": "rot", "blue": "blau", "runs": "läuft", "plays": "spielt", "the": "der", "a": "ein",
-         "big": "groß", "small": "klein", "water": "Wasser", "park": "Park"}
+WORDS = {
+    "man": "Mann",
+    "dog": "Hund",
+    "woman": "Frau",
+    "child": "Kind",
+    "street": "Straße",
+    "ball": "Ball",
+    "red": "rot",
+    "blue": "blau",
+    "runs": "läuft",
+    "plays": "spielt",
+    "the": "der",
+    "a": "ein",
+    "big": "groß",
+    "small": "klein",
+    "water": "Wasser",
+    "park": "Park",
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,22 +54,46 @@ def corpus(tmp_path_factory):
 
 def local_args(corpus, model_dir, *extra):
     return [
-        "--preset", "tiny", "--model_dir", str(model_dir), "--vocab_size", "300",
-        "--train_src", corpus["train.en"], "--train_tgt", corpus["train.de"],
-        "--valid_src", corpus["valid.en"], "--valid_tgt", corpus["valid.de"],
-        "--test_src", corpus["test.en"], "--test_ref", corpus["test.de"], *extra,
+        "--preset",
+        "tiny",
+        "--model_dir",
+        str(model_dir),
+        "--vocab_size",
+        "300",
+        "--train_src",
+        corpus["train.en"],
+        "--train_tgt",
+        corpus["train.de"],
+        "--valid_src",
+        corpus["valid.en"],
+        "--valid_tgt",
+        corpus["valid.de"],
+        "--test_src",
+        corpus["test.en"],
+        "--test_ref",
+        corpus["test.de"],
+        *extra,
     ]
 
 
 def run_script(args, **kwargs):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=ENV,
-                          cwd=ROOT, **kwargs)
+    return subprocess.run(
+        [sys.executable, SCRIPT, *args], capture_output=True, text=True, env=ENV, cwd=ROOT, **kwargs
+    )
 
 
 def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     model_dir, export_dir = tmp_path / "run", tmp_path / "export"
-    args = local_args(corpus, model_dir, "--export_dir", str(export_dir), "--train_steps", "30",
-                      "--steps_per_checkpoint", "10")
+    args = local_args(
+        corpus,
+        model_dir,
+        "--export_dir",
+        str(export_dir),
+        "--train_steps",
+        "30",
+        "--steps_per_checkpoint",
+        "10",
+    )
     first = run_script(args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "test: sacreBLEU" in first.stdout and "compound-split BLEU" in first.stdout
@@ -78,18 +117,41 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
 
 def test_kill_then_rerun_resumes(corpus, tmp_path):
     model_dir = tmp_path / "run"
-    args = local_args(corpus, model_dir, "--train_steps", "400", "--steps_per_checkpoint", "10",
-                      "--max_eval_sentences", "2")
-    process = subprocess.Popen([sys.executable, SCRIPT, *args], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=ENV, cwd=ROOT)
+    args = local_args(
+        corpus,
+        model_dir,
+        "--train_steps",
+        "400",
+        "--steps_per_checkpoint",
+        "10",
+        "--max_eval_sentences",
+        "2",
+    )
+    process = subprocess.Popen(
+        [sys.executable, SCRIPT, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+        cwd=ROOT,
+    )
     deadline = time.time() + 300
     while not (model_dir / "checkpoints" / "ckpt-20.index").exists():
         assert process.poll() is None and time.time() < deadline
         time.sleep(0.1)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    resumed = run_script(local_args(corpus, model_dir, "--train_steps", "40", "--steps_per_checkpoint", "10",
-                                    "--max_eval_sentences", "2"))
+    resumed = run_script(
+        local_args(
+            corpus,
+            model_dir,
+            "--train_steps",
+            "40",
+            "--steps_per_checkpoint",
+            "10",
+            "--max_eval_sentences",
+            "2",
+        )
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((model_dir / "summary.json").read_text())
     assert summary["training"]["initial_step"] >= 20
@@ -102,9 +164,24 @@ def test_tfds_path_under_mock_data(tmp_path):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     with tfds.testing.mock_data(num_examples=40):
-        results = script.main(["--preset", "tiny", "--model_dir", str(tmp_path / "run"), "--vocab_size", "300",
-                               "--train_steps", "4", "--steps_per_checkpoint", "2",
-                               "--max_eval_sentences", "3", "--beam_size", "2"])
+        results = script.main(
+            [
+                "--preset",
+                "tiny",
+                "--model_dir",
+                str(tmp_path / "run"),
+                "--vocab_size",
+                "300",
+                "--train_steps",
+                "4",
+                "--steps_per_checkpoint",
+                "2",
+                "--max_eval_sentences",
+                "3",
+                "--beam_size",
+                "2",
+            ]
+        )
     assert set(results) == {"valid", "test"}
     assert results["test"]["sentences"] == 3
     config = json.loads((tmp_path / "run" / "config.json").read_text())

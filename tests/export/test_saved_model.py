@@ -63,7 +63,10 @@ def load_in_fresh_process(path, sentences, tmp_path):
     inputs.write_text(json.dumps(sentences))
     result = subprocess.run(
         [sys.executable, os.path.join(HERE, "load_without_keras.py"), path, str(inputs)],
-        capture_output=True, text=True, env=ENV, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -89,7 +92,9 @@ def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
     assert forbidden == []
     assert "SentencepieceTokenizeOp" in result["text"]
     assert set(result["text"]) <= {
-        "SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp",
+        "SentencepieceOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceDetokenizeOp",
     }
 
 
@@ -131,8 +136,13 @@ def test_other_signatures_settings_and_warmup(exported):
     assert set(loaded.signatures) == {"serving_default", "n_best", "tokenize", "detokenize"}
     text = tf.constant(["Two dogs are playing."])
     tokens = loaded.signatures["tokenize"](text=text)
-    assert tokens["ids"].numpy().tolist() == [translator.tokenizer(["Two dogs are playing."])[0].numpy().tolist()]
-    assert loaded.signatures["detokenize"](ids=tokens["ids"])["text"].numpy()[0] == b"Two dogs are playing."
+    assert tokens["ids"].numpy().tolist() == [
+        translator.tokenizer(["Two dogs are playing."])[0].numpy().tolist()
+    ]
+    assert (
+        loaded.signatures["detokenize"](ids=tokens["ids"])["text"].numpy()[0]
+        == b"Two dogs are playing."
+    )
     n_best = loaded.signatures["n_best"](text=text)
     assert n_best["translations"].shape == (1, 3)
     settings = json.loads(loaded.settings_json.numpy())
@@ -142,7 +152,9 @@ def test_other_signatures_settings_and_warmup(exported):
 
     from tensorflow_serving.apis import prediction_log_pb2
 
-    records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests")))
+    records = list(
+        tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests"))
+    )
     log = prediction_log_pb2.PredictionLog.FromString(records[0].numpy())
     request = log.predict_log.request
     assert request.model_spec.signature_name == "serving_default"
@@ -177,7 +189,11 @@ def test_command_line(exported):
     base = os.path.dirname(path)
     run = lambda *args, **kw: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "keras_transformer.translate", "--export_dir", base, *args],
-        capture_output=True, text=True, env=ENV, cwd=ROOT, **kw,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+        **kw,
     )
     result = run("--batch_size", "2", input="\n".join(sentences) + "\n")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -185,14 +201,22 @@ def test_command_line(exported):
     info = run("--info")
     assert info.returncode == 0, info.stderr[-3000:]
     assert '"beam_size": 3' in info.stdout
-    assert "signature serving_default: text: string[None] -> score: float32[None], translation: string[None]" in info.stdout
+    assert (
+        "signature serving_default: text: string[None] -> score: float32[None], translation: string[None]"
+        in info.stdout
+    )
 
 
 def test_keras_export_of_the_raw_model(tmp_path):
     """`model.export()` gives a SavedModel of logits, for users who want them."""
     model = Transformer.from_preset("tiny", vocab_size=50)
-    spec = (tf.TensorSpec([None, None], tf.int32, name="source"), tf.TensorSpec([None, None], tf.int32, name="target"))
-    model.export(str(tmp_path / "raw"), format="tf_saved_model", input_signature=[spec], verbose=False)
+    spec = (
+        tf.TensorSpec([None, None], tf.int32, name="source"),
+        tf.TensorSpec([None, None], tf.int32, name="target"),
+    )
+    model.export(
+        str(tmp_path / "raw"), format="tf_saved_model", input_signature=[spec], verbose=False
+    )
     source, target = np.array([[5, 6, 7, 3]], "int32"), np.array([[2, 8, 9]], "int32")
     restored = tf.saved_model.load(str(tmp_path / "raw"))  # keep it: it owns the variables
     logits = restored.serve((source, target))

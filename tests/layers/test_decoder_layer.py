@@ -66,9 +66,7 @@ def test_decoder_stack_contract():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_cached_steps_equal_full_pass(norm_first):
     decoder = Decoder(num_layers=2, num_heads=4, d_ff=32, norm_first=norm_first)
-    full = ops.convert_to_numpy(
-        decoder(TARGET, MEMORY, encoder_padding_mask=MEMORY_MASK)
-    )
+    full = ops.convert_to_numpy(decoder(TARGET, MEMORY, encoder_padding_mask=MEMORY_MASK))
     self_cache = decoder.initial_self_attention_cache(2, 8)
     cross_cache = decoder.cross_attention_cache(MEMORY)
     for t in range(5):

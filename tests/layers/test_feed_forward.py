@@ -30,7 +30,9 @@ def test_weights_have_the_papers_shapes():
     assert shapes == [(512,), (512, 2048), (2048,), (2048, 512)]
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(d_ff=0), "d_ff"), (dict(d_ff=4, dropout=1.5), "dropout")])
+@pytest.mark.parametrize(
+    "kwargs, name", [(dict(d_ff=0), "d_ff"), (dict(d_ff=4, dropout=1.5), "dropout")]
+)
 def test_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
         FeedForward(**kwargs)

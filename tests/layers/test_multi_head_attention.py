@@ -119,9 +119,7 @@ def test_static_cache_equals_cross_attention():
     layer = MultiHeadAttention(num_heads=4, key_dim=4)
     value_mask = np.array([[1] * 7, [1] * 3 + [0] * 4], bool)
     direct = layer(query, value, value_mask=value_mask)
-    cached, _ = layer(
-        query, None, value_mask=value_mask, cache=layer.project_key_value(value)
-    )
+    cached, _ = layer(query, None, value_mask=value_mask, cache=layer.project_key_value(value))
     assert_close(cached, direct, atol=1e-6)
 
 

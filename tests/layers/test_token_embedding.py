@@ -59,7 +59,10 @@ def test_out_of_range_ids_raise():
         in_graph(tf.constant([[1, 25]]))
 
 
-@pytest.mark.parametrize("name, kwargs", [("vocab_size", dict(vocab_size=0, d_model=4)), ("d_model", dict(vocab_size=5, d_model=-2))])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [("vocab_size", dict(vocab_size=0, d_model=4)), ("d_model", dict(vocab_size=5, d_model=-2))],
+)
 def test_bad_arguments(name, kwargs):
     with pytest.raises(ValueError, match=f"Received: {name}="):
         TokenEmbedding(**kwargs)

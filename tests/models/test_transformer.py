@@ -54,7 +54,9 @@ def test_config_rebuilds_the_model():
     [
         {},
         dict(tie_embeddings="none", position_encoding="learned", norm_first=True),
-        dict(source_vocab_size=40, target_vocab_size=VOCAB, vocab_size=None, tie_embeddings="target"),
+        dict(
+            source_vocab_size=40, target_vocab_size=VOCAB, vocab_size=None, tie_embeddings="target"
+        ),
     ],
 )
 def test_keras_file_round_trip(tmp_path, overrides):
@@ -141,8 +143,7 @@ def test_mixed_precision_trains_and_returns_float32(policy):
     history = model.fit((source, target), target, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     changed = [
-        not np.allclose(ops.convert_to_numpy(w), b)
-        for w, b in zip(model.trainable_weights, before)
+        not np.allclose(ops.convert_to_numpy(w), b) for w, b in zip(model.trainable_weights, before)
     ]
     assert sum(changed) > len(changed) // 2
     for weight in model.weights:
@@ -200,7 +201,13 @@ def test_from_preset_applies_overrides():
     assert (model.d_model, model.num_heads, model.d_ff) == (1024, 16, 4096)
     assert (model.num_layers, model.dropout) == (2, 0.2)
     base = Transformer.from_preset("base", vocab_size=100)
-    assert (base.num_layers, base.d_model, base.num_heads, base.d_ff, base.dropout) == (6, 512, 8, 2048, 0.1)
+    assert (base.num_layers, base.d_model, base.num_heads, base.d_ff, base.dropout) == (
+        6,
+        512,
+        8,
+        2048,
+        0.1,
+    )
 
 
 def test_out_of_vocabulary_ids_raise():

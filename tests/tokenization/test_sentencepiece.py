@@ -103,15 +103,22 @@ def test_saved_model_needs_no_files(tmp_path):
         f"m = tf.saved_model.load({str(tmp_path / 'saved')!r})\n"
         "print(m.round_trip(tf.constant(['Two dogs are running.'])).numpy()[0].decode())\n"
     )
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    output = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert output.returncode == 0, output.stderr[-2000:]
     assert output.stdout.strip().splitlines()[-1] == "Two dogs are running."
 
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [(dict(vocab_size=100), "vocab_size"), (dict(vocab_size=400, model_type="wordpiece"), "model_type")],
+    [
+        (dict(vocab_size=100), "vocab_size"),
+        (dict(vocab_size=400, model_type="wordpiece"), "model_type"),
+    ],
 )
 def test_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
@@ -124,7 +131,11 @@ def test_survives_reseeding(tokenizer):
     """`tf.random.set_seed` clears TensorFlow's kernel cache, which deletes
     TF Text's own tokenizer resources; ours are rebuilt or graph-owned."""
     traced = tf.function(lambda s: tokenizer(s).to_tensor())
-    dataset = tf.data.Dataset.from_tensor_slices(["Two dogs."]).batch(1).map(lambda s: tokenizer(s).to_tensor())
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(["Two dogs."])
+        .batch(1)
+        .map(lambda s: tokenizer(s).to_tensor())
+    )
     expected = tokenizer(["Two dogs."]).to_tensor().numpy()
     traced(tf.constant(["Two dogs."]))
     tf.random.set_seed(5)

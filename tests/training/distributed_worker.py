@@ -22,9 +22,7 @@ mode, out_path = sys.argv[1], sys.argv[2]
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 if mode == "mirrored":
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * 2
-    )
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 import keras  # noqa: E402
 
@@ -65,8 +63,14 @@ start = time.perf_counter()
 if mode == "multiworker":
     model_dir = os.path.join(os.path.dirname(out_path), "run")  # shared by the workers
     result = training.train(
-        model, dataset_fn, model_dir, train_steps=steps, steps_per_checkpoint=steps,
-        warmup_steps=10, tensorboard=False, verbose=0,
+        model,
+        dataset_fn,
+        model_dir,
+        train_steps=steps,
+        steps_per_checkpoint=steps,
+        warmup_steps=10,
+        tensorboard=False,
+        verbose=0,
     )
     losses = result.history["loss"]
 else:

@@ -35,12 +35,22 @@ class LogSteps(keras.callbacks.Callback):
 
 sources, targets = reversal_corpus(2000)
 batches = training.make_batches(
-    training.text_pairs_from_lists(sources, targets), number_tokenizer, batch_tokens=512, max_length=16
+    training.text_pairs_from_lists(sources, targets),
+    number_tokenizer,
+    batch_tokens=512,
+    max_length=16,
 )
 model = Transformer.from_preset("tiny", vocab_size=20)
 result = training.train(
-    model, batches, model_dir, train_steps=train_steps, steps_per_checkpoint=interval,
-    warmup_steps=50, callbacks=[LogSteps()], tensorboard=False, verbose=0,
+    model,
+    batches,
+    model_dir,
+    train_steps=train_steps,
+    steps_per_checkpoint=interval,
+    warmup_steps=50,
+    callbacks=[LogSteps()],
+    tensorboard=False,
+    verbose=0,
 )
 with open(os.path.join(model_dir, "result.json"), "w") as f:
     json.dump({"initial_step": result.initial_step, "final_step": result.final_step}, f)

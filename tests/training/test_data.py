@@ -30,8 +30,13 @@ def test_batches_respect_the_budget_and_cover_each_pair_once():
     sources, targets = reversal_corpus(700, vocab=50, min_len=1, max_len=60)
     budget = 300
     batches = collect(
-        make_batches(text_pairs_from_lists(sources, targets), number_tokenizer,
-                     batch_tokens=budget, max_length=40, seed=3)
+        make_batches(
+            text_pairs_from_lists(sources, targets),
+            number_tokenizer,
+            batch_tokens=budget,
+            max_length=40,
+            seed=3,
+        )
     )
     seen = collections.Counter()
     for source, target_in, target_out in batches:
@@ -52,8 +57,16 @@ def test_batches_respect_the_budget_and_cover_each_pair_once():
 
 
 def test_bos_eos_framing():
-    batches = collect(make_batches(text_pairs_from_lists(["5 6 7"], ["8 9"]), number_tokenizer, 64, max_length=16, shuffle=False))
-    (source, target_in, target_out), = batches
+    batches = collect(
+        make_batches(
+            text_pairs_from_lists(["5 6 7"], ["8 9"]),
+            number_tokenizer,
+            64,
+            max_length=16,
+            shuffle=False,
+        )
+    )
+    ((source, target_in, target_out),) = batches
     assert strip(source[0]) == (5, 6, 7, EOS_ID)
     assert strip(target_in[0]) == (BOS_ID, 8, 9)
     assert strip(target_out[0]) == (8, 9, EOS_ID)
@@ -63,19 +76,35 @@ def test_bos_eos_framing():
 def test_truncate_keeps_long_pairs():
     long = " ".join(["5"] * 30)
     batches = collect(
-        make_batches(text_pairs_from_lists([long, "4"], [long, "6"]), number_tokenizer,
-                     64, max_length=10, long_pairs="truncate", shuffle=False)
+        make_batches(
+            text_pairs_from_lists([long, "4"], [long, "6"]),
+            number_tokenizer,
+            64,
+            max_length=10,
+            long_pairs="truncate",
+            shuffle=False,
+        )
     )
     rows = [strip(s) for source, _, _ in batches for s in source]
     assert sorted(len(r) for r in rows) == [2, 10]
     assert (5,) * 9 + (EOS_ID,) in rows
-    dropped = collect(make_batches(text_pairs_from_lists([long, "4"], [long, "6"]), number_tokenizer, 64, max_length=10, shuffle=False))
+    dropped = collect(
+        make_batches(
+            text_pairs_from_lists([long, "4"], [long, "6"]),
+            number_tokenizer,
+            64,
+            max_length=10,
+            shuffle=False,
+        )
+    )
     assert sum(len(s) for s, _, _ in dropped) == 1
 
 
 def test_seeded_shuffle_is_reproducible_and_reshuffles_each_pass():
     sources, targets = reversal_corpus(200)
-    make = lambda: make_batches(text_pairs_from_lists(sources, targets), number_tokenizer, 100, max_length=16, seed=5)
+    make = lambda: make_batches(
+        text_pairs_from_lists(sources, targets), number_tokenizer, 100, max_length=16, seed=5
+    )
     rows = lambda batches: [strip(r) for s, _, _ in batches for r in s]
     dataset = make()
     first, second = rows(collect(dataset)), rows(collect(dataset))
@@ -88,7 +117,9 @@ def test_local_files_plain_and_gzip(tmp_path):
     (tmp_path / "a.src").write_text("\n".join(sources) + "\n")
     with gzip.open(tmp_path / "a.tgt.gz", "wt") as f:
         f.write("\n".join(targets) + "\n")
-    pairs = list(text_pairs_from_files(tmp_path / "a.src", tmp_path / "a.tgt.gz").as_numpy_iterator())
+    pairs = list(
+        text_pairs_from_files(tmp_path / "a.src", tmp_path / "a.tgt.gz").as_numpy_iterator()
+    )
     assert [(s.decode(), t.decode()) for s, t in pairs] == list(zip(sources, targets))
     (tmp_path / "short.tgt").write_text("\n".join(targets[:5]) + "\n")
     with pytest.raises(ValueError, match="same number of lines"):
@@ -98,7 +129,9 @@ def test_local_files_plain_and_gzip(tmp_path):
 def test_tfds_source_offline():
     with tfds.testing.mock_data(num_examples=12):
         pairs = text_pairs_from_tfds("wmt14_translate/de-en", "train", "en", "de")
-        batches = collect(make_batches(pairs, byte_tokenizer, batch_tokens=2048, max_length=128, shuffle=False))
+        batches = collect(
+            make_batches(pairs, byte_tokenizer, batch_tokens=2048, max_length=128, shuffle=False)
+        )
     assert sum(len(s) for s, _, _ in batches) == 12
 
 
@@ -107,22 +140,33 @@ def test_input_context_shards_and_splits_the_budget():
     pairs = text_pairs_from_lists(sources, targets)
     rows = collections.Counter()
     for pipeline in range(2):
-        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=4)
-        for source, _, _ in collect(make_batches(pairs, number_tokenizer, 400, max_length=16, input_context=context)):
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=4
+        )
+        for source, _, _ in collect(
+            make_batches(pairs, number_tokenizer, 400, max_length=16, input_context=context)
+        ):
             assert source.size <= 100  # 400 tokens over 4 replicas
             rows.update(strip(s) for s in source)
     assert sum(rows.values()) == 400
 
 
 def test_vocab_check_in_the_pipeline():
-    dataset = make_batches(text_pairs_from_lists(["5 99"], ["6"]), number_tokenizer, 64, max_length=16, vocab_size=50)
+    dataset = make_batches(
+        text_pairs_from_lists(["5 99"], ["6"]), number_tokenizer, 64, max_length=16, vocab_size=50
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="vocab_size=50"):
         collect(dataset)
 
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [(dict(batch_tokens=0), "batch_tokens"), (dict(batch_tokens=8, max_length=16), "batch_tokens"), (dict(long_pairs="clip"), "long_pairs"), (dict(max_length=1), "max_length")],
+    [
+        (dict(batch_tokens=0), "batch_tokens"),
+        (dict(batch_tokens=8, max_length=16), "batch_tokens"),
+        (dict(long_pairs="clip"), "long_pairs"),
+        (dict(max_length=1), "max_length"),
+    ],
 )
 def test_bad_arguments(kwargs, name):
     arguments = {"batch_tokens": 64, "max_length": 16, **kwargs}

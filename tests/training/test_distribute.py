@@ -35,7 +35,10 @@ def finish(process, timeout=300):
 
 def weights(path):
     data = np.load(path)
-    return [data[k] for k in sorted((k for k in data.files if k.startswith("w")), key=lambda k: int(k[1:]))]
+    return [
+        data[k]
+        for k in sorted((k for k in data.files if k.startswith("w")), key=lambda k: int(k[1:]))
+    ]
 
 
 def test_mirrored_on_two_devices_equals_one_device(tmp_path):
@@ -46,7 +49,9 @@ def test_mirrored_on_two_devices_equals_one_device(tmp_path):
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-6)
     for a, b in zip(weights(tmp_path / "one_device.npz"), weights(tmp_path / "mirrored.npz")):
         np.testing.assert_allclose(b, a, atol=1e-6)
-    print(f"one device: {one['seconds']:.2f}s, two logical devices: {two['seconds']:.2f}s for 2 steps")
+    print(
+        f"one device: {one['seconds']:.2f}s, two logical devices: {two['seconds']:.2f}s for 2 steps"
+    )
 
 
 def free_port():
@@ -61,7 +66,11 @@ def test_two_workers_end_with_identical_weights(tmp_path):
     processes = [
         run(
             [worker, "multiworker", str(tmp_path / f"worker{i}.npz"), "3"],
-            env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})},
+            env={
+                "TF_CONFIG": json.dumps(
+                    {"cluster": cluster, "task": {"type": "worker", "index": i}}
+                )
+            },
         )
         for i in range(2)
     ]

@@ -86,7 +86,9 @@ def test_confident_and_wrong_logits_stay_finite_and_exact():
     with tf.GradientTape() as tape:
         tape.watch(logits)
         value = LabelSmoothedCrossEntropy()(Y, logits)
-    np.testing.assert_allclose(tape.gradient(value, logits).numpy(), hand_gradient(Y, logits.numpy(), 0.1), atol=1e-6)
+    np.testing.assert_allclose(
+        tape.gradient(value, logits).numpy(), hand_gradient(Y, logits.numpy(), 0.1), atol=1e-6
+    )
 
 
 def test_same_value_and_gradient_under_xla_and_no_nested_xla_kernel():
@@ -113,7 +115,9 @@ def test_same_value_and_gradient_under_xla_and_no_nested_xla_kernel():
     nodes = [node for function in definition.library.function for node in function.node_def]
     nodes += list(definition.node)
     assert nodes and not [n.name for n in nodes if n.attr["_XlaMustCompile"].b]
-    assert not [f.signature.name for f in definition.library.function if f.attr["_XlaMustCompile"].b]
+    assert not [
+        f.signature.name for f in definition.library.function if f.attr["_XlaMustCompile"].b
+    ]
 
 
 def test_pad_positions_contribute_nothing():
@@ -124,7 +128,9 @@ def test_pad_positions_contribute_nothing():
     # The mean is over the 5 real tokens, not the 10 positions.
     one_real = np.zeros_like(Y)
     one_real[0, 0] = 5
-    assert float(loss(one_real, LOGITS)) == pytest.approx(hand_loss(one_real, LOGITS, 0.1), rel=1e-5)
+    assert float(loss(one_real, LOGITS)) == pytest.approx(
+        hand_loss(one_real, LOGITS, 0.1), rel=1e-5
+    )
 
 
 def test_config_round_trip():

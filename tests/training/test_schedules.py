@@ -74,7 +74,12 @@ def test_saved_and_restored_with_the_optimizer(tmp_path):
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [(dict(d_model=0), "d_model"), (dict(warmup_steps=-1), "warmup_steps"), (dict(scale=0), "scale"), (dict(accumulation_steps=0), "accumulation_steps")],
+    [
+        (dict(d_model=0), "d_model"),
+        (dict(warmup_steps=-1), "warmup_steps"),
+        (dict(scale=0), "scale"),
+        (dict(accumulation_steps=0), "accumulation_steps"),
+    ],
 )
 def test_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):

@@ -26,8 +26,14 @@ def test_learns_to_reverse_sequences(tmp_path):
     """The recipe (schedule, smoothed loss, token batches) learns a task."""
     model = tiny()
     result = training.train(
-        model, batches(), str(tmp_path), train_steps=800, steps_per_checkpoint=400,
-        warmup_steps=200, tensorboard=False, verbose=0,
+        model,
+        batches(),
+        str(tmp_path),
+        train_steps=800,
+        steps_per_checkpoint=400,
+        warmup_steps=200,
+        tensorboard=False,
+        verbose=0,
     )
     assert result.final_step == 800
     held_out = model.evaluate(batches(500, seed=1, shuffle=False), verbose=0, return_dict=True)
@@ -36,20 +42,58 @@ def test_learns_to_reverse_sequences(tmp_path):
 
 def test_resumes_and_skips_a_finished_run(tmp_path):
     model_dir = str(tmp_path)
-    first = training.train(tiny(), batches(200), model_dir, train_steps=4, steps_per_checkpoint=2, tensorboard=False, verbose=0)
+    first = training.train(
+        tiny(),
+        batches(200),
+        model_dir,
+        train_steps=4,
+        steps_per_checkpoint=2,
+        tensorboard=False,
+        verbose=0,
+    )
     assert (first.initial_step, first.final_step) == (0, 4)
-    second = training.train(tiny(), batches(200), model_dir, train_steps=6, steps_per_checkpoint=2, tensorboard=False, verbose=0)
+    second = training.train(
+        tiny(),
+        batches(200),
+        model_dir,
+        train_steps=6,
+        steps_per_checkpoint=2,
+        tensorboard=False,
+        verbose=0,
+    )
     assert (second.initial_step, second.final_step) == (4, 6)
-    assert [os.path.basename(p) for p in training.checkpoint_paths(model_dir)] == ["ckpt-2", "ckpt-4", "ckpt-6"]
-    third = training.train(tiny(), batches(200), model_dir, train_steps=6, steps_per_checkpoint=2, tensorboard=False, verbose=0)
+    assert [os.path.basename(p) for p in training.checkpoint_paths(model_dir)] == [
+        "ckpt-2",
+        "ckpt-4",
+        "ckpt-6",
+    ]
+    third = training.train(
+        tiny(),
+        batches(200),
+        model_dir,
+        train_steps=6,
+        steps_per_checkpoint=2,
+        tensorboard=False,
+        verbose=0,
+    )
     assert (third.initial_step, third.final_step, third.history) == (6, 6, {})
 
 
 def test_resumed_weights_equal_the_checkpoint(tmp_path):
     model = tiny()
-    training.train(model, batches(200), str(tmp_path), train_steps=3, steps_per_checkpoint=3, tensorboard=False, verbose=0)
+    training.train(
+        model,
+        batches(200),
+        str(tmp_path),
+        train_steps=3,
+        steps_per_checkpoint=3,
+        tensorboard=False,
+        verbose=0,
+    )
     restored = tiny()
-    result = training.train(restored, batches(200), str(tmp_path), train_steps=3, tensorboard=False, verbose=0)
+    result = training.train(
+        restored, batches(200), str(tmp_path), train_steps=3, tensorboard=False, verbose=0
+    )
     assert result.initial_step == 3
     for a, b in zip(model.get_weights(), restored.get_weights()):
         np.testing.assert_array_equal(a, b)
@@ -65,8 +109,16 @@ def test_nan_stops_and_keeps_the_last_good_checkpoint(tmp_path):
 
     model = tiny()
     with pytest.raises(training.TrainingDivergedError, match="step 6.*ckpt-4"):
-        training.train(model, batches(200), str(tmp_path), train_steps=10, steps_per_checkpoint=2,
-                       callbacks=[Poison()], tensorboard=False, verbose=0)
+        training.train(
+            model,
+            batches(200),
+            str(tmp_path),
+            train_steps=10,
+            steps_per_checkpoint=2,
+            callbacks=[Poison()],
+            tensorboard=False,
+            verbose=0,
+        )
     paths = training.checkpoint_paths(str(tmp_path))
     assert os.path.basename(paths[-1]) == "ckpt-4"
     good = training.average_checkpoints(tiny(), paths[-1:])
@@ -75,7 +127,15 @@ def test_nan_stops_and_keeps_the_last_good_checkpoint(tmp_path):
 
 def test_average_checkpoints_is_the_mean(tmp_path):
     model = tiny()
-    training.train(model, batches(200), str(tmp_path), train_steps=6, steps_per_checkpoint=2, tensorboard=False, verbose=0)
+    training.train(
+        model,
+        batches(200),
+        str(tmp_path),
+        train_steps=6,
+        steps_per_checkpoint=2,
+        tensorboard=False,
+        verbose=0,
+    )
     paths = training.checkpoint_paths(str(tmp_path))[-2:]
     singles = [training.average_checkpoints(tiny(), [p]).get_weights() for p in paths]
     averaged = training.average_checkpoints(tiny(), paths).get_weights()
@@ -88,8 +148,16 @@ def test_average_checkpoints_is_the_mean(tmp_path):
 
 def test_accumulation_counts_updates(tmp_path):
     model = tiny()
-    result = training.train(model, batches(200), str(tmp_path), train_steps=3, steps_per_checkpoint=3,
-                            accumulation_steps=2, tensorboard=False, verbose=0)
+    result = training.train(
+        model,
+        batches(200),
+        str(tmp_path),
+        train_steps=3,
+        steps_per_checkpoint=3,
+        accumulation_steps=2,
+        tensorboard=False,
+        verbose=0,
+    )
     assert result.final_step == 3
     assert int(model.optimizer._iterations) == 6  # micro-batches
     assert result.history["tokens_per_sec"][-1] > 0
@@ -100,11 +168,15 @@ def test_accumulation_counts_updates(tmp_path):
 
 def test_tensorboard_logs_and_mixed_precision(tmp_path):
     model = tiny(dtype=training.dtype_policy("bf16"))
-    result = training.train(model, batches(200), str(tmp_path), train_steps=2, steps_per_checkpoint=2, verbose=0)
+    result = training.train(
+        model, batches(200), str(tmp_path), train_steps=2, steps_per_checkpoint=2, verbose=0
+    )
     assert np.isfinite(result.history["loss"][-1])
     assert os.listdir(os.path.join(tmp_path, "logs", "train"))
     fp16 = tiny(dtype=training.dtype_policy("fp16"))
-    training.train(fp16, batches(200), str(tmp_path / "fp16"), train_steps=1, tensorboard=False, verbose=0)
+    training.train(
+        fp16, batches(200), str(tmp_path / "fp16"), train_steps=1, tensorboard=False, verbose=0
+    )
     assert isinstance(fp16.optimizer, keras.optimizers.LossScaleOptimizer)
 
 
@@ -122,8 +194,16 @@ def test_bad_arguments(call, name):
 
 
 def test_time_budget_stops_and_checkpoints(tmp_path):
-    result = training.train(tiny(), batches(400), str(tmp_path), train_steps=100_000, steps_per_checkpoint=1000,
-                            max_seconds=3, tensorboard=False, verbose=0)
+    result = training.train(
+        tiny(),
+        batches(400),
+        str(tmp_path),
+        train_steps=100_000,
+        steps_per_checkpoint=1000,
+        max_seconds=3,
+        tensorboard=False,
+        verbose=0,
+    )
     assert result.out_of_time and 0 < result.final_step < 100_000
     assert os.path.basename(result.checkpoint) == f"ckpt-{result.final_step}"
 
@@ -136,5 +216,7 @@ def test_recommended_jit_compile_is_xla_on_gpus_only(monkeypatch):
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
     assert recommended_jit_compile("mixed_bfloat16") is False
     assert recommended_jit_compile("float32") is False
-    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else []
+    )
     assert recommended_jit_compile("mixed_bfloat16") is True
