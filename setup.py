@@ -18,8 +18,7 @@ setup(
     name="keras_transformer",
     version="0.1.0",
     description=(
-        'The Transformer of "Attention Is All You Need" as serializable '
-        "Keras 3 layers and a model."
+        'The Transformer of "Attention Is All You Need" as serializable Keras 3 layers and a model.'
     ),
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

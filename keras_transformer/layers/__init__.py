@@ -5,9 +5,7 @@ from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.learned_positional_embedding import (
-    LearnedPositionalEmbedding,
-)
+from keras_transformer.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention

@@ -8,9 +8,7 @@ from keras import ops
 from keras_transformer.layers import _validation
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
-from keras_transformer.layers.learned_positional_embedding import (
-    LearnedPositionalEmbedding,
-)
+from keras_transformer.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding

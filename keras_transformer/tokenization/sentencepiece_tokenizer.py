@@ -6,9 +6,7 @@ import os
 import sentencepiece
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops with TensorFlow)
-from tensorflow_text.python.ops.sentencepiece_tokenizer import (
-    gen_sentencepiece_tokenizer as _ops,
-)
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer as _ops
 
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID

@@ -11,8 +11,8 @@ from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
 from keras_transformer.training.schedules import TransformerSchedule
 from keras_transformer.training.schedules import paper_optimizer
-from keras_transformer.training.trainer import TrainResult
 from keras_transformer.training.trainer import TrainingDivergedError
+from keras_transformer.training.trainer import TrainResult
 from keras_transformer.training.trainer import average_checkpoints
 from keras_transformer.training.trainer import checkpoint_paths
 from keras_transformer.training.trainer import dtype_policy
