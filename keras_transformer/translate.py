@@ -18,25 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the ops the graph uses)
 
-
-def resolve_version_dir(export_dir, version=None):
-    """The SavedModel directory: `export_dir` itself, or its `version`
-    (default: highest) numbered subdirectory."""
-    if version is None and tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
-        return export_dir
-    versions = sorted(
-        int(name.strip("/"))
-        for name in tf.io.gfile.listdir(export_dir)
-        if name.strip("/").isdigit()
-    )
-    if version is None:
-        if not versions:
-            raise FileNotFoundError(f"No SavedModel or numbered version in {export_dir}")
-        version = versions[-1]
-    path = os.path.join(export_dir, str(version))
-    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-        raise FileNotFoundError(f"No SavedModel at {path} (versions: {versions})")
-    return path
+from keras_transformer.export.versions import resolve_version_dir  # noqa: E402
 
 
 def describe(loaded, path):

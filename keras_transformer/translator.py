@@ -5,12 +5,11 @@ import time
 
 import tensorflow as tf
 
+from keras_transformer import _validation
+from keras_transformer import special_ids
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import greedy_search
 from keras_transformer.decoding import length_penalty
-from keras_transformer.layers import _validation
-from keras_transformer.special_ids import EOS_ID
-from keras_transformer.special_ids import PAD_ID
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 
@@ -26,6 +25,11 @@ class Translator(tf.Module):
     `max_length`) are truncated to it; outputs never exceed the model's
     `max_length`. Empty strings and empty batches are fine, and the output
     has one string per input, in order.
+
+    Special ids: sequences are padded with the model's `pad_id`; BOS and
+    EOS are the tokenizer's (`tokenizer.bos_id`, `tokenizer.eos_id`, or
+    `keras_transformer.special_ids` for a tokenizer without them). A
+    tokenizer whose `pad_id` differs from the model's is refused.
 
     This is the object `keras_transformer.export` saves for TF Serving: its
     `tf.function`s take a string vector and trace once.
@@ -62,19 +66,12 @@ class Translator(tf.Module):
         super().__init__(name=name)
         _validation.check_positive_int("beam_size", beam_size)
         _validation.check_positive_int("max_input_length", max_input_length, allow_none=True)
-        if (
-            isinstance(max_extra_length, bool)
-            or not isinstance(max_extra_length, int)
-            or max_extra_length < 0
-        ):
-            raise ValueError(
-                "`max_extra_length` must be a non-negative integer. "
-                f"Received: max_extra_length={max_extra_length!r}"
-            )
-        if not alpha >= 0:
-            raise ValueError(f"`alpha` must be non-negative. Received: alpha={alpha!r}")
+        _validation.check_non_negative_int("max_extra_length", max_extra_length)
+        _validation.check_non_negative("alpha", alpha)
         self.model = model
         self.tokenizer = tokenizer
+        self.pad_id = model.pad_id
+        self.bos_id, self.eos_id = _framing_ids(tokenizer, model.pad_id)
         self.beam_size = beam_size
         self.alpha = float(alpha)
         self.max_extra_length = max_extra_length
@@ -95,13 +92,13 @@ class Translator(tf.Module):
         """Strings `(batch,)` to padded source ids `(batch, length)`, each
         truncated to `max_input_length` tokens and ending with EOS."""
         ids = self.tokenizer.tokenize(text)[:, : self.max_input_length - 1]
-        eos = tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype))
-        return tf.concat([ids, eos], axis=1).to_tensor(PAD_ID)
+        eos = tf.fill([ids.nrows(), 1], tf.constant(self.eos_id, ids.dtype))
+        return tf.concat([ids, eos], axis=1).to_tensor(self.pad_id)
 
     def _search_ids(self, source, num_results):
         model = self.model
         batch_size = tf.shape(source)[0]
-        source_mask = tf.not_equal(source, PAD_ID)
+        source_mask = tf.not_equal(source, self.pad_id)
         source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
         limits = tf.minimum(source_lengths + self.max_extra_length, model.max_length)
         max_length = tf.maximum(tf.reduce_max(tf.concat([limits, [1]], 0)), 1)
@@ -112,11 +109,12 @@ class Translator(tf.Module):
             logits, cache = model.decode_step(token_ids, cache, index)
             return logits[:, -1], cache
 
+        special = dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
         if self.beam_size == 1:
             ids, log_probs = greedy_search(
-                tokens_to_logits, cache, batch_size, max_length, max_lengths=limits
+                tokens_to_logits, cache, batch_size, max_length, max_lengths=limits, **special
             )
-            lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=1)
+            lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), axis=1)
             return ids[:, None], (log_probs / length_penalty(lengths, self.alpha))[:, None]
         return beam_search(
             tokens_to_logits,
@@ -127,6 +125,7 @@ class Translator(tf.Module):
             alpha=self.alpha,
             max_lengths=limits,
             num_results=num_results,
+            **special,
         )
 
     @tf.function(input_signature=[TEXT])
@@ -165,7 +164,7 @@ class Translator(tf.Module):
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             outputs = self(tf.constant([sentences[i] for i in chunk], tf.string))
-            for i, text in zip(chunk, outputs.numpy()):
+            for i, text in zip(chunk, outputs.numpy(), strict=True):
                 results[i] = text.decode("utf-8", errors="replace")
             if progress:
                 done = start + len(chunk)
@@ -179,3 +178,23 @@ class Translator(tf.Module):
         if progress:
             print(file=sys.stderr)
         return results
+
+
+def _framing_ids(tokenizer, pad_id):
+    """The tokenizer's `(bos_id, eos_id)`, checked against the model's pad."""
+    tokenizer_pad = getattr(tokenizer, "pad_id", pad_id)
+    if tokenizer_pad not in (pad_id, -1):
+        raise ValueError(
+            "The tokenizer and the model must pad with the same id: the tokenizer's "
+            f"pad_id is {tokenizer_pad}. Received: model.pad_id={pad_id}"
+        )
+    framing = []
+    for name, default in (("bos_id", special_ids.BOS_ID), ("eos_id", special_ids.EOS_ID)):
+        value = getattr(tokenizer, name, default)
+        if value < 0 or value == pad_id:
+            raise ValueError(
+                f"The tokenizer must define `{name}` (a piece other than padding). "
+                f"Received: tokenizer.{name}={value}"
+            )
+        framing.append(value)
+    return tuple(framing)

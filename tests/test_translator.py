@@ -7,6 +7,8 @@ from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer import training
 from keras_transformer.tokenization import train_sentencepiece
+from tests.tokenization.helpers import OTHER_IDS
+from tests.tokenization.helpers import tokenizer_with_other_ids
 
 LETTERS = list("abcdefghij")
 
@@ -109,3 +111,33 @@ def test_bad_arguments(trained, kwargs, name):
     model, tokenizer = trained
     with pytest.raises(ValueError, match=f"Received: {name}="):
         Translator(model, tokenizer, **kwargs)
+
+
+def greedy_reference(model, tokenizer, sentence, max_extra_length):
+    """Greedy decoding by full forward passes over one unpadded sentence,
+    with the tokenizer's BOS and EOS."""
+    source = tokenizer([sentence])[0].numpy().tolist() + [tokenizer.eos_id]
+    target = [tokenizer.bos_id]
+    limit = len(source) + max_extra_length
+    while len(target) <= limit:
+        logits = model((np.array([source]), np.array([target])))[0, -1].numpy()
+        token = tokenizer.eos_id if len(target) == limit else int(np.argmax(logits))
+        target.append(token)
+        if token == tokenizer.eos_id:
+            break
+    return tokenizer.detokenize(np.array(target[1:])).numpy().decode()
+
+
+def test_model_and_tokenizer_special_ids_are_honoured():
+    sentences = ["a b c d e", "j", "f g h i a b", "c c"]
+    tokenizer = tokenizer_with_other_ids(sentences * 50, 280)
+    model = Transformer.from_preset(
+        "tiny", vocab_size=tokenizer.vocab_size, pad_id=OTHER_IDS["pad_id"], dropout=0.0
+    )
+    translator = Translator(model, tokenizer, beam_size=1, max_extra_length=3)
+    # A batch pads the short sentences with pad id 3; each must translate
+    # exactly as it does alone.
+    expected = [greedy_reference(model, tokenizer, s, 3) for s in sentences]
+    assert translator.translate(sentences, batch_size=4) == expected
+    with pytest.raises(ValueError, match="Received: model.pad_id=0"):
+        Translator(Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size), tokenizer)

@@ -21,6 +21,7 @@ import tempfile
 
 import tensorflow as tf
 
+from keras_transformer.export.versions import existing_versions
 from keras_transformer.translator import TEXT
 
 SETTINGS_FILE = "keras_transformer.json"
@@ -58,7 +59,10 @@ class _ServingModule(tf.Module):
     @tf.function(input_signature=[TEXT])
     def tokenize(self, text):
         ids = self.translator.tokenizer.tokenize(text)
-        return {"ids": ids.to_tensor(0), "lengths": tf.cast(ids.row_lengths(), tf.int32)}
+        return {
+            "ids": ids.to_tensor(self.translator.pad_id),
+            "lengths": tf.cast(ids.row_lengths(), tf.int32),
+        }
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
     def detokenize(self, ids):
@@ -71,15 +75,6 @@ class _ServingModule(tf.Module):
             "tokenize": self.tokenize.get_concrete_function(),
             "detokenize": self.detokenize.get_concrete_function(),
         }
-
-
-def existing_versions(export_dir):
-    """The integer version directories in `export_dir`, sorted."""
-    if not tf.io.gfile.isdir(export_dir):
-        return []
-    return sorted(
-        int(name) for name in tf.io.gfile.listdir(export_dir) if name.strip("/").isdigit()
-    )
 
 
 def _write_warmup(path, sentences):

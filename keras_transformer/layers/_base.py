@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers import _validation
+from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers import _validation
+from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks

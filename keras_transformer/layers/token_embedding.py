@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers import _validation
+from keras_transformer import _validation
 
 
 def _check_ids_in_range(ids, vocab_size):

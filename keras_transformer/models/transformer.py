@@ -5,7 +5,7 @@ import inspect
 import keras
 from keras import ops
 
-from keras_transformer.layers import _validation
+from keras_transformer import _validation
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.learned_positional_embedding import LearnedPositionalEmbedding

@@ -8,11 +8,6 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops with TensorFlow)
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer as _ops
 
-from keras_transformer.special_ids import BOS_ID
-from keras_transformer.special_ids import EOS_ID
-from keras_transformer.special_ids import PAD_ID
-from keras_transformer.special_ids import UNK_ID
-
 
 class SentencePieceTokenizer(tf.Module):
     """Text to subword ids and back, inside the TensorFlow graph.
@@ -38,10 +33,12 @@ class SentencePieceTokenizer(tf.Module):
     a `tf.data` map, an exported signature) creates its own resource from
     the proto inside the graph, and eager calls rebuild theirs if needed.
 
-    Special ids (`keras_transformer.special_ids`): pad 0, unk 1, BOS 2,
-    EOS 3, the layout `train_sentencepiece` gives. `tokenize` adds neither
-    BOS nor EOS; `detokenize` drops pad, BOS, EOS and everything after the
-    first EOS of a dense row.
+    Special ids are the model's own (`pad_id`, `unk_id`, `bos_id`,
+    `eos_id`, read from the proto; `-1` where the model has none);
+    `train_sentencepiece` gives pad 0, unk 1, BOS 2, EOS 3
+    (`keras_transformer.special_ids`). `tokenize` adds neither BOS nor EOS;
+    `detokenize` drops pad, BOS, EOS and everything after the first EOS of
+    a dense row.
 
     Args:
         proto: the serialized SentencePiece model (bytes).
@@ -65,6 +62,10 @@ class SentencePieceTokenizer(tf.Module):
         self.proto = bytes(proto)
         processor = sentencepiece.SentencePieceProcessor(model_proto=self.proto)
         self.vocab_size = processor.get_piece_size()
+        self.pad_id = processor.pad_id()
+        self.unk_id = processor.unk_id()
+        self.bos_id = processor.bos_id()
+        self.eos_id = processor.eos_id()
         self._processor = processor
         self._eager_handle = None
 
@@ -150,12 +151,11 @@ class SentencePieceTokenizer(tf.Module):
             if ids.shape.rank == 1:
                 return self.detokenize(ids[None])[0]
             # Keep what precedes the first EOS.
-            before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
-            ids = tf.ragged.boolean_mask(ids, before_eos)
-        keep = tf.logical_and(
-            tf.not_equal(ids, PAD_ID),
-            tf.logical_and(tf.not_equal(ids, BOS_ID), tf.not_equal(ids, EOS_ID)),
-        )
+            is_eos = tf.cast(tf.equal(ids, self.eos_id), tf.int32)
+            ids = tf.ragged.boolean_mask(ids, tf.equal(tf.cumsum(is_eos, axis=1), 0))
+        keep = tf.not_equal(ids, self.pad_id)
+        for special in (self.bos_id, self.eos_id):
+            keep = tf.logical_and(keep, tf.not_equal(ids, special))
         ids = tf.ragged.boolean_mask(ids, keep)
         return self._run(
             lambda handle, values, splits: _ops.sentencepiece_detokenize_op(
@@ -164,6 +164,3 @@ class SentencePieceTokenizer(tf.Module):
             ids.flat_values,
             ids.row_splits,
         )
-
-
-SPECIAL_IDS = dict(pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID)

@@ -6,8 +6,8 @@ import os
 
 import sentencepiece
 
-from keras_transformer.layers import _validation
-from keras_transformer.tokenization.sentencepiece_tokenizer import SPECIAL_IDS
+from keras_transformer import _validation
+from keras_transformer.special_ids import SPECIAL_IDS
 from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
 
 MODEL_TYPES = ("bpe", "unigram")

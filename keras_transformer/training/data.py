@@ -13,8 +13,8 @@ length and batch by a token budget. Conventions (ids from
     target_in  = [BOS] + tokens(tgt)      (what the decoder reads)
     target_out = tokens(tgt) + [EOS]      (what it must predict)
 
-padded with `PAD_ID` (0). Elements are `((source, target_in), target_out)`,
-exactly what `Transformer.fit` takes.
+padded with `pad_id` (0 by default). Elements are `((source, target_in),
+target_out)`, exactly what `Transformer.fit` takes.
 """
 
 import gzip
@@ -22,7 +22,7 @@ import math
 
 import tensorflow as tf
 
-from keras_transformer.layers import _validation
+from keras_transformer import _validation
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
@@ -99,13 +99,23 @@ def text_pairs_from_tfds(
         data_dir: where TFDS keeps its data.
         download: whether TFDS may download and prepare the data.
 
+    Raises:
+        FileNotFoundError: `download=False` and the data set is not
+            prepared in `data_dir`.
+
     Example:
 
     >>> pairs = text_pairs_from_tfds("wmt14_translate/de-en", "train", "en", "de")
     """
     import tensorflow_datasets as tfds
 
-    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download)
+    try:
+        dataset = tfds.load(name, split=split, data_dir=data_dir, download=download)
+    except AssertionError as error:  # what TFDS raises for data it cannot find
+        raise FileNotFoundError(
+            f"TFDS data set {name!r} is not prepared in data_dir={data_dir!r}; pass "
+            "download=True to download and prepare it."
+        ) from error
     return dataset.map(
         lambda example: (example[source_key], example[target_key]),
         num_parallel_calls=tf.data.AUTOTUNE,
@@ -152,6 +162,7 @@ def make_batches(
     input_context=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
+    pad_id=PAD_ID,
 ):
     """Tokenizes text pairs and batches them by a token budget.
 
@@ -185,6 +196,7 @@ def make_batches(
         input_context: a `tf.distribute.InputContext`, or `None`.
         bos_id: id starting the decoder input.
         eos_id: id ending every sequence.
+        pad_id: id filling batches, the model's `pad_id`.
 
     Returns:
         A dataset of `((source, target_in), target_out)` int32 batches.
@@ -247,7 +259,7 @@ def make_batches(
         element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(ti)),
         bucket_boundaries=boundaries,
         bucket_batch_sizes=batch_sizes,
-        padding_values=(PAD_ID, PAD_ID, PAD_ID),
+        padding_values=(pad_id, pad_id, pad_id),
     )
     if shuffle:
         dataset = dataset.shuffle(128, seed=seed, reshuffle_each_iteration=True)

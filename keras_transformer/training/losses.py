@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.layers import _validation
+from keras_transformer import _validation
 from keras_transformer.special_ids import PAD_ID
 from keras_transformer.training._distribute_sum import sum_over_replicas
 

@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.layers import _validation
+from keras_transformer import _validation
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity

@@ -11,6 +11,8 @@ from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.tokenization import SentencePieceTokenizer
 from keras_transformer.tokenization import train_sentencepiece
+from tests.tokenization.helpers import OTHER_IDS
+from tests.tokenization.helpers import tokenizer_with_other_ids
 
 ENGLISH = [
     "A man in a blue shirt is standing on a ladder.",
@@ -142,3 +144,19 @@ def test_survives_reseeding(tokenizer):
     np.testing.assert_array_equal(tokenizer(["Two dogs."]).to_tensor().numpy(), expected)
     np.testing.assert_array_equal(traced(tf.constant(["Two dogs."])).numpy(), expected)
     np.testing.assert_array_equal(next(iter(dataset)).numpy(), expected)
+
+
+def test_special_ids_come_from_the_model():
+    other = tokenizer_with_other_ids(ENGLISH * 20, 300)
+    assert {name: getattr(other, name) for name in OTHER_IDS} == OTHER_IDS
+    assert [other.id_to_piece(OTHER_IDS[k]) for k in ("pad_id", "bos_id", "eos_id")] == [
+        "<pad>",
+        "<s>",
+        "</s>",
+    ]
+    ids = other(["Two dogs.", "A man."]).to_tensor(OTHER_IDS["pad_id"])
+    # BOS in front, EOS then junk after: only the text between survives.
+    bos = tf.fill([2, 1], OTHER_IDS["bos_id"])
+    eos = tf.fill([2, 1], OTHER_IDS["eos_id"])
+    framed = tf.concat([bos, ids, eos, tf.fill([2, 2], 7)], axis=1)
+    assert other.detokenize(framed).numpy().tolist() == [b"Two dogs.", b"A man."]

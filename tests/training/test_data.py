@@ -73,6 +73,16 @@ def test_bos_eos_framing():
     assert source.dtype == np.int32
 
 
+def test_other_special_ids_frame_and_pad():
+    pairs = text_pairs_from_lists(["5 6 7", "8"], ["9 10", "11 12 13"])
+    ids = dict(bos_id=1, eos_id=2, pad_id=3)
+    (batch,) = collect(make_batches(pairs, number_tokenizer, 64, 16, shuffle=False, **ids))
+    source, target_in, target_out = batch
+    assert source.tolist() == [[5, 6, 7, 2], [8, 2, 3, 3]]
+    assert target_in.tolist() == [[1, 9, 10, 3], [1, 11, 12, 13]]
+    assert target_out.tolist() == [[9, 10, 2, 3], [11, 12, 13, 2]]
+
+
 def test_truncate_keeps_long_pairs():
     long = " ".join(["5"] * 30)
     batches = collect(

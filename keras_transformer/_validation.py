@@ -1,4 +1,4 @@
-"""Argument checks shared by the layers and the model.
+"""Argument checks shared by the whole package.
 
 Every check raises `ValueError` with a message that names the argument and
 ends with `Received: name=value`, the convention of Keras's own layers.
@@ -11,6 +11,18 @@ def check_positive_int(name, value, allow_none=False):
         return
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+
+
+def check_non_negative_int(name, value):
+    """Raises unless `value` is an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"`{name}` must be a non-negative integer. Received: {name}={value!r}")
+
+
+def check_non_negative(name, value):
+    """Raises unless `value` is a real number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"`{name}` must be a non-negative number. Received: {name}={value!r}")
 
 
 def check_rate(name, value):
