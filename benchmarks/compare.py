@@ -185,17 +185,9 @@ def _ours_model(cfg, precision, dropout=DROPOUT):
 
 def _ours_compile(model, cfg, jit_compile="auto", optimizer=None):
     """Compiles as `training.train` does; `optimizer` defaults to the paper's."""
-    from keras_transformer.training import LabelSmoothedCrossEntropy
-    from keras_transformer.training import paper_optimizer
-    from keras_transformer.training import recommended_jit_compile
+    from keras_transformer.training import compile_for_training
 
-    if jit_compile == "auto":
-        jit_compile = recommended_jit_compile(model.dtype_policy)
-    model.compile(
-        optimizer=optimizer or paper_optimizer(d_model=cfg["d_model"]),
-        loss=LabelSmoothedCrossEntropy(label_smoothing=LABEL_SMOOTHING),
-        jit_compile=jit_compile,
-    )
+    compile_for_training(model, optimizer, label_smoothing=LABEL_SMOOTHING, jit_compile=jit_compile)
 
 
 def worker_ours_train(spec):

@@ -1,4 +1,5 @@
-"""The public API and the one-way dependency rule of the layout."""
+"""The public API and the layout's rules: imports run one way, and only one
+module touches private Keras internals."""
 
 import ast
 import pathlib
@@ -24,6 +25,8 @@ ALLOWED = {
     "export": {"export", "translator"} | SHARED,
     "translate.py": {"export"},
 }
+# The only module allowed to use private attributes of Keras objects.
+KERAS_INTERNALS = PACKAGE_DIR / "training" / "_keras_internals.py"
 
 SERIALIZABLE = (
     keras.layers.Layer,
@@ -31,6 +34,10 @@ SERIALIZABLE = (
     keras.metrics.Metric,
     keras.optimizers.schedules.LearningRateSchedule,
 )
+
+
+def modules():
+    return sorted(p for p in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def test_all_names_resolve_and_are_registered():
@@ -61,3 +68,26 @@ def test_imports_run_one_way():
                     imported = parts[1] if len(parts) > 1 else node.names[0].name
                     assert imported in allowed, f"{path} imports {imported} from the package"
 
+
+def test_private_keras_attributes_are_used_in_one_module_only():
+    trees = {path: ast.parse(path.read_text()) for path in modules()}
+    # Private names the package defines itself (methods, attributes).
+    own = set()
+    for path, tree in trees.items():
+        if path == KERAS_INTERNALS:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+    used = {
+        (path.relative_to(PACKAGE_DIR).as_posix(), node.attr)
+        for path, tree in trees.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and (node.attr not in own or path == KERAS_INTERNALS)
+    }
+    assert used == {("training/_keras_internals.py", "_distribute_strategy")}

@@ -1,10 +1,17 @@
 """The paper's training recipe: schedule, loss, metrics, data, resumable fit."""
 
+from keras_transformer.training.checkpoints import average_checkpoints
+from keras_transformer.training.checkpoints import checkpoint_paths
 from keras_transformer.training.data import bucket_boundaries
 from keras_transformer.training.data import make_batches
 from keras_transformer.training.data import text_pairs_from_files
 from keras_transformer.training.data import text_pairs_from_lists
 from keras_transformer.training.data import text_pairs_from_tfds
+from keras_transformer.training.devices import MIXED_PRECISION
+from keras_transformer.training.devices import STRATEGIES
+from keras_transformer.training.devices import dtype_policy
+from keras_transformer.training.devices import get_strategy
+from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
@@ -13,14 +20,12 @@ from keras_transformer.training.schedules import TransformerSchedule
 from keras_transformer.training.schedules import paper_optimizer
 from keras_transformer.training.trainer import TrainingDivergedError
 from keras_transformer.training.trainer import TrainResult
-from keras_transformer.training.trainer import average_checkpoints
-from keras_transformer.training.trainer import checkpoint_paths
-from keras_transformer.training.trainer import dtype_policy
-from keras_transformer.training.trainer import get_strategy
-from keras_transformer.training.trainer import recommended_jit_compile
+from keras_transformer.training.trainer import compile_for_training
 from keras_transformer.training.trainer import train
 
 __all__ = [
+    "MIXED_PRECISION",
+    "STRATEGIES",
     "LabelSmoothedCrossEntropy",
     "MaskedAccuracy",
     "Perplexity",
@@ -31,6 +36,7 @@ __all__ = [
     "average_checkpoints",
     "bucket_boundaries",
     "checkpoint_paths",
+    "compile_for_training",
     "dtype_policy",
     "get_strategy",
     "make_batches",

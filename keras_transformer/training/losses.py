@@ -6,7 +6,7 @@ from keras import ops
 
 from keras_transformer import _validation
 from keras_transformer.special_ids import PAD_ID
-from keras_transformer.training._distribute_sum import sum_over_replicas
+from keras_transformer.training._distribute import sum_over_replicas
 
 
 def _smoothed_forward(logits, ids, label_smoothing):

@@ -214,9 +214,30 @@ def test_recommended_jit_compile_is_xla_on_gpus_only(monkeypatch):
     from keras_transformer.training import recommended_jit_compile
 
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
-    assert recommended_jit_compile("mixed_bfloat16") is False
-    assert recommended_jit_compile("float32") is False
+    assert recommended_jit_compile() is False
     monkeypatch.setattr(
         tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else []
     )
-    assert recommended_jit_compile("mixed_bfloat16") is True
+    assert recommended_jit_compile() is True
+
+
+def test_compile_for_training_honours_the_models_pad_id():
+    pad = 7
+    model = tiny(pad_id=pad)
+    assert training.compile_for_training(model) is model
+    rng = np.random.default_rng(0)
+    source = rng.integers(8, 20, (4, 6))
+    target_out = rng.integers(8, 20, (4, 5))
+    target_out[:, 3:] = pad  # two pad positions per row: not counted
+    target_in = np.concatenate([np.full((4, 1), 2), target_out[:, :-1]], axis=1)
+    logits = model((source, target_in)).numpy()
+    real = target_out != pad
+    metrics = model.evaluate((source, target_in), target_out, verbose=0, return_dict=True)
+    assert metrics["tokens"] == real.sum() == 12
+    hits = (logits.argmax(-1) == target_out) & real
+    assert metrics["accuracy"] == pytest.approx(hits.sum() / real.sum())
+    loss = training.LabelSmoothedCrossEntropy(0.1, pad_id=pad)(target_out, logits)
+    assert metrics["loss"] == pytest.approx(float(loss), rel=1e-5)
+    assert isinstance(model.optimizer.learning_rate.numpy().item(), float)
+    with pytest.raises(ValueError, match="Received: jit_compile='yes'"):
+        training.compile_for_training(tiny(), jit_compile="yes")

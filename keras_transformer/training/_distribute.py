@@ -1,0 +1,32 @@
+"""Small `tf.distribute` helpers shared by the training modules."""
+
+import tensorflow as tf
+
+
+def sum_over_replicas(value):
+    """`value` summed over all replicas when called inside a replica
+    context (as a train step under a strategy is); `value` otherwise."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def read_int(variable):
+    """A variable's value as an int, also for a variable mirrored by a
+    strategy (where `int(variable)` fails)."""
+    return int(tf.convert_to_tensor(variable).numpy())
+
+
+def worker_id(strategy):
+    """`(task_type, task_id)` of this process in a multi-worker cluster;
+    `(None, 0)` when there is no cluster."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return getattr(resolver, "task_type", None), getattr(resolver, "task_id", 0) or 0
+
+
+def is_chief(strategy):
+    """Whether this process is the chief: the only worker of a one-process
+    strategy, the `"chief"` task, or worker 0 of a cluster without one."""
+    task_type, task_id = worker_id(strategy)
+    return task_type in (None, "chief") or (task_type == "worker" and task_id == 0)

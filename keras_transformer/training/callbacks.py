@@ -1,0 +1,85 @@
+"""The callbacks `train` runs inside `model.fit`."""
+
+import math
+import time
+
+import keras
+
+from keras_transformer.training._distribute import read_int
+
+
+class LogRates(keras.callbacks.Callback):
+    """Adds `learning_rate` and `tokens_per_sec` to the logs of every batch
+    and epoch, where the progress bar and TensorBoard read them.
+
+    Tokens come from the `TokenCount` metric (logged as `tokens`), which
+    Keras resets at every epoch; the rate is over the epoch so far.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._epoch_start = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._add_rates(logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._add_rates(logs)
+
+    def _add_rates(self, logs):
+        if logs is None:
+            return
+        elapsed = time.perf_counter() - self._epoch_start
+        if elapsed > 0:
+            logs["tokens_per_sec"] = float(logs.get("tokens", 0.0)) / elapsed
+        logs["learning_rate"] = float(self.model.optimizer.learning_rate)
+
+
+class CheckpointAndStop(keras.callbacks.Callback):
+    """Writes a checkpoint at the end of every epoch (one checkpoint
+    interval of `train`), and stops training:
+
+    * at the first non-finite loss, without writing another checkpoint
+      (`diverged_at` is then the update count);
+    * once the optimizer has made `train_steps` updates;
+    * at the first update past `max_seconds` of wall time
+      (`out_of_time` is then `True`).
+
+    Args:
+        manager: the run's `tf.train.CheckpointManager`.
+        step: the checkpointed update-count variable, set before each save.
+        train_steps: the total number of updates of the run.
+        max_seconds: an optional wall-time budget, from construction.
+    """
+
+    def __init__(self, manager, step, train_steps, max_seconds=None):
+        super().__init__()
+        self.manager = manager
+        self.step = step
+        self.train_steps = train_steps
+        self.max_seconds = max_seconds
+        self.diverged_at = None
+        self.out_of_time = False
+        self._start = time.perf_counter()
+
+    def _updates(self):
+        return read_int(self.model.optimizer.iterations)
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.diverged_at = self._updates()
+            self.model.stop_training = True
+        elif self._updates() >= self.train_steps:
+            self.model.stop_training = True
+        elif self.max_seconds and time.perf_counter() - self._start > self.max_seconds:
+            self.out_of_time = True
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.diverged_at is None:
+            self.step.assign(self._updates())
+            self.manager.save(checkpoint_number=self._updates())
