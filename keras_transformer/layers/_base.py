@@ -1,18 +1,18 @@
 """What encoder/decoder layers and stacks share: arguments and sub-layers."""
 
+import inspect
+
 import keras
 
 from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
+from keras_transformer.layers._utils import sublayer_seed
+from keras_transformer.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 
-
-class TransformerLayerBase(keras.layers.Layer):
-    """Arguments shared by `EncoderLayer`, `DecoderLayer` and their stacks.
-
-    Args:
-        num_heads: attention heads `h` (8 base, 16 big).
+# The arguments every encoder/decoder layer and stack takes, documented once
+# and written into each class's docstring by `document_layer_arguments`.
+LAYER_ARGUMENTS_DOC = """num_heads: attention heads `h` (8 base, 16 big).
         d_ff: inner size of the feed-forward network (2048 base, 4096 big).
         key_dim: size of each query/key head `d_k`; defaults to
             `d_model // num_heads`, which requires divisibility.
@@ -28,7 +28,27 @@ class TransformerLayerBase(keras.layers.Layer):
         layer_norm_epsilon: epsilon of every `LayerNormalization`.
         kernel_initializer: initializer of every dense kernel.
         bias_initializer: initializer of every dense bias.
-        **kwargs: base `keras.layers.Layer` arguments.
+        seed: seed of the dropouts; each sub-layer gets its own seed derived
+            from it, so one seed reproduces a run. `None`: Keras's global
+            random state.
+        **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`...)."""
+
+
+def document_layer_arguments(cls):
+    """Class decorator: writes `LAYER_ARGUMENTS_DOC` where the docstring
+    says `{layer_arguments}`, so `help()` lists every argument."""
+    cls.__doc__ = cls.__doc__.replace("{layer_arguments}", LAYER_ARGUMENTS_DOC)
+    return cls
+
+
+@document_layer_arguments
+class TransformerLayerBase(keras.layers.Layer):
+    """Arguments and sub-layers shared by `EncoderLayer`, `DecoderLayer`,
+    `Encoder` and `Decoder`, and the residual connection around every
+    sub-layer.
+
+    Args:
+        {layer_arguments}
     """
 
     def __init__(
@@ -45,6 +65,7 @@ class TransformerLayerBase(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -70,6 +91,7 @@ class TransformerLayerBase(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
         self.supports_masking = True
 
     def layer_arguments(self):
@@ -87,6 +109,7 @@ class TransformerLayerBase(keras.layers.Layer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "seed": self.seed,
         }
 
     def get_config(self):
@@ -105,13 +128,14 @@ class TransformerLayerBase(keras.layers.Layer):
 
     def _make_attention(self, name, query_shape, value_shape):
         key_dim, value_dim = self._head_dims(query_shape[-1])
-        layer = MultiHeadAttention(
+        layer = CachedMultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=key_dim,
             value_dim=value_dim,
             dropout=self.attention_dropout,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
+            seed=sublayer_seed(self.seed, name),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -125,6 +149,7 @@ class TransformerLayerBase(keras.layers.Layer):
             dropout=self.relu_dropout,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
+            seed=sublayer_seed(self.seed, "feed_forward"),
             dtype=self.dtype_policy,
             name="feed_forward",
         )
@@ -139,7 +164,9 @@ class TransformerLayerBase(keras.layers.Layer):
         return layer
 
     def _make_dropout(self, name):
-        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=name)
+        return keras.layers.Dropout(
+            self.dropout, seed=sublayer_seed(self.seed, name), dtype=self.dtype_policy, name=name
+        )
 
     # The residual connection around every sub-layer, in one place.
 
@@ -153,15 +180,14 @@ class TransformerLayerBase(keras.layers.Layer):
 
 class LayerStackBase(TransformerLayerBase):
     """What `Encoder` and `Decoder` share: `num_layers` identical layers
-    built from the arguments above, and a final norm when pre-norm.
+    built from the layer arguments, and a final norm when pre-norm.
 
-    Args:
-        num_layers: number of layers N.
-        num_heads, d_ff, **kwargs: see `TransformerLayerBase`.
+    The constructor takes `num_layers`, then exactly the arguments of
+    `TransformerLayerBase`; its signature says so (`_stack_signature`).
     """
 
-    def __init__(self, num_layers, num_heads, d_ff, **kwargs):
-        super().__init__(num_heads, d_ff, **kwargs)
+    def __init__(self, num_layers, *layer_arguments, **layer_keyword_arguments):
+        super().__init__(*layer_arguments, **layer_keyword_arguments)
         _validation.check_positive_int("num_layers", num_layers)
         self.num_layers = num_layers
 
@@ -174,11 +200,23 @@ class LayerStackBase(TransformerLayerBase):
         """Builds `self.stack` and `self.final_norm` (`None` if post-norm)."""
         self.stack = []
         for i in range(self.num_layers):
-            layer = layer_class(
-                **self.layer_arguments(), dtype=self.dtype_policy, name=f"layer_{i}"
-            )
+            name = f"layer_{i}"
+            arguments = {**self.layer_arguments(), "seed": sublayer_seed(self.seed, name)}
+            layer = layer_class(**arguments, dtype=self.dtype_policy, name=name)
             layer.build(*input_shapes)
             self.stack.append(layer)
         self.final_norm = (
             self._make_norm("final_norm", input_shapes[0]) if self.norm_first else None
         )
+
+
+def _stack_signature():
+    """`(self, num_layers, <TransformerLayerBase's arguments>)`, so that
+    `help(Encoder)` and `inspect.signature(Encoder)` list every argument."""
+    layer = inspect.signature(TransformerLayerBase.__init__)
+    self_parameter, *arguments = layer.parameters.values()
+    num_layers = inspect.Parameter("num_layers", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return layer.replace(parameters=[self_parameter, num_layers, *arguments])
+
+
+LayerStackBase.__init__.__signature__ = _stack_signature()

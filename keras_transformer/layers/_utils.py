@@ -1,5 +1,7 @@
 """Small helpers shared by the layers."""
 
+import zlib
+
 import keras
 
 
@@ -9,3 +11,21 @@ def clone_initializer(initializer):
     if not isinstance(initializer, keras.initializers.Initializer):
         return initializer
     return initializer.__class__.from_config(initializer.get_config())
+
+
+def sublayer_seed(seed, name):
+    """The seed of the sublayer `name` of a layer seeded with `seed`.
+
+    `None` stays `None` (Keras then draws a seed from the global random
+    state). Otherwise every sublayer gets its own seed, derived from the
+    layer's seed and the sublayer's name, so that two dropouts of the same
+    shape never draw the same mask and a run is reproducible from one seed.
+
+    Example:
+
+    >>> sublayer_seed(7, "attention_dropout") != sublayer_seed(7, "inner_dropout")
+    True
+    """
+    if seed is None:
+        return None
+    return (seed * 1_000_003 + zlib.crc32(name.encode("utf-8"))) % 2**31

@@ -4,10 +4,12 @@ import keras
 from keras import ops
 
 from keras_transformer.layers._base import LayerStackBase
+from keras_transformer.layers._base import document_layer_arguments
 from keras_transformer.layers.decoder_layer import DecoderLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+@document_layer_arguments
 class Decoder(LayerStackBase):
     """`num_layers` `DecoderLayer`s (N = 6 in the paper), with caches for
     incremental decoding.
@@ -22,8 +24,8 @@ class Decoder(LayerStackBase):
     decoding loop traces once.
 
     Args:
-        num_layers: number of layers N.
-        Other arguments: see `TransformerLayerBase`; every layer gets them.
+        num_layers: number of layers N (6 in the paper).
+        {layer_arguments}
 
     Call arguments:
         decoder_sequence: `(batch, target_len, d_model)`.

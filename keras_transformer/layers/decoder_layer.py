@@ -4,24 +4,24 @@ feed-forward (§3.1)."""
 import keras
 
 from keras_transformer.layers._base import TransformerLayerBase
+from keras_transformer.layers._base import document_layer_arguments
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+@document_layer_arguments
 class DecoderLayer(TransformerLayerBase):
     """Causal self-attention, attention over the encoder output, and a
     feed-forward network, each in a residual connection with dropout and
     layer normalization (post-norm as in the paper, or `norm_first`).
 
     For incremental decoding pass `self_attention_cache` (zeros from
-    `MultiHeadAttention.project_key_value`'s shape, `cache_len` positions)
+    `CachedMultiHeadAttention.project_key_value`'s shape, `cache_len` positions)
     with `cache_update_index`, and `cross_attention_cache` (the encoder
     output projected once by `self.cross_attention.project_key_value`);
     `encoder_sequence` is then not needed.
 
-    Args: see `TransformerLayerBase` (`num_heads`, `d_ff`, `key_dim`,
-        `value_dim`, `dropout`, `attention_dropout`, `relu_dropout`,
-        `activation`, `norm_first`, `layer_norm_epsilon`,
-        `kernel_initializer`, `bias_initializer`).
+    Args:
+        {layer_arguments}
 
     Call arguments:
         decoder_sequence: `(batch, target_len, d_model)`.

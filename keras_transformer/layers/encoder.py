@@ -3,10 +3,12 @@
 import keras
 
 from keras_transformer.layers._base import LayerStackBase
+from keras_transformer.layers._base import document_layer_arguments
 from keras_transformer.layers.encoder_layer import EncoderLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+@document_layer_arguments
 class Encoder(LayerStackBase):
     """`num_layers` `EncoderLayer`s (N = 6 in the paper).
 
@@ -15,8 +17,8 @@ class Encoder(LayerStackBase):
     pre-norm Transformers need.
 
     Args:
-        num_layers: number of layers N.
-        Other arguments: see `TransformerLayerBase`; every layer gets them.
+        num_layers: number of layers N (6 in the paper).
+        {layer_arguments}
 
     Call arguments:
         inputs: `(batch, seq_len, d_model)`.

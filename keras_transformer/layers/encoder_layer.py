@@ -3,9 +3,11 @@
 import keras
 
 from keras_transformer.layers._base import TransformerLayerBase
+from keras_transformer.layers._base import document_layer_arguments
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+@document_layer_arguments
 class EncoderLayer(TransformerLayerBase):
     """Self-attention and a feed-forward network, each wrapped in a residual
     connection with dropout and layer normalization.
@@ -15,10 +17,8 @@ class EncoderLayer(TransformerLayerBase):
     (pre-norm) the normalization moves inside the residual branch.
     The feature size `d_model` is that of the inputs.
 
-    Args: see `TransformerLayerBase` (`num_heads`, `d_ff`, `key_dim`,
-        `value_dim`, `dropout`, `attention_dropout`, `relu_dropout`,
-        `activation`, `norm_first`, `layer_norm_epsilon`,
-        `kernel_initializer`, `bias_initializer`).
+    Args:
+        {layer_arguments}
 
     Call arguments:
         inputs: `(batch, seq_len, d_model)`.

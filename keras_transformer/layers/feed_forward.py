@@ -4,6 +4,7 @@ import keras
 
 from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
+from keras_transformer.layers._utils import sublayer_seed
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,6 +20,7 @@ class FeedForward(keras.layers.Layer):
             the paper; tensor2tensor's later recipes use it).
         kernel_initializer: initializer of both kernels.
         bias_initializer: initializer of both biases.
+        seed: seed of the inner dropout, for reproducible runs.
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -42,6 +44,7 @@ class FeedForward(keras.layers.Layer):
         dropout=0.0,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -52,6 +55,7 @@ class FeedForward(keras.layers.Layer):
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
 
     def get_config(self):
         config = super().get_config()
@@ -62,6 +66,7 @@ class FeedForward(keras.layers.Layer):
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
             }
         )
         return config
@@ -78,7 +83,12 @@ class FeedForward(keras.layers.Layer):
             **common,
         )
         self.inner_dense.build(inputs_shape)
-        self.inner_dropout = keras.layers.Dropout(self.dropout, name="inner_dropout", **common)
+        self.inner_dropout = keras.layers.Dropout(
+            self.dropout,
+            seed=sublayer_seed(self.seed, "inner_dropout"),
+            name="inner_dropout",
+            **common,
+        )
         self.output_dense = keras.layers.Dense(
             d_model,
             kernel_initializer=clone_initializer(self.kernel_initializer),

@@ -5,17 +5,16 @@ import inspect
 import keras
 from keras import ops
 
-from keras_transformer import _validation
+from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_transformer.layers.masking import padding_mask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
-from keras_transformer.models.presets import PRESETS
-
-TIE_EMBEDDINGS = ("all", "target", "none")
-POSITION_ENCODINGS = ("sinusoidal", "learned")
+from keras_transformer.models._checks import check_arguments
+from keras_transformer.models.presets import preset_arguments
+from keras_transformer.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -66,6 +65,9 @@ class Transformer(keras.Model):
             positions, and the default cache length for decoding.
         pad_id: the padding id, 0.
         layer_norm_epsilon: epsilon of every layer normalization.
+        seed: seed of every dropout (each gets its own, derived from it),
+            so that one seed reproduces a training run; `None` uses Keras's
+            global random state.
         **kwargs: base `keras.Model` arguments (`name`, `dtype`...).
 
     Call arguments:
@@ -105,63 +107,20 @@ class Transformer(keras.Model):
         norm_first=False,
         position_encoding="sinusoidal",
         max_length=1024,
-        pad_id=0,
+        pad_id=PAD_ID,
         layer_norm_epsilon=1e-6,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        source_vocab_size = source_vocab_size or vocab_size
-        target_vocab_size = target_vocab_size or vocab_size
-        if source_vocab_size is None or target_vocab_size is None:
-            raise ValueError(
-                "Pass `vocab_size` (shared) or both `source_vocab_size` and "
-                f"`target_vocab_size`. Received: vocab_size={vocab_size}, "
-                f"source_vocab_size={source_vocab_size}, "
-                f"target_vocab_size={target_vocab_size}"
-            )
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("source_vocab_size", source_vocab_size),
-            ("target_vocab_size", target_vocab_size),
-            ("num_layers", num_layers),
-            ("num_encoder_layers", num_encoder_layers),
-            ("num_decoder_layers", num_decoder_layers),
-            ("d_model", d_model),
-            ("num_heads", num_heads),
-            ("d_ff", d_ff),
-            ("key_dim", key_dim),
-            ("value_dim", value_dim),
-            ("max_length", max_length),
-        ):
-            _validation.check_positive_int(name, value, allow_none=True)
-        for name, value in (
-            ("dropout", dropout),
-            ("attention_dropout", attention_dropout),
-            ("relu_dropout", relu_dropout),
-        ):
-            _validation.check_rate(name, value)
-        if key_dim is None:
-            _validation.check_divisible("d_model", d_model, "num_heads", num_heads)
-        _validation.check_choice("tie_embeddings", tie_embeddings, TIE_EMBEDDINGS)
-        _validation.check_choice("position_encoding", position_encoding, POSITION_ENCODINGS)
-        if tie_embeddings == "all" and source_vocab_size != target_vocab_size:
-            raise ValueError(
-                "`tie_embeddings='all'` shares one matrix between source and "
-                "target, so their vocabularies must be the same size. Received: "
-                f"source_vocab_size={source_vocab_size}, "
-                f"target_vocab_size={target_vocab_size}"
-            )
-        if not 0 <= pad_id < min(source_vocab_size, target_vocab_size):
-            raise ValueError(f"`pad_id` must be a valid token id. Received: pad_id={pad_id}")
-
         self.vocab_size = vocab_size
         self.num_layers = num_layers
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.dropout = dropout
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
+        self.source_vocab_size = source_vocab_size = source_vocab_size or vocab_size
+        self.target_vocab_size = target_vocab_size = target_vocab_size or vocab_size
         self.num_encoder_layers = num_encoder_layers
         self.num_decoder_layers = num_decoder_layers
         self.key_dim = key_dim
@@ -174,6 +133,8 @@ class Transformer(keras.Model):
         self.max_length = max_length
         self.pad_id = pad_id
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.seed = seed
+        check_arguments(self)
 
         policy = self.dtype_policy
         # A tied matrix is one layer object held by one attribute, so that
@@ -210,37 +171,42 @@ class Transformer(keras.Model):
                 max_length, dtype=policy, name="target_positions"
             )
         self.embedding_dropout = keras.layers.Dropout(
-            dropout, dtype=policy, name="embedding_dropout"
-        )
-        stack_arguments = dict(
-            num_heads=num_heads,
-            d_ff=d_ff,
-            key_dim=key_dim,
-            value_dim=value_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            relu_dropout=relu_dropout,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
+            dropout,
+            seed=sublayer_seed(seed, "embedding_dropout"),
             dtype=policy,
+            name="embedding_dropout",
         )
-        self.encoder = Encoder(num_encoder_layers or num_layers, name="encoder", **stack_arguments)
-        self.decoder = Decoder(num_decoder_layers or num_layers, name="decoder", **stack_arguments)
+        self.encoder = self._layer_stack(Encoder, num_encoder_layers or num_layers, "encoder")
+        self.decoder = self._layer_stack(Decoder, num_decoder_layers or num_layers, "decoder")
         # Every shape is known from the arguments: build now, so `encode`,
         # `init_cache` and `count_params` work before any call.
         self.build()
 
     def get_config(self):
-        config = {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-        }
+        config = super().get_config()
         config.update(
             {
-                name: getattr(self, name)
-                for name in inspect.signature(Transformer.__init__).parameters
-                if name not in ("self", "kwargs")
+                "vocab_size": self.vocab_size,
+                "num_layers": self.num_layers,
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "d_ff": self.d_ff,
+                "dropout": self.dropout,
+                "source_vocab_size": self.source_vocab_size,
+                "target_vocab_size": self.target_vocab_size,
+                "num_encoder_layers": self.num_encoder_layers,
+                "num_decoder_layers": self.num_decoder_layers,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "attention_dropout": self.attention_dropout,
+                "relu_dropout": self.relu_dropout,
+                "tie_embeddings": self.tie_embeddings,
+                "norm_first": self.norm_first,
+                "position_encoding": self.position_encoding,
+                "max_length": self.max_length,
+                "pad_id": self.pad_id,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "seed": self.seed,
             }
         )
         return config
@@ -257,8 +223,9 @@ class Transformer(keras.Model):
         """Builds a named configuration, with any constructor argument
         overridden.
 
-        Presets: `"base"` and `"big"` (the paper's), `"tiny"` (for tests and
-        demos); see `keras_transformer.models.presets`.
+        Presets: `"base"` and `"big"` (the paper's), `"small"` (for corpora
+        such as Multi30k) and `"tiny"` (for tests); see
+        `keras_transformer.models.presets`.
 
         Args:
             preset: the preset's name.
@@ -272,28 +239,15 @@ class Transformer(keras.Model):
 
         >>> model = Transformer.from_preset("base", vocab_size=37000, dropout=0.2)
         """
-        _validation.check_choice("preset", preset, tuple(PRESETS))
         accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
-        accepted |= {"name", "dtype", "trainable"}
-        unknown = sorted(set(overrides) - accepted)
-        if unknown:
-            raise ValueError(
-                f"Unknown argument(s) for Transformer: {', '.join(unknown)}. "
-                f"Accepted: {', '.join(sorted(accepted))}. "
-                f"Received: {unknown[0]}={overrides[unknown[0]]!r}"
-            )
-        return cls(**{**PRESETS[preset], **overrides})
+        return cls(**preset_arguments(preset, overrides, accepted | {"name", "dtype", "trainable"}))
 
     def build(self, inputs_shape=None):
         """Creates every weight; called by the constructor."""
         if self.built:
             return
         hidden = (None, None, self.d_model)
-        for layer in (
-            self.source_embedding,
-            self.target_embedding,
-            self.output_projection,
-        ):
+        for layer in (self.source_embedding, self.target_embedding, self.output_projection):
             if layer is not None:
                 layer.build()
         self.source_positions.build(hidden)
@@ -301,6 +255,23 @@ class Transformer(keras.Model):
         self.encoder.build(hidden)
         self.decoder.build(hidden, hidden)
         self.built = True
+
+    def _layer_stack(self, stack_class, num_layers, name):
+        return stack_class(
+            num_layers,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            relu_dropout=self.relu_dropout,
+            norm_first=self.norm_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            seed=sublayer_seed(self.seed, name),
+            dtype=self.dtype_policy,
+            name=name,
+        )
 
     # Embedding helpers.
 
@@ -327,7 +298,7 @@ class Transformer(keras.Model):
         encoder_output = self.encode(source_ids, training=training)
         return self.decode(target_ids, encoder_output, source_mask, training=training)
 
-    def encode(self, source_ids, training=False):
+    def encode(self, source_ids, training=None):
         """Encodes `(batch, source_len)` ids into `(batch, source_len,
         d_model)`; pad positions hold values no query ever attends to."""
         x = self._embed(source_ids, self.source_embedding, self.source_positions, 0, training)
@@ -335,7 +306,7 @@ class Transformer(keras.Model):
             x, padding_mask=padding_mask(source_ids, self.pad_id), training=training
         )
 
-    def decode(self, target_ids, encoder_output, source_padding_mask, training=False):
+    def decode(self, target_ids, encoder_output, source_padding_mask, training=None):
         """Logits of every target position, attending over `encoder_output`
         where `source_padding_mask` is `True`."""
         x = self._embed(target_ids, self._target_embedding(), self.target_positions, 0, training)

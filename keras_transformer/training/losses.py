@@ -114,8 +114,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return losses / ops.maximum(count, 1.0)
 
     def get_config(self):
-        return {
-            "name": self.name,
-            "label_smoothing": self.label_smoothing,
-            "pad_id": self.pad_id,
-        }
+        config = super().get_config()
+        # The reduction is fixed ("sum": `call` already divides by the
+        # global token count), so it is not a constructor argument.
+        config.pop("reduction", None)
+        config.update({"label_smoothing": self.label_smoothing, "pad_id": self.pad_id})
+        return config

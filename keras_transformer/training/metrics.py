@@ -43,7 +43,9 @@ class _MaskedTokenMean(keras.metrics.Metric):
         self.count.assign(0.0)
 
     def get_config(self):
-        return {"name": self.name, "pad_id": self.pad_id}
+        config = super().get_config()
+        config["pad_id"] = self.pad_id
+        return config
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

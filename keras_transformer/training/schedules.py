@@ -54,6 +54,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         )
 
     def get_config(self):
+        # `LearningRateSchedule.get_config` raises NotImplementedError: there
+        # is no base configuration to extend.
         return {
             "d_model": self.d_model,
             "warmup_steps": self.warmup_steps,

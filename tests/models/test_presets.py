@@ -57,3 +57,15 @@ def test_key_dim_rows_follow_the_table():
 def test_untied_embeddings_add_the_matrices():
     assert count(tie_embeddings="target") - count() == VOCAB * 512
     assert count(tie_embeddings="none") - count() == 2 * VOCAB * 512
+
+
+def test_small_preset_count():
+    # d_model 256, d_ff 1024, 3 + 3 layers, a shared 8,000-piece vocabulary.
+    d, d_ff, vocab = 256, 1024, 8000
+    attention = 4 * (d * d + d)  # query, key, value, output projections
+    feed_forward = d * d_ff + d_ff + d_ff * d + d
+    norm = 2 * d
+    encoder_layer = attention + feed_forward + 2 * norm
+    decoder_layer = 2 * attention + feed_forward + 3 * norm
+    model = Transformer.from_preset("small", vocab_size=vocab)
+    assert model.count_params() == vocab * d + 3 * encoder_layer + 3 * decoder_layer == 7_577_600

@@ -1,3 +1,4 @@
+import inspect
 import os
 
 import keras
@@ -230,3 +231,60 @@ def test_attention_scores_are_distributions_that_respect_masks():
     np.testing.assert_allclose(cross.sum(-1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(cross[1, :, :, 4:], 0.0)  # pad source tokens
     np.testing.assert_array_equal(decoder[:, :, 0, 1:], 0.0)  # causal
+
+
+def test_config_lists_every_constructor_argument():
+    config = tiny(seed=3).get_config()
+    arguments = set(inspect.signature(Transformer.__init__).parameters) - {"self", "kwargs"}
+    assert set(config) == arguments | {"name", "trainable", "dtype"}
+    assert config["seed"] == 3 and config["vocab_size"] == VOCAB
+
+
+def test_seed_reproduces_dropout_and_each_dropout_draws_its_own_mask():
+    source, target = batch()
+
+    def training_logits(seed):
+        model = tiny(dropout=0.5, attention_dropout=0.5, seed=seed)
+        model.set_weights(reference_weights)
+        return ops.convert_to_numpy(model((source, target), training=True))
+
+    reference_weights = tiny().get_weights()
+    np.testing.assert_array_equal(training_logits(11), training_logits(11))
+    assert not np.allclose(training_logits(11), training_logits(12))
+    # Two dropouts of the same shape in one model never share a mask.
+    seeds = [dropout.seed for dropout in dropouts(tiny(seed=11))]
+    # Per encoder layer: 2 residual, 1 attention, 1 feed-forward dropout;
+    # per decoder layer: 3 residual, 2 attention, 1 feed-forward; then the
+    # embeddings' dropout.
+    per_encoder_layer, per_decoder_layer = 2 + 1 + 1, 3 + 2 + 1
+    assert len(seeds) == len(set(seeds)) == 2 * per_encoder_layer + 2 * per_decoder_layer + 1
+
+
+def dropouts(layer, seen=None):
+    """Every `Dropout` reachable through the attributes of `layer`."""
+    seen = set() if seen is None else seen
+    if id(layer) in seen:
+        return []
+    seen.add(id(layer))
+    if isinstance(layer, keras.layers.Dropout):
+        return [layer]
+    found = []
+    for value in vars(layer).values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, keras.layers.Layer):
+                found += dropouts(item, seen)
+    return found
+
+
+def test_encode_and_decode_default_to_inference():
+    model = tiny(dropout=0.5)
+    source, target = batch()
+    encoded = model.encode(source)
+    assert_close(encoded, model.encode(source, training=False), atol=0)
+    mask = source != 0
+    assert_close(
+        model.decode(target, encoded, mask),
+        model.decode(target, encoded, mask, training=False),
+        atol=0,
+    )
+    assert not np.allclose(ops.convert_to_numpy(model.encode(source, training=True)), encoded)

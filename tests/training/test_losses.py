@@ -156,3 +156,13 @@ def test_metrics_ignore_padding_and_accumulate():
     assert float(perplexity.result()) == pytest.approx(np.exp(nll), rel=1e-5)
     accuracy.reset_state()
     assert float(accuracy.result()) == 0.0
+
+
+def test_configs_extend_the_keras_base_configs():
+    loss = LabelSmoothedCrossEntropy(0.2, pad_id=3, name="smoothed")
+    assert loss.get_config() == {"name": "smoothed", "label_smoothing": 0.2, "pad_id": 3}
+    for cls in (MaskedAccuracy, Perplexity, TokenCount):
+        config = cls(pad_id=3, name="m").get_config()
+        assert config == {"name": "m", "dtype": "float32", "pad_id": 3}
+        again = cls.from_config(config)
+        assert (again.name, again.pad_id) == ("m", 3)

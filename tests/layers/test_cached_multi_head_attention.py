@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.layers import MultiHeadAttention
+from keras_transformer.layers import CachedMultiHeadAttention
 from tests import reference
 from tests.test_case import assert_close
 from tests.test_case import run_layer_test
@@ -20,7 +20,7 @@ def _inputs(batch=2, q_len=5, k_len=7, dim=16):
 def test_layer_contract():
     query, value = _inputs()
     run_layer_test(
-        MultiHeadAttention,
+        CachedMultiHeadAttention,
         dict(num_heads=4, key_dim=8, dropout=0.1),
         {"query": query, "value": value},
         expected_output_shape=(2, 5, 16),
@@ -31,7 +31,7 @@ def test_layer_contract():
 def test_layer_contract_with_scores_and_value_dim():
     query, value = _inputs()
     run_layer_test(
-        MultiHeadAttention,
+        CachedMultiHeadAttention,
         dict(num_heads=2, key_dim=8, value_dim=3, output_dim=6),
         {"query": query, "value": value},
         call_kwargs={"return_attention_scores": True},
@@ -39,16 +39,17 @@ def test_layer_contract_with_scores_and_value_dim():
     )
 
 
-def test_equals_numpy_formula_without_mask():
-    query, value = _inputs()
-    layer = MultiHeadAttention(num_heads=4, key_dim=8, value_dim=6)
+@pytest.mark.parametrize("k_len", [7, 1])
+def test_equals_numpy_formula_without_mask(k_len):
+    query, value = _inputs(k_len=k_len)
+    layer = CachedMultiHeadAttention(num_heads=4, key_dim=8, value_dim=6)
     out = layer(query, value)
     assert_close(out, reference.attention(query, value, layer), atol=1e-5)
 
 
 def test_equals_numpy_formula_with_masks():
     query, value = _inputs()
-    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    layer = CachedMultiHeadAttention(num_heads=4, key_dim=4)
     attention_mask = RNG.random((2, 5, 7)) > 0.4
     attention_mask[0, 1] = False  # one query sees no key at all
     value_mask = np.array([[1] * 7, [1] * 4 + [0] * 3], bool)
@@ -59,7 +60,7 @@ def test_equals_numpy_formula_with_masks():
 
 def test_fully_masked_rows_are_zero_not_nan():
     query, value = _inputs()
-    layer = MultiHeadAttention(num_heads=2, key_dim=8, bias_initializer="ones")
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, bias_initializer="ones")
     mask = np.zeros((2, 5, 7), bool)
     mask[:, :2] = True
     out, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
@@ -73,7 +74,7 @@ def test_fully_masked_rows_are_zero_not_nan():
 def test_keras_masks_are_honoured():
     ids = np.array([[3, 4, 5, 0, 0], [6, 7, 0, 0, 0]])
     embedded = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
-    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=4)
     implicit = layer(embedded, embedded)
     explicit = layer(
         ops.convert_to_numpy(embedded),
@@ -89,7 +90,7 @@ def test_keras_masks_are_honoured():
 
 def test_causal_mask_equals_lower_triangle():
     query, _ = _inputs(q_len=6)
-    layer = MultiHeadAttention(num_heads=2, key_dim=8)
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8)
     causal = layer(query, query, use_causal_mask=True)
     tril = np.broadcast_to(np.tril(np.ones((6, 6), bool)), (2, 6, 6))
     assert_close(causal, reference.attention(query, query, layer, tril), atol=1e-5)
@@ -97,7 +98,7 @@ def test_causal_mask_equals_lower_triangle():
 
 def test_cache_step_by_step_equals_full_causal_pass():
     x, _ = _inputs(q_len=6)
-    layer = MultiHeadAttention(num_heads=2, key_dim=8, value_dim=4)
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, value_dim=4)
     full = ops.convert_to_numpy(layer(x, x, use_causal_mask=True))
     cache = (np.zeros((2, 2, 9, 8), "float32"), np.zeros((2, 2, 9, 4), "float32"))
     for t in range(6):
@@ -116,7 +117,7 @@ def test_cache_step_by_step_equals_full_causal_pass():
 
 def test_static_cache_equals_cross_attention():
     query, value = _inputs()
-    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    layer = CachedMultiHeadAttention(num_heads=4, key_dim=4)
     value_mask = np.array([[1] * 7, [1] * 3 + [0] * 4], bool)
     direct = layer(query, value, value_mask=value_mask)
     cached, _ = layer(query, None, value_mask=value_mask, cache=layer.project_key_value(value))
@@ -126,9 +127,9 @@ def test_static_cache_equals_cross_attention():
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_matches_float32(policy):
     query, value = _inputs()
-    exact = MultiHeadAttention(num_heads=4, key_dim=4)
+    exact = CachedMultiHeadAttention(num_heads=4, key_dim=4)
     expected = exact(query, value)
-    mixed = MultiHeadAttention(num_heads=4, key_dim=4, dtype=policy)
+    mixed = CachedMultiHeadAttention(num_heads=4, key_dim=4, dtype=policy)
     mixed.build(query.shape, value.shape)
     mixed.set_weights(exact.get_weights())
     out, scores = mixed(query, value, return_attention_scores=True)
@@ -150,4 +151,4 @@ def test_mixed_precision_matches_float32(policy):
 )
 def test_bad_arguments_raise(kwargs, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
-        MultiHeadAttention(**kwargs)
+        CachedMultiHeadAttention(**kwargs)

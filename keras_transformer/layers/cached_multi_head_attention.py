@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
+from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks
 
@@ -34,8 +35,16 @@ def _write_at(cache, update, index):
     return ops.where(written[None, None, :, None], placed, cache)
 
 
+def _softmax_over_keys(logits):
+    """`softmax(logits)` over the last axis. Over a single key (a one-token
+    sequence) that is 1, written out: Keras's softmax warns on size-1 axes."""
+    if logits.shape[-1] == 1:
+        return ops.ones_like(logits)
+    return ops.softmax(logits, axis=-1)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MultiHeadAttention(keras.layers.Layer):
+class CachedMultiHeadAttention(keras.layers.Layer):
     """Multi-head attention: softmax(QKᵀ/√d_k)V over `num_heads` heads.
 
     Queries, keys and values are projected to `num_heads` heads of size
@@ -43,6 +52,10 @@ class MultiHeadAttention(keras.layers.Layer):
     scaled dot-product attention; the heads are concatenated and projected
     back to the query's feature size (or `output_dim`). The softmax is
     computed in float32 under any dtype policy.
+
+    Not Keras's `keras.layers.MultiHeadAttention`: this layer adds a
+    fixed-shape key/value cache for incremental decoding and zero outputs
+    for fully masked rows, and takes only the constructor arguments below.
 
     Masking: a key is attended to only where every given mask allows it.
     Masks are boolean, `True` meaning "may attend": `attention_mask`
@@ -72,6 +85,7 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim: feature size of the output. Defaults to the query's.
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
+        seed: seed of the attention dropout, for reproducible runs.
         **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`...).
 
     Call arguments:
@@ -97,7 +111,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Example:
 
-    >>> layer = MultiHeadAttention(num_heads=8, key_dim=64)
+    >>> layer = CachedMultiHeadAttention(num_heads=8, key_dim=64)
     >>> x = keras.random.normal((2, 10, 512))
     >>> layer(x, x, use_causal_mask=True).shape
     TensorShape([2, 10, 512])
@@ -113,6 +127,7 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -129,6 +144,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
         self.supports_masking = True
 
     def get_config(self):
@@ -143,6 +159,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "output_dim": self.output_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
             }
         )
         return config
@@ -169,7 +186,10 @@ class MultiHeadAttention(keras.layers.Layer):
             self.output_dim or query_shape[-1], heads * self.value_dim, "output"
         )
         self.dropout_layer = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="attention_dropout"
+            self.dropout,
+            seed=sublayer_seed(self.seed, "attention_dropout"),
+            dtype=self.dtype_policy,
+            name="attention_dropout",
         )
         self.built = True
 
@@ -261,7 +281,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
             logits = ops.where(mask, logits, _MASKED_LOGIT)
-        scores = ops.softmax(logits, axis=-1)
+        scores = _softmax_over_keys(logits)
         if mask is not None:
             # A query row with no visible key attends to nothing.
             has_key = ops.any(mask, axis=-1, keepdims=True)  # (b, 1, q, 1)
