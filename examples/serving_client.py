@@ -97,7 +97,7 @@ def main(argv=None):
         translations, scores = translate_rest(sentences, args.host, args.port or 8501, args.model)
     else:
         translations, scores = translate_grpc(sentences, args.host, args.port or 8500, args.model)
-    for translation, score in zip(translations, scores):
+    for translation, score in zip(translations, scores, strict=True):
         print(f"{score:.4f}\t{translation}" if args.scores else translation)
     return 0
 

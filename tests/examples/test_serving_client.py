@@ -1,9 +1,7 @@
 """The serving client against local stand-ins for TF Serving's REST and
 gRPC APIs (no Docker here), each backed by a real export."""
 
-import importlib.util
 import json
-import os
 import threading
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler
@@ -19,13 +17,9 @@ from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import export_saved_model
 from keras_transformer.tokenization import train_sentencepiece
+from tests.examples.helpers import load_example
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-spec = importlib.util.spec_from_file_location(
-    "serving_client", os.path.join(ROOT, "examples", "serving_client.py")
-)
-client = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(client)
+client = load_example("serving_client")
 
 SENTENCES = ["A dog runs.", "", "Zwei Hunde spielen im Schnee."]
 
@@ -58,7 +52,7 @@ def test_rest(served):
             out = signature(text=tf.constant(body["instances"]))
             predictions = [
                 {"translation": t.decode(), "score": float(s)}
-                for t, s in zip(out["translation"].numpy(), out["score"].numpy())
+                for t, s in zip(out["translation"].numpy(), out["score"].numpy(), strict=True)
             ]
             payload = json.dumps({"predictions": predictions}).encode()
             self.send_response(200)

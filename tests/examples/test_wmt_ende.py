@@ -1,9 +1,11 @@
-"""examples/wmt_ende.py end to end: local files, TFDS (mocked), rerun, kill."""
+"""examples/wmt_ende.py end to end: local files, TFDS (mocked), rerun, kill,
+and its command line."""
 
-import importlib.util
+import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,28 +15,17 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "examples", "wmt_ende.py")
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+from tests.examples.helpers import EXAMPLES
+from tests.examples.helpers import load_example
 
-WORDS = {
-    "man": "Mann",
-    "dog": "Hund",
-    "woman": "Frau",
-    "child": "Kind",
-    "street": "Straße",
-    "ball": "Ball",
-    "red": "rot",
-    "blue": "blau",
-    "runs": "läuft",
-    "plays": "spielt",
-    "the": "der",
-    "a": "ein",
-    "big": "groß",
-    "small": "klein",
-    "water": "Wasser",
-    "park": "Park",
-}
+SCRIPT = os.path.join(EXAMPLES, "wmt_ende.py")
+ROOT = os.path.dirname(EXAMPLES)
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+WORDS = dict(
+    man="Mann", dog="Hund", woman="Frau", child="Kind", street="Straße", ball="Ball", red="rot",
+    blue="blau", runs="läuft", plays="spielt", the="der", a="ein", big="groß", small="klein",
+    water="Wasser", park="Park",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -52,28 +43,14 @@ def corpus(tmp_path_factory):
     return paths
 
 
-def local_args(corpus, model_dir, *extra):
-    return [
-        "--preset",
-        "tiny",
-        "--model_dir",
-        str(model_dir),
-        "--vocab_size",
-        "300",
-        "--train_src",
-        corpus["train.en"],
-        "--train_tgt",
-        corpus["train.de"],
-        "--valid_src",
-        corpus["valid.en"],
-        "--valid_tgt",
-        corpus["valid.de"],
-        "--test_src",
-        corpus["test.en"],
-        "--test_ref",
-        corpus["test.de"],
-        *extra,
-    ]
+def local_args(corpus, model_dir, extra=""):
+    """The tiny preset on the generated corpus, plus `extra` flags."""
+    files = (
+        f"--train_src {corpus['train.en']} --train_tgt {corpus['train.de']} "
+        f"--valid_src {corpus['valid.en']} --valid_tgt {corpus['valid.de']} "
+        f"--test_src {corpus['test.en']} --test_ref {corpus['test.de']}"
+    )
+    return f"--preset tiny --model_dir {model_dir} --vocab_size 300 {files} {extra}".split()
 
 
 def run_script(args, **kwargs):
@@ -84,16 +61,8 @@ def run_script(args, **kwargs):
 
 def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     model_dir, export_dir = tmp_path / "run", tmp_path / "export"
-    args = local_args(
-        corpus,
-        model_dir,
-        "--export_dir",
-        str(export_dir),
-        "--train_steps",
-        "30",
-        "--steps_per_checkpoint",
-        "10",
-    )
+    extra = f"--export_dir {export_dir} --train_steps 30 --steps_per_checkpoint 10"
+    args = local_args(corpus, model_dir, extra)
     first = run_script(args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "test: sacreBLEU" in first.stdout and "compound-split BLEU" in first.stdout
@@ -117,18 +86,9 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
 
 def test_kill_then_rerun_resumes(corpus, tmp_path):
     model_dir = tmp_path / "run"
-    args = local_args(
-        corpus,
-        model_dir,
-        "--train_steps",
-        "400",
-        "--steps_per_checkpoint",
-        "10",
-        "--max_eval_sentences",
-        "2",
-    )
+    args = local_args(corpus, model_dir, "--steps_per_checkpoint 10 --max_eval_sentences 2")
     process = subprocess.Popen(
-        [sys.executable, SCRIPT, *args],
+        [sys.executable, SCRIPT, *args, "--train_steps", "400"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=ENV,
@@ -140,18 +100,7 @@ def test_kill_then_rerun_resumes(corpus, tmp_path):
         time.sleep(0.1)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    resumed = run_script(
-        local_args(
-            corpus,
-            model_dir,
-            "--train_steps",
-            "40",
-            "--steps_per_checkpoint",
-            "10",
-            "--max_eval_sentences",
-            "2",
-        )
-    )
+    resumed = run_script([*args, "--train_steps", "40"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads((model_dir / "summary.json").read_text())
     assert summary["training"]["initial_step"] >= 20
@@ -160,28 +109,11 @@ def test_kill_then_rerun_resumes(corpus, tmp_path):
 
 
 def test_tfds_path_under_mock_data(tmp_path):
-    spec = importlib.util.spec_from_file_location("wmt_ende", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_example("wmt_ende")
+    args = f"--preset tiny --model_dir {tmp_path / 'run'} --vocab_size 300 --train_steps 4"
+    args += " --steps_per_checkpoint 2 --max_eval_sentences 3 --beam_size 2"
     with tfds.testing.mock_data(num_examples=40):
-        results = script.main(
-            [
-                "--preset",
-                "tiny",
-                "--model_dir",
-                str(tmp_path / "run"),
-                "--vocab_size",
-                "300",
-                "--train_steps",
-                "4",
-                "--steps_per_checkpoint",
-                "2",
-                "--max_eval_sentences",
-                "3",
-                "--beam_size",
-                "2",
-            ]
-        )
+        results = script.main(args.split())
     assert set(results) == {"valid", "test"}
     assert results["test"]["sentences"] == 3
     config = json.loads((tmp_path / "run" / "config.json").read_text())
@@ -191,3 +123,37 @@ def test_tfds_path_under_mock_data(tmp_path):
 def test_partial_local_flags_fail_fast(tmp_path):
     result = run_script(["--preset", "tiny", "--model_dir", str(tmp_path), "--train_src", "x.en"])
     assert result.returncode != 0 and "--train_tgt" in result.stderr
+
+
+def test_no_arguments_offline_stop_at_once_with_the_local_files_advice(tmp_path, monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.chdir(tmp_path)
+    script = load_example("wmt_ende")
+    with pytest.raises(SystemExit, match="--train_src --train_tgt"):
+        script.main(["--tfds_data_dir", str(tmp_path / "tfds")])
+    assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+def test_every_setting_is_one_flag_with_its_default():
+    config = load_example("wmt_config")
+    names = [field.name for field in dataclasses.fields(config.RunConfig)]
+    options = config.build_parser().format_help().split("options:")[1]
+    flags = [
+        line.split()[0].rstrip(",") for line in options.splitlines() if line.startswith("  --")
+    ]
+    assert flags == [f"--{name}" for name in names]
+    assert " ".join(options.split()).count("(default: ") == len(names)  # unwrapped
+    for preset in config.RUN_PRESETS.values():
+        assert set(preset) <= set(names)
+
+
+def test_flags_override_the_preset_which_overrides_the_defaults():
+    config = load_example("wmt_config").parse_config(["--preset", "small", "--warmup_steps", "9"])
+    assert (config.model, config.vocab_size, config.warmup_steps) == ("small", 8000, 9)
+    assert (config.beam_size, config.model_dir) == (4, os.path.join("runs", "small"))
+    assert config.model_arguments() == {"max_length": 128}
+    config = load_example("wmt_config").parse_config(["--preset", "tiny", "--d_model", "32"])
+    assert config.model_arguments() == {"d_model": 32, "max_length": 64}

@@ -1,0 +1,199 @@
+"""The settings of `wmt_ende.py`: one dataclass, its presets, its flags.
+
+Every field of `RunConfig` is one command-line flag, with its type, help
+and default read from the field; `RUN_PRESETS` change several defaults at
+once; `parse_config` applies the defaults, then the preset, then the flags.
+
+    config = parse_config(["--preset", "small", "--train_steps", "500"])
+"""
+
+import argparse
+import dataclasses
+import os
+import types
+
+import keras_transformer as kt
+from keras_transformer import training
+
+
+def setting(default, help, group, choices=None, shown=None, model_argument=False):
+    """A `RunConfig` field.
+
+    Args:
+        default: the value of the paper's base run.
+        help: the flag's help text.
+        group: the `--help` section.
+        choices: the accepted values, if limited.
+        shown: how `--help` names the default when it is `None`.
+        model_argument: passed to `Transformer.from_preset` when set.
+    """
+    metadata = dict(help=help, group=group, choices=choices, shown=shown)
+    metadata["model_argument"] = model_argument
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def model_setting(help, choices=None):
+    """A `Transformer` argument; unset, the model preset's value holds."""
+    return setting(None, help, "model", choices, "the model preset's", model_argument=True)
+
+
+def data_file(help):
+    return setting(None, help, "data", shown="none, TFDS is read")
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Every setting of a run. Each field is a command-line flag; the
+    defaults are the paper's base run, and `RUN_PRESETS` change some."""
+
+    preset: str = setting("base", "run preset: sets the values it names below", "run")
+    model_dir: str | None = setting(None, "checkpoints, logs, results", "run", shown="runs/PRESET")
+    export_dir: str | None = setting(None, "TF Serving base directory", "run", shown="no export")
+    train_src: str | None = data_file("training sources, one sentence a line (.gz allowed)")
+    train_tgt: str | None = data_file("training targets, aligned with the sources")
+    valid_src: str | None = data_file("validation sources")
+    valid_tgt: str | None = data_file("validation references")
+    test_src: str | None = data_file("test sources")
+    test_ref: str | None = data_file("test references")
+    tfds_name: str = setting("wmt14_translate/de-en", "TFDS data set", "data")
+    tfds_data_dir: str | None = setting(None, "TFDS data directory", "data", shown="TFDS's")
+    source_lang: str = setting("en", "TFDS source feature", "data")
+    target_lang: str = setting("de", "TFDS target feature", "data")
+    max_eval_sentences: int | None = setting(None, "sentences evaluated", "data", shown="all")
+    tokenizer_sentences: int = setting(2_000_000, "pairs the vocabulary is trained on", "data")
+    strategy: str = setting("auto", "tf.distribute strategy", "devices", training.STRATEGIES)
+    mixed_precision: str = setting(
+        "none", "dtype policy", "devices", tuple(training.MIXED_PRECISION)
+    )
+    model: str = setting("base", "Transformer preset", "model", tuple(kt.models.PRESETS))
+    vocab_size: int = setting(37000, "shared SentencePiece vocabulary size", "model")
+    num_layers: int | None = model_setting("layers N of the encoder and the decoder")
+    d_model: int | None = model_setting("model width")
+    num_heads: int | None = model_setting("attention heads")
+    d_ff: int | None = model_setting("feed-forward inner size")
+    dropout: float | None = model_setting("P_drop")
+    attention_dropout: float | None = model_setting("dropout on attention weights")
+    relu_dropout: float | None = model_setting("dropout inside the feed-forward")
+    norm_first: bool | None = model_setting("pre-norm instead of the paper's post-norm")
+    position_encoding: str | None = model_setting("positions", ("sinusoidal", "learned"))
+    max_length: int = setting(256, "longest sequence in tokens", "model", model_argument=True)
+    batch_tokens: int = setting(4096, "tokens per micro-batch and replica", "training")
+    update_tokens: int = setting(25000, "tokens per update, by accumulation", "training")
+    warmup_steps: int = setting(4000, "learning-rate warm-up", "training")
+    learning_rate_scale: float = setting(1.0, "learning-rate factor", "training")
+    label_smoothing: float = setting(0.1, "epsilon_ls", "training")
+    train_steps: int = setting(100_000, "updates", "training")
+    steps_per_checkpoint: int = setting(1000, "updates between checkpoints", "training")
+    keep_checkpoints: int | None = setting(
+        None, "checkpoints kept", "training", shown="max(5, average_last)"
+    )
+    average_last: int = setting(5, "checkpoints averaged at the end", "training")
+    max_train_minutes: float | None = setting(
+        None, "wall-time budget of training", "training", shown="none"
+    )
+    seed: int = setting(0, "seed of the vocabulary, weights and dropout", "training")
+    beam_size: int = setting(4, "beam width", "decoding")
+    alpha: float = setting(0.6, "length penalty", "decoding")
+    max_extra_length: int = setting(50, "output tokens beyond the source length", "decoding")
+    eval_batch_size: int = setting(64, "sentences per translation batch", "decoding")
+
+    def __post_init__(self):
+        self.model_dir = self.model_dir or os.path.join("runs", self.preset)
+        self.keep_checkpoints = self.keep_checkpoints or max(5, self.average_last)
+
+    @property
+    def local_files(self):
+        return [self.train_src, self.train_tgt, self.test_src, self.test_ref]
+
+    @property
+    def data_source(self):
+        return "local files" if all(self.local_files) else f"tfds:{self.tfds_name}"
+
+    def model_arguments(self):
+        """The `Transformer.from_preset` overrides that are set."""
+        fields = dataclasses.fields(self)
+        names = [f.name for f in fields if f.metadata["model_argument"]]
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+    def to_json(self):
+        return {**dataclasses.asdict(self), "data": self.data_source}
+
+
+# What each preset changes from the defaults above (the paper's base run).
+# big: the paper's big model; small: a good translator from a Multi30k-sized
+# corpus in half an hour on a 2-core CPU; tiny: for tests and smoke runs.
+RUN_PRESETS = {
+    "base": {},
+    "big": dict(model="big", train_steps=300_000, average_last=20),
+    "small": dict(
+        model="small",
+        vocab_size=8000,
+        update_tokens=4096,
+        warmup_steps=800,
+        train_steps=20_000,
+        steps_per_checkpoint=100,
+        max_length=128,
+    ),
+    "tiny": dict(
+        model="tiny",
+        vocab_size=400,
+        batch_tokens=1024,
+        update_tokens=1024,
+        warmup_steps=100,
+        train_steps=40,
+        steps_per_checkpoint=20,
+        average_last=2,
+        max_length=64,
+    ),
+}
+
+
+def _flag_type(annotation):
+    """`int` for `int` and for `int | None`; likewise for other types."""
+    if isinstance(annotation, types.UnionType):
+        return next(a for a in annotation.__args__ if a is not type(None))
+    return annotation
+
+
+def _default_text(field):
+    shown = field.metadata["shown"] if field.default is None else field.default
+    by_preset = [f"{name}: {p[field.name]}" for name, p in RUN_PRESETS.items() if field.name in p]
+    return f"default: {shown}" + (f"; {', '.join(by_preset)}" if by_preset else "")
+
+
+def build_parser(description=None):
+    """The command line: one flag per `RunConfig` field, with its default."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    groups = {}
+    for field in dataclasses.fields(RunConfig):
+        if field.metadata["group"] not in groups:
+            groups[field.metadata["group"]] = parser.add_argument_group(field.metadata["group"])
+        group = groups[field.metadata["group"]]
+        options = dict(default=None, help=f"{field.metadata['help']} ({_default_text(field)})")
+        if _flag_type(field.type) is bool:
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            options["type"] = _flag_type(field.type)
+        choices = RUN_PRESETS if field.name == "preset" else field.metadata["choices"]
+        if choices:
+            options["choices"] = sorted(choices)
+        group.add_argument(f"--{field.name}", **options)
+    return parser
+
+
+def parse_config(argv=None, description=None):
+    """The `RunConfig` of a command line: the defaults, then the preset,
+    then the flags given. Exits with a usage error for incomplete local
+    data."""
+    parser = build_parser(description)
+    given = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+    preset = given.get("preset", RunConfig.preset)
+    config = RunConfig(**{**RUN_PRESETS[preset], **given})
+    if any(config.local_files) and not all(config.local_files):
+        parser.error(
+            "local data needs --train_src, --train_tgt, --test_src and --test_ref "
+            "(and optionally --valid_src, --valid_tgt)"
+        )
+    return config
