@@ -22,7 +22,6 @@ column is the ratio to the uncached graph run of the same row.
 import argparse
 import os
 import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -32,28 +31,20 @@ import tensorflow as tf  # noqa: E402
 from keras_transformer import Transformer  # noqa: E402
 from keras_transformer.decoding import beam_search  # noqa: E402
 from keras_transformer.decoding import greedy_search  # noqa: E402
-from keras_transformer.decoding.search import NEG_INF  # noqa: E402
 from keras_transformer.special_ids import EOS_ID  # noqa: E402
+from keras_transformer.special_ids import NUM_SPECIAL_IDS  # noqa: E402
+from keras_transformer.special_ids import PAD_ID  # noqa: E402
+
+from comparison.measure import time_calls  # noqa: E402
+from comparison.workload import forced_length  # noqa: E402
 
 VOCAB = 8000
-
-
-def forced_length(step_fn, length):
-    """Forbids EOS before the last allowed step, so lengths are exact."""
-
-    def wrapped(ids, cache, index):
-        logits, cache = step_fn(ids, cache, index)
-        early = index + 1 < length
-        eos = tf.one_hot(EOS_ID, tf.shape(logits)[-1], on_value=NEG_INF, off_value=0.0)
-        return logits + tf.where(early, eos, tf.zeros_like(eos))[None], cache
-
-    return wrapped
 
 
 def make_decoder(model, search, cached, length):
     def run(source):
         batch = tf.shape(source)[0]
-        mask = tf.not_equal(source, 0)
+        mask = tf.not_equal(source, PAD_ID)
         encoder_output = model.encode(source)
         if cached:
             cache = model.init_cache(encoder_output, mask, max_length=length)
@@ -76,7 +67,7 @@ def make_decoder(model, search, cached, length):
                 logits = tf.gather(logits, index, axis=1)  # (n, vocab) at this position
                 return logits, {**cache, "prefix": prefix}
 
-        step = forced_length(step, length)
+        step = forced_length(step, length, EOS_ID)
         if search == "greedy":
             ids, _ = greedy_search(step, cache, batch, length)
         else:
@@ -87,14 +78,8 @@ def make_decoder(model, search, cached, length):
 
 
 def measure(fn, source, repeats):
-    fn(source)  # warm-up: trace and compile
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn(source)
-        _ = out.numpy()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median seconds of `fn(source)` after one call that compiles."""
+    return statistics.median(time_calls(lambda: fn(source).numpy(), 1, repeats))
 
 
 def main():
@@ -114,7 +99,9 @@ def main():
         model = Transformer.from_preset(preset, vocab_size=VOCAB, max_length=max(256, args.length))
         for search in ("greedy", "beam4"):
             for batch in args.batches:
-                source = tf.constant(rng.integers(4, VOCAB, (batch, args.length)), tf.int32)
+                source = tf.constant(
+                    rng.integers(NUM_SPECIAL_IDS, VOCAB, (batch, args.length)), tf.int32
+                )
                 baseline = None
                 for cached in (False, True):
                     for jit in (False, True):
@@ -124,9 +111,11 @@ def main():
                         seconds = measure(fn, source, args.repeats)
                         tokens_per_sec = batch * args.length / seconds
                         baseline = baseline or tokens_per_sec
+                        cache = "cached" if cached else "uncached"
+                        compile_ = "XLA" if jit else "graph"
                         print(
-                            f"| {preset} | {search} | {batch} | {'cached' if cached else 'uncached'} | "
-                            f"{'XLA' if jit else 'graph'} | {tokens_per_sec:,.0f} | {tokens_per_sec / baseline:.2f}x |",
+                            f"| {preset} | {search} | {batch} | {cache} | {compile_} "
+                            f"| {tokens_per_sec:,.0f} | {tokens_per_sec / baseline:.2f}x |",
                             flush=True,
                         )
 

@@ -17,7 +17,6 @@ import os
 import statistics
 import subprocess
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -29,6 +28,8 @@ from keras_transformer import Translator  # noqa: E402
 from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.tokenization import train_sentencepiece  # noqa: E402
 
+from comparison.measure import time_calls  # noqa: E402
+
 
 def corpus(n, rng):
     words = [
@@ -38,14 +39,11 @@ def corpus(n, rng):
     return [" ".join(rng.choice(words, rng.integers(8, 20))) for _ in range(n)]
 
 
-def median_seconds(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def median_seconds(serve, sentences, repeats):
+    """Median seconds of one call of `serve` on `sentences`, after one
+    untimed call."""
+    text = tf.constant(sentences)
+    return statistics.median(time_calls(lambda: serve(text=text), 1, repeats))
 
 
 def main():
@@ -74,8 +72,8 @@ def main():
                 ["du", "-sh", path], capture_output=True, text=True
             ).stdout.split()[0]
             serve = tf.saved_model.load(path).signatures["serving_default"]
-            one = median_seconds(lambda: serve(text=tf.constant(sentences[:1])), args.repeats)
-            batch = median_seconds(lambda: serve(text=tf.constant(sentences)), args.repeats)
+            one = median_seconds(serve, sentences[:1], args.repeats)
+            batch = median_seconds(serve, sentences, args.repeats)
         print(f"| {preset} | {size} | {one:.3f} | {batch:.2f} | {64 / batch:.1f} |", flush=True)
 
 

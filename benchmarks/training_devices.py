@@ -98,13 +98,16 @@ def main():
         rows.append(json.loads(output.strip().splitlines()[-1]))
     base = rows[0]["tokens_per_sec"]
     print(
-        f"preset {args.preset}, global batch {args.batch} x {args.length} target tokens, median of {args.steps} steps"
+        f"preset {args.preset}, global batch {args.batch} x {args.length} target tokens, "
+        f"median of {args.steps} steps"
     )
     print("| strategy | replicas | step (ms) | target tokens/s | vs one device |")
     print("| --- | --- | --- | --- | --- |")
     for row in rows:
+        rate = row["tokens_per_sec"]
         print(
-            f"| {row['mode']} | {row['replicas']} | {row['step_ms']:.1f} | {row['tokens_per_sec']:,.0f} | {row['tokens_per_sec'] / base:.2f}x |"
+            f"| {row['mode']} | {row['replicas']} | {row['step_ms']:.1f} | {rate:,.0f} "
+            f"| {rate / base:.2f}x |"
         )
 
 

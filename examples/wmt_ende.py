@@ -32,12 +32,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from attention_plots import plot_attention  # noqa: E402
-from bleu import bleu_scores  # noqa: E402
-from wmt_config import parse_config  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer import training  # noqa: E402
+
+from attention_plots import plot_attention  # noqa: E402
+from bleu import bleu_scores  # noqa: E402
+from wmt_config import parse_config  # noqa: E402
 
 TFDS_HOST = ("storage.googleapis.com", 443)
 

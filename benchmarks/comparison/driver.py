@@ -1,0 +1,189 @@
+"""Runs every measurement in a fresh subprocess and writes the report.
+
+A measurement is a worker (a function `spec -> dict`) named in `WORKERS`;
+the driver passes it a JSON spec on the command line of
+`benchmarks/compare.py --worker` and reads back one `RESULT {...}` line.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+from comparison import flops
+from comparison import ours
+from comparison import peer_ctranslate2
+from comparison import peer_keras_hub
+from comparison import peer_torch
+from comparison.measure import peak_rss_mib
+from comparison.report import format_report
+from comparison.workload import BEAM
+from comparison.workload import CONFIGS
+from comparison.workload import TARGET_LEN
+from comparison.workload import TRAIN_BATCH
+from comparison.workload import special_ids
+
+ENTRY_POINT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compare.py"
+)
+PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch", "ctranslate2": "ctranslate2"}
+WORKERS = {
+    "ceiling": flops.worker_ceiling,
+    "ours/train": ours.worker_train,
+    "ours/decode": ours.worker_decode,
+    "ours/memory": ours.worker_memory,
+    "ours/copy": ours.worker_copy,
+    "keras_hub/train": peer_keras_hub.worker_train,
+    "keras_hub/decode": peer_keras_hub.worker_decode,
+    "torch/train": peer_torch.worker_train,
+    "ctranslate2/decode": peer_ctranslate2.worker_decode,
+}
+# (task, implementation, precision, worker, search) of every timed row.
+ROWS = [
+    ("train", "ours", "fp32", "ours/train", None),
+    ("train", "ours", "bf16", "ours/train", None),
+    ("greedy", "ours", "fp32", "ours/decode", "greedy"),
+    ("beam4", "ours", "fp32", "ours/decode", "beam4"),
+    ("train", "keras_hub", "fp32", "keras_hub/train", None),
+    ("train", "keras_hub", "bf16", "keras_hub/train", None),
+    ("greedy", "keras_hub", "fp32", "keras_hub/decode", "greedy"),
+    ("train", "torch", "fp32", "torch/train", None),
+    ("train", "torch", "bf16", "torch/train", None),
+    ("greedy", "ctranslate2", "fp32", "ctranslate2/decode", "greedy"),
+    ("greedy", "ctranslate2", "int8", "ctranslate2/decode", "greedy"),
+    ("beam4", "ctranslate2", "fp32", "ctranslate2/decode", "beam4"),
+    ("beam4", "ctranslate2", "int8", "ctranslate2/decode", "beam4"),
+]
+
+
+def run_worker(spec):
+    """In the worker process: runs the worker and prints its result."""
+    result = WORKERS[spec["worker"]](spec)
+    result["peak_rss_mib"] = peak_rss_mib()
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_subprocess(spec, timeout):
+    """Runs one worker in a fresh Python process; its result, or `error`."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, ENTRY_POINT, "--worker", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT ") :])
+            result["wall_s"] = time.perf_counter() - start
+            return result
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+    return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+
+
+def installed(peer):
+    return importlib.util.find_spec(PEER_MODULES[peer]) is not None
+
+
+def plan(args):
+    """`((task, implementation, precision), spec)` for every timed row of
+    the implementations in `args.only`, in the order they run."""
+    base = dict(cfg=CONFIGS[args.config], warmup=args.warmup, steps=args.steps, ids=special_ids())
+    return [
+        ((task, impl, precision), dict(base, worker=worker, precision=precision, search=search))
+        for task, impl, precision, worker, search in ROWS
+        if impl in args.only
+    ]
+
+
+def _measure_row(cfg, label, spec, timeout):
+    task, impl, precision = label
+    result = run_subprocess(spec, timeout)
+    row = {"task": task, "impl": impl, "precision": precision, **result}
+    if "times" not in result:
+        print(f"{task:6} {impl:12} {precision}: {result.get('error')}", flush=True)
+        return row
+    median = statistics.median(result["times"])
+    if task == "train":
+        tokens, work = TRAIN_BATCH * TARGET_LEN, flops.train_flops(cfg)
+    else:
+        tokens, work = result["tokens"], flops.decode_flops(cfg, BEAM if task == "beam4" else 1)
+    row.update(median_s=median, tokens_per_s=tokens / median, gflops=work / median / 1e9)
+    print(
+        f"{task:6} {impl:12} {precision}: {row['tokens_per_s']:10,.0f} tokens/s "
+        f"(median {median * 1000:.0f} ms, peak {result['peak_rss_mib']:,.0f} MiB)",
+        flush=True,
+    )
+    return row
+
+
+def _parser(description):
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    implementations = ["ours", *PEER_MODULES]
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement (>= 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--only", nargs="+", default=implementations, choices=implementations)
+    parser.add_argument("--memory_calls", type=int, default=1000, help="0: no memory check")
+    parser.add_argument("--copy_steps", type=int, default=200, help="0: no bf16 copy-task check")
+    parser.add_argument("--json", help="results file (default: compare_<config>.json)")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per measurement")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(description=None):
+    parser = _parser(description)
+    args = parser.parse_args()
+    if args.worker:
+        return run_worker(json.loads(args.worker))
+    if args.steps < 5:
+        parser.error(f"--steps must be at least 5. Received: --steps={args.steps}")
+    cfg = CONFIGS[args.config]
+    skipped = [p for p in PEER_MODULES if p in args.only and not installed(p)]
+    for peer in skipped:
+        print(f'skipping {peer}: not installed (pip install -e ".[bench]")', flush=True)
+    args.only = [x for x in args.only if x not in skipped]
+    machine = {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+    report = dict(config=dict(cfg, name=args.config), machine=machine, steps=args.steps)
+    report.update(warmup=args.warmup, skipped=skipped, ceilings={}, rows=[])
+    started = time.perf_counter()
+
+    def ceilings(when):
+        for precision in ("fp32", "bf16"):
+            result = run_subprocess(dict(worker="ceiling", precision=precision), args.timeout)
+            report["ceilings"][f"{precision}_{when}"] = result
+            gflops = result.get("gflops", float("nan"))
+            print(f"ceiling {precision} ({when}): {gflops:.0f} GFLOP/s", flush=True)
+
+    ceilings("start")
+    for label, spec in plan(args):
+        report["rows"].append(_measure_row(cfg, label, spec, args.timeout))
+    ids = special_ids()
+    if "ours" in args.only and args.copy_steps:
+        copy = dict(worker="ours/copy", copy_steps=args.copy_steps, copy_vocab=30, copy_length=8)
+        report["bf16_copy_task"] = {
+            precision: run_subprocess(dict(copy, precision=precision, ids=ids), args.timeout)
+            for precision in ("fp32", "bf16")
+        }
+    if "ours" in args.only and args.memory_calls:
+        memory = dict(worker="ours/memory", cfg=cfg, calls=args.memory_calls, ids=ids)
+        report["memory"] = run_subprocess(memory, args.timeout)
+    ceilings("end")
+    report["wall_s"] = time.perf_counter() - started
+
+    print("\n" + format_report(report))
+    path = args.json or f"compare_{args.config}.json"
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"\nwrote {path}")

@@ -1,0 +1,101 @@
+"""The worker for CTranslate2: a random-weight model of the same shape,
+built through `ctranslate2.specs`, in float32 or int8."""
+
+import os
+import tempfile
+
+from comparison.measure import time_calls
+from comparison.workload import BEAM
+from comparison.workload import DECODE_BATCH
+from comparison.workload import DECODE_STEPS
+from comparison.workload import decode_sources
+
+
+def _model(cfg, ids, directory):
+    """A random-weight CTranslate2 model of the same shape."""
+    import numpy as np
+    from ctranslate2.specs import transformer_spec
+
+    rng = np.random.default_rng(0)
+    d, f, v = cfg["d_model"], cfg["d_ff"], cfg["vocab"]
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg["layers"], cfg["layers"]), cfg["heads"], pre_norm=False
+    )
+
+    def dense(rows, cols):
+        return rng.uniform(
+            -((6 / (rows + cols)) ** 0.5), (6 / (rows + cols)) ** 0.5, (rows, cols)
+        ).astype(np.float32)
+
+    def linear(spec_linear, rows, cols):
+        spec_linear.weight = dense(rows, cols)
+        spec_linear.bias = np.zeros(rows, np.float32)
+
+    def norm(spec_norm):
+        spec_norm.gamma = np.ones(d, np.float32)
+        spec_norm.beta = np.zeros(d, np.float32)
+
+    embedding = rng.normal(0, d**-0.5, (v, d)).astype(np.float32)
+    spec.encoder.embeddings[0].weight = embedding
+    spec.decoder.embeddings.weight = embedding
+    spec.decoder.projection.weight = embedding
+    spec.decoder.projection.bias = np.zeros(v, np.float32)
+    for layer in spec.encoder.layer:
+        norm(layer.self_attention.layer_norm)
+        linear(layer.self_attention.linear[0], 3 * d, d)
+        linear(layer.self_attention.linear[1], d, d)
+        norm(layer.ffn.layer_norm)
+        linear(layer.ffn.linear_0, f, d)
+        linear(layer.ffn.linear_1, d, f)
+    for layer in spec.decoder.layer:
+        norm(layer.self_attention.layer_norm)
+        linear(layer.self_attention.linear[0], 3 * d, d)
+        linear(layer.self_attention.linear[1], d, d)
+        norm(layer.attention.layer_norm)
+        linear(layer.attention.linear[0], d, d)
+        linear(layer.attention.linear[1], 2 * d, d)
+        linear(layer.attention.linear[2], d, d)
+        norm(layer.ffn.layer_norm)
+        linear(layer.ffn.linear_0, f, d)
+        linear(layer.ffn.linear_1, d, f)
+    # CTranslate2's names for the special tokens, at our ids.
+    tokens = [f"t{i}" for i in range(v)]
+    for name, token in (("pad", "<blank>"), ("unk", "<unk>"), ("bos", "<s>"), ("eos", "</s>")):
+        tokens[ids[name]] = token
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    spec.validate()
+    spec.save(directory)
+    return tokens
+
+
+def worker_decode(spec):
+    """Greedy or beam-4 decoding of exactly `DECODE_STEPS` tokens, float32 or int8."""
+    import ctranslate2
+
+    cfg = spec["cfg"]
+    beam = BEAM if spec["search"] == "beam4" else 1
+    with tempfile.TemporaryDirectory() as directory:
+        tokens = _model(cfg, spec["ids"], directory)
+        translator = ctranslate2.Translator(
+            directory,
+            device="cpu",
+            compute_type={"fp32": "float32", "int8": "int8"}[spec["precision"]],
+            inter_threads=1,
+            intra_threads=os.cpu_count(),
+        )
+        batch = [[tokens[i] for i in row] for row in decode_sources(cfg, spec["ids"])]
+        results = []
+
+        def step():
+            results[:] = translator.translate_batch(
+                batch,
+                beam_size=beam,
+                max_batch_size=DECODE_BATCH,
+                min_decoding_length=DECODE_STEPS,
+                max_decoding_length=DECODE_STEPS,
+            )
+
+        times = time_calls(step, spec["warmup"], spec["steps"])
+    lengths = [len(r.hypotheses[0]) for r in results]
+    return {"times": times, "tokens": sum(lengths), "lengths": sorted(set(lengths))}

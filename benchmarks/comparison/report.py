@@ -1,0 +1,93 @@
+"""The Markdown table of a comparison run, with same-run ratios and the
+performance targets."""
+
+import statistics
+
+# The peers each of our rows is compared with, and the target ratio where one
+# is set.
+TARGETS = {
+    ("train", "fp32"): [("keras_hub", "fp32", 1.15), ("torch", "fp32", None)],
+    ("train", "bf16"): [("keras_hub", "bf16", 1.3), ("torch", "bf16", None)],
+    ("greedy", "fp32"): [
+        ("keras_hub", "fp32", 1.2),
+        ("ctranslate2", "fp32", None),
+        ("ctranslate2", "int8", None),
+    ],
+    ("beam4", "fp32"): [("ctranslate2", "fp32", 1.0), ("ctranslate2", "int8", None)],
+}
+
+
+def _ceiling(report, precision):
+    values = [
+        report["ceilings"].get(f"{precision}_{when}", {}).get("gflops") for when in ("start", "end")
+    ]
+    values = [v for v in values if v]
+    return statistics.mean(values) if values else None
+
+
+def format_report(report):
+    cfg = report["config"]
+    lines = [
+        f"config {cfg['name']}: vocab {cfg['vocab']:,}, d_model {cfg['d_model']}, "
+        f"{cfg['layers']}+{cfg['layers']} layers, {cfg['heads']} heads, d_ff {cfg['d_ff']:,}; "
+        f"median of {report['steps']} steps after {report['warmup']} warm-up",
+    ]
+    c = report["ceilings"]
+    lines.append(
+        "matmul ceiling GFLOP/s, start / end: fp32 "
+        + " / ".join(
+            f"{c.get(f'fp32_{w}', {}).get('gflops', float('nan')):.0f}" for w in ("start", "end")
+        )
+        + ", bf16 "
+        + " / ".join(
+            f"{c.get(f'bf16_{w}', {}).get('gflops', float('nan')):.0f}" for w in ("start", "end")
+        )
+    )
+    lines += [
+        "",
+        "| task | implementation | precision | tokens/s | % ceiling | peak MiB | ours / this |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    rows = {(r["task"], r["impl"], r["precision"]): r for r in report["rows"]}
+    for (task, impl, precision), row in rows.items():
+        if "tokens_per_s" not in row:
+            lines.append(
+                f"| {task} | {impl} | {precision} | failed: {row.get('error', '')[:120]} | | | |"
+            )
+            continue
+        ceiling = _ceiling(report, "bf16" if precision == "bf16" else "fp32")
+        percent = f"{100 * row['gflops'] / ceiling:.0f}%" if ceiling and precision != "int8" else ""
+        ratio = ""
+        ours = rows.get((task, "ours", "bf16" if precision == "bf16" else "fp32"))
+        if impl != "ours" and ours and "tokens_per_s" in ours:
+            ratio = f"{ours['tokens_per_s'] / row['tokens_per_s']:.2f}x"
+            for peer, peer_precision, target in TARGETS.get((task, ours["precision"]), []):
+                if (peer, peer_precision) == (impl, precision) and target:
+                    ok = ours["tokens_per_s"] / row["tokens_per_s"] >= target
+                    ratio += f" (target {target}x: {'met' if ok else 'missed'})"
+        lines.append(
+            f"| {task} | {impl} | {precision} | {row['tokens_per_s']:,.0f} | {percent} | "
+            f"{row['peak_rss_mib']:,.0f} | {ratio} |"
+        )
+    copy = report.get("bf16_copy_task")
+    if copy and all("final_loss" in copy[p] for p in ("fp32", "bf16")):
+        a, b = copy["fp32"]["final_loss"], copy["bf16"]["final_loss"]
+        lines.append(
+            f"\nbf16 sanity, copy task (loss at step 1: {copy['fp32']['first_loss']:.3f}), "
+            f"mean loss of the last 10 of {copy['fp32']['steps']} steps: "
+            f"fp32 {a:.4f}, bf16 {b:.4f} ({100 * (b - a) / a:+.2f}%; target within 2%)"
+        )
+    elif copy:
+        lines.append(f"\nbf16 sanity failed: {copy}")
+    memory = report.get("memory")
+    if memory and "growth_mib" in memory:
+        lines.append(
+            f"memory over {memory['calls']:,} decoding calls: "
+            f"RSS {memory['rss_after_100_mib']:,.1f} MiB after 100, "
+            f"{memory['rss_after_all_mib']:,.1f} MiB after all ({memory['growth_mib']:+.1f} MiB)"
+        )
+    elif memory:
+        lines.append(f"memory check failed: {memory}")
+    if report["skipped"]:
+        lines.append("not installed, skipped: " + ", ".join(report["skipped"]))
+    return "\n".join(lines)

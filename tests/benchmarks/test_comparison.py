@@ -1,0 +1,113 @@
+"""benchmarks/comparison: its FLOP count, its workload and its table."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_transformer import Transformer
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "benchmarks")
+sys.path.insert(0, BENCHMARKS)
+
+from comparison import driver  # noqa: E402
+from comparison import flops  # noqa: E402
+from comparison import ours  # noqa: E402
+from comparison import report  # noqa: E402
+from comparison import workload  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["tiny", "base"])
+def test_flop_count_uses_the_model_weights(name):
+    cfg = workload.CONFIGS[name]
+    model = Transformer(
+        vocab_size=cfg["vocab"],
+        num_layers=cfg["layers"],
+        d_model=cfg["d_model"],
+        num_heads=cfg["heads"],
+        d_ff=cfg["d_ff"],
+    )
+    kernels = {"encoder": 0, "decoder": 0}
+    for variable in model.weights:
+        if variable.path.endswith("kernel"):
+            kernels[variable.path.split("/")[1]] += int(np.prod(variable.shape))
+    encoder, decoder, logits = flops.matmul_weights(cfg)
+    assert (encoder, decoder) == (kernels["encoder"], kernels["decoder"])
+    assert logits == model.source_embedding.embeddings.shape[0] * cfg["d_model"]
+    # Dense work dominates: 6 FLOPs per weight and token, plus attention.
+    tokens = workload.TRAIN_BATCH * workload.TARGET_LEN
+    dense = 6 * (encoder + decoder + logits) * tokens
+    assert dense < flops.train_flops(cfg) < 1.1 * dense
+
+
+def test_decoding_worker_generates_exactly_the_forced_length():
+    cfg = dict(vocab=50, d_model=16, layers=1, heads=2, d_ff=32)
+    spec = dict(cfg=cfg, search="beam4", precision="fp32", warmup=1, steps=1)
+    result = ours.worker_decode(dict(spec, ids=workload.special_ids()))
+    assert result["out_shape"] == [workload.DECODE_BATCH, 1, workload.DECODE_STEPS]
+    assert result["tokens"] == workload.DECODE_BATCH * workload.DECODE_STEPS
+
+
+def _row(task, impl, precision, tokens_per_s):
+    return dict(
+        task=task,
+        impl=impl,
+        precision=precision,
+        tokens_per_s=tokens_per_s,
+        gflops=100.0,
+        peak_rss_mib=1.0,
+    )
+
+
+def test_table_gives_ratios_against_each_peer_and_checks_targets():
+    table = report.format_report(
+        {
+            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
+            "steps": 5,
+            "warmup": 2,
+            "skipped": ["ctranslate2"],
+            "ceilings": {"fp32_start": {"gflops": 200.0}, "fp32_end": {"gflops": 200.0}},
+            "rows": [
+                _row("train", "ours", "fp32", 1200.0),
+                _row("train", "keras_hub", "fp32", 1000.0),
+                _row("greedy", "ours", "fp32", 1000.0),
+                _row("greedy", "keras_hub", "fp32", 1000.0),
+            ],
+        }
+    )
+    assert "| train | keras_hub | fp32 | 1,000 | 50% | 1 | 1.20x (target 1.15x: met) |" in table
+    assert "| greedy | keras_hub | fp32 | 1,000 | 50% | 1 | 1.00x (target 1.2x: missed) |" in table
+    assert "not installed, skipped: ctranslate2" in table
+
+
+def test_missing_peer_is_reported_as_not_installed(monkeypatch):
+    monkeypatch.setitem(driver.PEER_MODULES, "torch", "no_such_module_for_sure")
+    assert not driver.installed("torch")
+    expected = importlib.util.find_spec("keras_hub") is not None
+    assert driver.installed("keras_hub") == expected
+
+
+def test_plan_runs_each_implementation_in_order_with_the_special_ids():
+    args = type("Args", (), dict(config="tiny", warmup=1, steps=5, only=["ours", "torch"]))
+    labels = [label for label, _ in driver.plan(args)]
+    assert labels == [
+        ("train", "ours", "fp32"),
+        ("train", "ours", "bf16"),
+        ("greedy", "ours", "fp32"),
+        ("beam4", "ours", "fp32"),
+        ("train", "torch", "fp32"),
+        ("train", "torch", "bf16"),
+    ]
+    assert all(
+        spec["ids"]["eos"] == 3 and spec["ids"]["first"] == 4 for _, spec in driver.plan(args)
+    )
+
+
+def test_entry_point_loads_the_package():
+    script = os.path.join(BENCHMARKS, "compare.py")
+    result = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "--only {ours,keras_hub,torch,ctranslate2}" in " ".join(result.stdout.split())
