@@ -10,6 +10,16 @@ import numpy as np
 from keras import ops
 
 PACKAGE = "keras_transformer"
+MIXED_POLICIES = ("mixed_bfloat16", "mixed_float16")
+
+
+def numpy(x):
+    """A tensor or variable as a NumPy array."""
+    return ops.convert_to_numpy(ops.convert_to_tensor(x))
+
+
+def assert_close(actual, expected, atol=1e-5, rtol=1e-5):
+    np.testing.assert_allclose(numpy(actual), np.asarray(expected), atol=atol, rtol=rtol)
 
 
 def _as_kwargs(layer_cls, input_data):
@@ -38,12 +48,6 @@ def _expected_shapes(expected):
     return [tuple(s) for s in expected]
 
 
-def assert_close(actual, expected, atol=1e-5, rtol=1e-5):
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(actual), np.asarray(expected), atol=atol, rtol=rtol
-    )
-
-
 def run_serialization_test(layer):
     """`get_config`/`from_config` and a JSON round trip keep the config, and
     the class is registered under the package's name."""
@@ -56,6 +60,21 @@ def run_serialization_test(layer):
     revived = keras.saving.deserialize_keras_object(json.loads(json.dumps(serialized)))
     assert isinstance(revived, cls)
     assert revived.get_config() == config
+
+
+def run_build_test(layer_cls, init_kwargs, kwargs, call_kwargs, expected_num_trainable_weights):
+    """Building from the shapes of the call arguments (`build(<arg>_shape=)`)
+    creates every weight; calling afterwards creates none."""
+    layer = layer_cls(**init_kwargs)
+    if not layer.built:
+        accepted = inspect.signature(layer.build).parameters
+        shapes = {f"{name}_shape": tuple(value.shape) for name, value in kwargs.items()}
+        layer.build(**{name: shape for name, shape in shapes.items() if name in accepted})
+    assert layer.built
+    assert len(layer.trainable_weights) == expected_num_trainable_weights
+    weights = len(layer.weights)
+    layer(**kwargs, **call_kwargs)
+    assert len(layer.weights) == weights
 
 
 def _functional_model(layer, kwargs, call_kwargs):
@@ -81,9 +100,7 @@ def run_model_saving_test(layer, kwargs, call_kwargs):
         model.save(path)
         restored = keras.saving.load_model(path)
     actual = keras.tree.flatten(restored(kwargs))
-    expected = keras.tree.flatten(expected)
-    assert len(actual) == len(expected)
-    for a, b in zip(actual, expected):
+    for a, b in zip(actual, keras.tree.flatten(expected), strict=True):
         assert_close(a, b, atol=0, rtol=0)
 
 
@@ -94,28 +111,30 @@ def run_training_step(layer, kwargs, call_kwargs):
     every logit of a softmax row, so their gradient is exactly zero.
     """
     model = _functional_model(layer, kwargs, call_kwargs)
-    before = [ops.convert_to_numpy(w) for w in model.trainable_weights]
+    before = [numpy(w) for w in model.trainable_weights]
     outputs = model(kwargs)
     targets = keras.tree.map_structure(lambda t: np.ones(t.shape, "float32"), outputs)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
     model.fit(kwargs, targets, batch_size=len(next(iter(kwargs.values()))), epochs=1, verbose=0)
-    for weight, old in zip(model.trainable_weights, before):
+    for weight, old in zip(model.trainable_weights, before, strict=True):
         if weight.path.endswith("key/bias"):
             continue
-        assert not np.allclose(ops.convert_to_numpy(weight), old), f"{weight.path} did not train"
+        assert not np.allclose(numpy(weight), old), f"{weight.path} did not train"
 
 
 def run_mixed_precision_test(layer_cls, init_kwargs, kwargs, call_kwargs):
-    """Under mixed policies, weights stay float32 and float outputs are in
-    the compute dtype, finite."""
-    for policy in ("mixed_bfloat16", "mixed_float16"):
+    """Under each mixed policy, weights stay float32 and every float output
+    is in the compute dtype and finite."""
+    for policy in MIXED_POLICIES:
         layer = layer_cls(**init_kwargs, dtype=policy)
         outputs = layer(**kwargs, **call_kwargs)
         for weight in layer.weights:
             assert keras.backend.standardize_dtype(weight.dtype) == "float32"
-        for tensor in _float_tensors(outputs):
-            assert keras.backend.standardize_dtype(tensor.dtype) == layer.compute_dtype
-            assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(tensor, "float32"))))
+        floats = _float_tensors(outputs)
+        assert floats, "no float output to check"
+        for tensor in floats:
+            assert keras.backend.standardize_dtype(tensor.dtype) == layer.compute_dtype, policy
+            assert np.all(np.isfinite(numpy(ops.cast(tensor, "float32"))))
 
 
 def run_layer_test(
@@ -123,10 +142,9 @@ def run_layer_test(
     init_kwargs,
     input_data,
     expected_output_shape,
-    expected_num_trainable_weights=None,
+    expected_num_trainable_weights,
     call_kwargs=None,
     run_training_check=True,
-    run_mixed_precision_check=True,
 ):
     """Runs the checks every public layer must pass.
 
@@ -139,7 +157,6 @@ def run_layer_test(
         expected_num_trainable_weights: number of trainable weights.
         call_kwargs: non-tensor call arguments (e.g. `use_causal_mask`).
         run_training_check: whether to fit one step.
-        run_mixed_precision_check: whether to call under mixed policies.
 
     Returns:
         The eager output of the layer, for further checks.
@@ -153,8 +170,7 @@ def run_layer_test(
     # Eager call.
     outputs = layer(**kwargs, **call_kwargs)
     assert _shapes(outputs) == _expected_shapes(expected_output_shape)
-    if expected_num_trainable_weights is not None:
-        assert len(layer.trainable_weights) == expected_num_trainable_weights
+    assert len(layer.trainable_weights) == expected_num_trainable_weights
     run_serialization_test(layer)  # the built layer serializes too
 
     # Symbolic call: the same shapes with an unknown batch size.
@@ -166,9 +182,9 @@ def run_layer_test(
     symbolic_outputs = symbolic(**symbolic_inputs, **call_kwargs)
     assert [s[1:] for s in _shapes(symbolic_outputs)] == [s[1:] for s in _shapes(outputs)]
 
+    run_build_test(layer_cls, init_kwargs, kwargs, call_kwargs, expected_num_trainable_weights)
     run_model_saving_test(layer_cls(**init_kwargs), kwargs, call_kwargs)
     if run_training_check and layer.trainable_weights:
         run_training_step(layer_cls(**init_kwargs), kwargs, call_kwargs)
-    if run_mixed_precision_check:
-        run_mixed_precision_test(layer_cls, init_kwargs, kwargs, call_kwargs)
+    run_mixed_precision_test(layer_cls, init_kwargs, kwargs, call_kwargs)
     return outputs

@@ -1,66 +1,29 @@
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer
 from keras_transformer import Translator
-from keras_transformer import training
-from keras_transformer.tokenization import train_sentencepiece
 from tests.tokenization.helpers import OTHER_IDS
 from tests.tokenization.helpers import tokenizer_with_other_ids
-
-LETTERS = list("abcdefghij")
-
-
-def reversal(n, seed):
-    rng = np.random.default_rng(seed)
-    sources, targets = [], []
-    for _ in range(n):
-        words = list(rng.choice(LETTERS, rng.integers(2, 7)))
-        sources.append(" ".join(words))
-        targets.append(" ".join(words[::-1]))
-    return sources, targets
+from tests.training.helpers import letter_reversal_corpus
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny model trained in the test to reverse letter sequences."""
-    keras.utils.set_random_seed(0)  # module fixtures run before the autouse seeding
-    sources, targets = reversal(5000, seed=0)
-    tokenizer = train_sentencepiece(sources + targets, 300)
-    batches = training.make_batches(
-        training.text_pairs_from_lists(sources, targets),
-        tokenizer,
-        batch_tokens=1024,
-        max_length=16,
-        seed=0,
-        vocab_size=tokenizer.vocab_size,
-    )
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size, dropout=0.0)
-    training.train(
-        model,
-        batches,
-        str(tmp_path_factory.mktemp("run")),
-        train_steps=1000,
-        steps_per_checkpoint=1000,
-        warmup_steps=200,
-        tensorboard=False,
-        verbose=0,
-    )
-    return model, tokenizer
+@pytest.fixture
+def trained(letter_reverser):
+    return letter_reverser.model, letter_reverser.tokenizer
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_exact_outputs_on_the_learned_task(trained, beam_size):
     model, tokenizer = trained
-    sources, targets = reversal(40, seed=1)
+    sources, targets = letter_reversal_corpus(40, seed=1)
     assert Translator(model, tokenizer, beam_size=beam_size).translate(sources) == targets
 
 
 def test_scores_and_n_best(trained):
     model, tokenizer = trained
-    sources, _ = reversal(6, seed=2)
+    sources, _ = letter_reversal_corpus(6, seed=2)
     text = tf.constant(sources)
     greedy = Translator(model, tokenizer, beam_size=1).translate_with_scores(text)
     beam = Translator(model, tokenizer, beam_size=4)
@@ -91,7 +54,7 @@ def test_bad_input_never_crashes_or_drops_a_sentence(trained):
 def test_traces_once_and_runs_under_xla(trained):
     model, tokenizer = trained
     translator = Translator(model, tokenizer, beam_size=2)
-    sources, _ = reversal(7, seed=3)
+    sources, _ = letter_reversal_corpus(7, seed=3)
     for n in (1, 3, 7):
         translator(tf.constant(sources[:n]))
     assert translator.__call__.experimental_get_tracing_count() == 1

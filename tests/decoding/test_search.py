@@ -61,7 +61,7 @@ def strip(row):
 
 def test_greedy_equals_a_numpy_rollout():
     step, cache = markov(3)
-    ids, scores = greedy_search(step, cache, 3, max_length=10)
+    ids, scores = greedy_search(step, cache, batch_size=3, max_length=10)
     for b in range(3):
         expected, previous = [], 2
         for position in range(10):
@@ -79,9 +79,9 @@ def test_greedy_equals_a_numpy_rollout():
 
 def test_beam_one_equals_greedy():
     step, cache = markov(3)
-    greedy, _ = greedy_search(step, cache, 3, max_length=12, max_lengths=[12, 4, 7])
+    greedy, _ = greedy_search(step, cache, batch_size=3, max_length=12, max_lengths=[12, 4, 7])
     beam, _ = beam_search(
-        step, cache, 3, max_length=12, beam_size=1, alpha=0.0, max_lengths=[12, 4, 7]
+        step, cache, batch_size=3, max_length=12, beam_size=1, alpha=0.0, max_lengths=[12, 4, 7]
     )
     np.testing.assert_array_equal(beam[:, 0].numpy(), greedy.numpy())
 
@@ -93,7 +93,7 @@ def test_wide_beam_finds_the_brute_force_optimum(alpha):
     step, cache = markov(3)
     limits = [5, 3, 4]
     ids, scores = beam_search(
-        step, cache, 3, max_length=5, beam_size=81, alpha=alpha, max_lengths=limits
+        step, cache, batch_size=3, max_length=5, beam_size=81, alpha=alpha, max_lengths=limits
     )
     for b in range(3):
         best_score, best_tokens = brute_force_best(b, limits[b], alpha)
@@ -103,8 +103,10 @@ def test_wide_beam_finds_the_brute_force_optimum(alpha):
 
 def test_beam_four_scores_at_least_greedy():
     step, cache = markov(3)
-    greedy, _ = greedy_search(step, cache, 3, max_length=8)
-    ids, scores = beam_search(step, cache, 3, max_length=8, beam_size=4, alpha=0.6, num_results=4)
+    greedy, _ = greedy_search(step, cache, batch_size=3, max_length=8)
+    ids, scores = beam_search(
+        step, cache, batch_size=3, max_length=8, beam_size=4, alpha=0.6, num_results=4
+    )
     for b in range(3):
         tokens = strip(greedy[b].numpy())
         greedy_score = sequence_log_prob(b, tokens) / length_penalty(len(tokens), 0.6).numpy()
@@ -118,7 +120,9 @@ def test_beam_four_scores_at_least_greedy():
 
 def test_limits_force_eos():
     step, cache = markov(3)
-    ids, _ = beam_search(step, cache, 3, max_length=6, beam_size=3, max_lengths=[1, 2, 6])
+    ids, _ = beam_search(
+        step, cache, batch_size=3, max_length=6, beam_size=3, max_lengths=[1, 2, 6]
+    )
     lengths = [len(strip(ids[b, 0].numpy())) for b in range(3)]
     assert lengths[0] == 1 and lengths[1] <= 2 and lengths[2] <= 6
     assert all(strip(ids[b, 0].numpy())[-1] == EOS_ID for b in range(3))
@@ -130,7 +134,7 @@ def test_traces_once_and_compiles_with_xla():
     def run(batch):
         traces.append(1)
         step, cache = markov(batch)
-        return beam_search(step, cache, batch, max_length=7, beam_size=3)
+        return beam_search(step, cache, batch_size=batch, max_length=7, beam_size=3)
 
     graph = tf.function(run, input_signature=[tf.TensorSpec([], tf.int32)])
     xla = tf.function(run, jit_compile=True)
@@ -140,13 +144,15 @@ def test_traces_once_and_compiles_with_xla():
         np.testing.assert_array_equal(ids.numpy(), xla_ids.numpy())
         np.testing.assert_allclose(scores.numpy(), xla_scores.numpy(), rtol=1e-5)
     assert graph.experimental_get_tracing_count() == 1
-    greedy = tf.function(lambda: greedy_search(*markov(2), 2, 7), jit_compile=True)
+    greedy = tf.function(
+        lambda: greedy_search(*markov(2), batch_size=2, max_length=7), jit_compile=True
+    )
     assert greedy()[0].shape == (2, 7)
 
 
 def test_bad_num_results():
     with pytest.raises(ValueError, match="Received: num_results=5"):
-        beam_search(*markov(1), 1, 5, beam_size=4, num_results=5)
+        beam_search(*markov(1), batch_size=1, max_length=5, beam_size=4, num_results=5)
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -170,7 +176,7 @@ def test_static_batch_under_xla(search):
             return logits + 0.0 * tf.cast(tf.reduce_sum(buffer), tf.float32), cache
 
         if search == "greedy":
-            return greedy_search(uses_shapes, cache, batch, 9)[0]
-        return beam_search(uses_shapes, cache, batch, 9, beam_size=2)[0][:, 0]
+            return greedy_search(uses_shapes, cache, batch_size=batch, max_length=9)[0]
+        return beam_search(uses_shapes, cache, batch_size=batch, max_length=9, beam_size=2)[0][:, 0]
 
     assert run(fixed).shape == (3, 9)

@@ -201,10 +201,8 @@ def test_command_line(exported):
     info = run("--info")
     assert info.returncode == 0, info.stderr[-3000:]
     assert '"beam_size": 3' in info.stdout
-    assert (
-        "signature serving_default: text: string[None] -> score: float32[None], translation: string[None]"
-        in info.stdout
-    )
+    signature = "text: string[None] -> score: float32[None], translation: string[None]"
+    assert f"signature serving_default: {signature}" in info.stdout
 
 
 def test_keras_export_of_the_raw_model(tmp_path):

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_transformer.layers import CachedMultiHeadAttention
 from tests import reference
+from tests.layers import weight_counts
 from tests.test_case import assert_close
 from tests.test_case import run_layer_test
 
@@ -24,7 +25,7 @@ def test_layer_contract():
         dict(num_heads=4, key_dim=8, dropout=0.1),
         {"query": query, "value": value},
         expected_output_shape=(2, 5, 16),
-        expected_num_trainable_weights=8,
+        expected_num_trainable_weights=weight_counts.ATTENTION,
     )
 
 
@@ -36,6 +37,7 @@ def test_layer_contract_with_scores_and_value_dim():
         {"query": query, "value": value},
         call_kwargs={"return_attention_scores": True},
         expected_output_shape=((2, 5, 6), (2, 2, 5, 7)),
+        expected_num_trainable_weights=weight_counts.ATTENTION,
     )
 
 

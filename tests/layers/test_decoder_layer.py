@@ -5,6 +5,7 @@ from keras import ops
 from keras_transformer.layers import Decoder
 from keras_transformer.layers import DecoderLayer
 from tests import reference
+from tests.layers import weight_counts
 from tests.test_case import assert_close
 from tests.test_case import run_layer_test
 
@@ -24,7 +25,7 @@ def test_layer_contract():
             "encoder_padding_mask": MEMORY_MASK,
         },
         expected_output_shape=(2, 5, 16),
-        expected_num_trainable_weights=8 * 2 + 4 + 3 * 2,
+        expected_num_trainable_weights=weight_counts.DECODER_LAYER,
     )
 
 
@@ -59,7 +60,8 @@ def test_decoder_stack_contract():
         dict(num_layers=2, num_heads=4, d_ff=32, norm_first=True),
         {"decoder_sequence": TARGET, "encoder_sequence": MEMORY},
         expected_output_shape=(2, 5, 16),
-        expected_num_trainable_weights=2 * 26 + 2,
+        # Two layers, then the final norm of a pre-norm stack.
+        expected_num_trainable_weights=2 * weight_counts.DECODER_LAYER + weight_counts.NORM,
     )
 
 

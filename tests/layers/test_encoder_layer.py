@@ -5,6 +5,7 @@ from keras import ops
 from keras_transformer.layers import Encoder
 from keras_transformer.layers import EncoderLayer
 from tests import reference
+from tests.layers import weight_counts
 from tests.test_case import assert_close
 from tests.test_case import run_layer_test
 
@@ -19,8 +20,7 @@ def test_layer_contract():
         dict(num_heads=4, d_ff=32, dropout=0.1, attention_dropout=0.1, relu_dropout=0.1),
         {"inputs": X, "padding_mask": MASK},
         expected_output_shape=(2, 6, 16),
-        # 4 attention projections x 2 + FFN 4 + 2 norms x 2
-        expected_num_trainable_weights=16,
+        expected_num_trainable_weights=weight_counts.ENCODER_LAYER,
     )
 
 
@@ -80,7 +80,7 @@ def test_encoder_stack_contract():
         dict(num_layers=2, num_heads=4, d_ff=32),
         {"inputs": X, "padding_mask": MASK},
         expected_output_shape=(2, 6, 16),
-        expected_num_trainable_weights=32,
+        expected_num_trainable_weights=2 * weight_counts.ENCODER_LAYER,
     )
 
 

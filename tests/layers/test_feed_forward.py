@@ -3,6 +3,7 @@ import pytest
 
 from keras_transformer.layers import FeedForward
 from tests import reference
+from tests.layers import weight_counts
 from tests.test_case import assert_close
 from tests.test_case import run_layer_test
 
@@ -13,7 +14,7 @@ def test_layer_contract():
         dict(d_ff=32, dropout=0.1),
         np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32"),
         expected_output_shape=(2, 5, 8),
-        expected_num_trainable_weights=4,
+        expected_num_trainable_weights=weight_counts.FEED_FORWARD,
     )
 
 

@@ -5,6 +5,7 @@ from keras import ops
 from keras_transformer.layers import LearnedPositionalEmbedding
 from keras_transformer.layers import PositionalEncoding
 from tests import reference
+from tests.layers import weight_counts
 from tests.test_case import assert_close
 from tests.test_case import run_layer_test
 
@@ -51,7 +52,7 @@ def test_learned_layer_contract():
         dict(max_length=12),
         np.zeros((2, 9, 16), "float32"),
         expected_output_shape=(2, 9, 16),
-        expected_num_trainable_weights=1,
+        expected_num_trainable_weights=weight_counts.TABLE,
     )
 
 

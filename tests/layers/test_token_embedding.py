@@ -4,6 +4,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import TokenEmbedding
+from tests.layers import weight_counts
 from tests.test_case import assert_close
 from tests.test_case import run_layer_test
 
@@ -14,7 +15,7 @@ def test_layer_contract():
         dict(vocab_size=20, d_model=8),
         np.array([[1, 2, 3, 0], [4, 5, 0, 0]]),
         expected_output_shape=(2, 4, 8),
-        expected_num_trainable_weights=1,
+        expected_num_trainable_weights=weight_counts.TABLE,
     )
 
 

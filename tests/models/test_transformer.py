@@ -144,7 +144,8 @@ def test_mixed_precision_trains_and_returns_float32(policy):
     history = model.fit((source, target), target, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     changed = [
-        not np.allclose(ops.convert_to_numpy(w), b) for w, b in zip(model.trainable_weights, before)
+        not np.allclose(ops.convert_to_numpy(w), b)
+        for w, b in zip(model.trainable_weights, before, strict=True)
     ]
     assert sum(changed) > len(changed) // 2
     for weight in model.weights:

@@ -30,7 +30,7 @@ GERMAN = [
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return train_sentencepiece(list(zip(ENGLISH * 20, GERMAN * 20)), vocab_size=400)
+    return train_sentencepiece(list(zip(ENGLISH * 20, GERMAN * 20, strict=True)), vocab_size=400)
 
 
 def test_special_ids_are_fixed(tokenizer):

@@ -29,6 +29,9 @@ import keras  # noqa: E402
 from keras_transformer import Transformer  # noqa: E402
 from keras_transformer import training  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from tests.training.helpers import train_tiny  # noqa: E402
+
 if mode == "mirrored":
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 elif mode == "multiworker":
@@ -62,15 +65,8 @@ def dataset_fn(input_context):
 start = time.perf_counter()
 if mode == "multiworker":
     model_dir = os.path.join(os.path.dirname(out_path), "run")  # shared by the workers
-    result = training.train(
-        model,
-        dataset_fn,
-        model_dir,
-        train_steps=steps,
-        steps_per_checkpoint=steps,
-        warmup_steps=10,
-        tensorboard=False,
-        verbose=0,
+    result = train_tiny(
+        model_dir, steps, model, dataset_fn, steps_per_checkpoint=steps, warmup_steps=10
     )
     losses = result.history["loss"]
 else:

@@ -1,7 +1,14 @@
-"""Simple in-graph tokenizers and synthetic corpora for the training tests."""
+"""Simple in-graph tokenizers, synthetic corpora and a one-line training
+run for the training tests."""
 
 import numpy as np
 import tensorflow as tf
+
+from keras_transformer import Transformer
+from keras_transformer import training
+
+# The number tokenizer's ids are the numbers in the text: 0-3 are special.
+TINY_VOCAB = 20
 
 
 def number_tokenizer(strings):
@@ -16,7 +23,7 @@ def byte_tokenizer(strings):
     )
 
 
-def reversal_corpus(n, vocab=20, min_len=3, max_len=9, seed=0):
+def reversal_corpus(n, vocab=TINY_VOCAB, min_len=3, max_len=9, seed=0):
     """Sentences of random ids in [4, vocab) and their reversals, as text."""
     rng = np.random.default_rng(seed)
     sources, targets = [], []
@@ -25,3 +32,42 @@ def reversal_corpus(n, vocab=20, min_len=3, max_len=9, seed=0):
         sources.append(" ".join(map(str, ids)))
         targets.append(" ".join(map(str, ids[::-1])))
     return sources, targets
+
+
+def letter_reversal_corpus(n, seed):
+    """Sentences of 2-6 letters a-j and their reversals."""
+    rng = np.random.default_rng(seed)
+    letters = list("abcdefghij")
+    sources, targets = [], []
+    for _ in range(n):
+        words = list(rng.choice(letters, rng.integers(2, 7)))
+        sources.append(" ".join(words))
+        targets.append(" ".join(words[::-1]))
+    return sources, targets
+
+
+def reversal_batches(n=200, seed=0, **options):
+    """`make_batches` over `n` number-reversal pairs (1,024-token batches of
+    sequences up to 16 tokens, shuffled with `seed`)."""
+    sources, targets = reversal_corpus(n, seed=seed)
+    pairs = training.text_pairs_from_lists(sources, targets)
+    options = {"batch_tokens": 1024, "max_length": 16, "seed": seed, **options}
+    return training.make_batches(pairs, number_tokenizer, vocab_size=TINY_VOCAB, **options)
+
+
+def tiny_model(**overrides):
+    """The tiny preset over `TINY_VOCAB` ids, without dropout."""
+    return Transformer.from_preset(
+        "tiny", **{"vocab_size": TINY_VOCAB, "dropout": 0.0, **overrides}
+    )
+
+
+def train_tiny(model_dir, train_steps, model=None, batches=None, **options):
+    """`training.train` of `model` (default: a new `tiny_model()`) on
+    `batches` (default: `reversal_batches()`), quietly: no TensorBoard and
+    no progress bar unless `options` say otherwise. Returns the
+    `TrainResult`."""
+    model = tiny_model() if model is None else model
+    batches = reversal_batches() if batches is None else batches
+    options = {"tensorboard": False, "verbose": 0, **options}
+    return training.train(model, batches, str(model_dir), train_steps=train_steps, **options)

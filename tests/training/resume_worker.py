@@ -14,12 +14,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 
-from keras_transformer import Transformer  # noqa: E402
-from keras_transformer import training  # noqa: E402
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-from tests.training.helpers import number_tokenizer  # noqa: E402
-from tests.training.helpers import reversal_corpus  # noqa: E402
+from tests.training.helpers import reversal_batches  # noqa: E402
+from tests.training.helpers import tiny_model  # noqa: E402
+from tests.training.helpers import train_tiny  # noqa: E402
 
 model_dir, train_steps, interval = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 os.makedirs(model_dir, exist_ok=True)
@@ -28,29 +26,21 @@ os.makedirs(model_dir, exist_ok=True)
 class LogSteps(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         with open(os.path.join(model_dir, "steps.log"), "a") as f:
-            f.write(f"{int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))}\n")
+            f.write(f"{int(self.model.optimizer.iterations.numpy())}\n")
             f.flush()
             os.fsync(f.fileno())
 
 
-sources, targets = reversal_corpus(2000)
-batches = training.make_batches(
-    training.text_pairs_from_lists(sources, targets),
-    number_tokenizer,
-    batch_tokens=512,
-    max_length=16,
-)
-model = Transformer.from_preset("tiny", vocab_size=20)
-result = training.train(
-    model,
-    batches,
+# Unseeded: a resumed run draws a fresh order, as real runs do.
+batches = reversal_batches(2000, seed=None, batch_tokens=512)
+result = train_tiny(
     model_dir,
-    train_steps=train_steps,
+    train_steps,
+    tiny_model(dropout=0.1),
+    batches,
     steps_per_checkpoint=interval,
     warmup_steps=50,
     callbacks=[LogSteps()],
-    tensorboard=False,
-    verbose=0,
 )
 with open(os.path.join(model_dir, "result.json"), "w") as f:
     json.dump({"initial_step": result.initial_step, "final_step": result.final_step}, f)

@@ -46,7 +46,7 @@ def test_batches_respect_the_budget_and_cover_each_pair_once():
             seen[strip(s)] += 1
     kept = collections.Counter(
         tuple(int(x) for x in s.split()) + (EOS_ID,)
-        for s, t in zip(sources, targets)
+        for s, t in zip(sources, targets, strict=True)
         if len(s.split()) + 1 <= 40 and len(t.split()) + 1 <= 40
     )
     assert seen == kept
@@ -112,10 +112,14 @@ def test_truncate_keeps_long_pairs():
 
 def test_seeded_shuffle_is_reproducible_and_reshuffles_each_pass():
     sources, targets = reversal_corpus(200)
-    make = lambda: make_batches(
-        text_pairs_from_lists(sources, targets), number_tokenizer, 100, max_length=16, seed=5
-    )
-    rows = lambda batches: [strip(r) for s, _, _ in batches for r in s]
+
+    def make():
+        pairs = text_pairs_from_lists(sources, targets)
+        return make_batches(pairs, number_tokenizer, 100, max_length=16, seed=5)
+
+    def rows(batches):
+        return [strip(r) for s, _, _ in batches for r in s]
+
     dataset = make()
     first, second = rows(collect(dataset)), rows(collect(dataset))
     assert rows(collect(make())) == first  # same seed, same order
@@ -130,7 +134,7 @@ def test_local_files_plain_and_gzip(tmp_path):
     pairs = list(
         text_pairs_from_files(tmp_path / "a.src", tmp_path / "a.tgt.gz").as_numpy_iterator()
     )
-    assert [(s.decode(), t.decode()) for s, t in pairs] == list(zip(sources, targets))
+    assert [(s.decode(), t.decode()) for s, t in pairs] == list(zip(sources, targets, strict=True))
     (tmp_path / "short.tgt").write_text("\n".join(targets[:5]) + "\n")
     with pytest.raises(ValueError, match="same number of lines"):
         text_pairs_from_files(tmp_path / "a.src", tmp_path / "short.tgt")
@@ -189,5 +193,5 @@ def test_bad_arguments(kwargs, name):
 def test_bucket_boundaries_cover_max_length():
     edges = bucket_boundaries(256)
     assert edges[0] == 8 and edges[-1] == 257
-    assert all(b > a for a, b in zip(edges, edges[1:]))
-    assert all(b <= int(a * 1.1) + 1 for a, b in zip(edges[:-2], edges[1:-1]))
+    assert all(b > a for a, b in zip(edges, edges[1:], strict=False))
+    assert all(b <= int(a * 1.1) + 1 for a, b in zip(edges[:-2], edges[1:-1], strict=True))

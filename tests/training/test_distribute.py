@@ -47,7 +47,9 @@ def test_mirrored_on_two_devices_equals_one_device(tmp_path):
         finish(run([worker, mode, str(tmp_path / f"{mode}.npz"), "2"]))
     one, two = np.load(tmp_path / "one_device.npz"), np.load(tmp_path / "mirrored.npz")
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-6)
-    for a, b in zip(weights(tmp_path / "one_device.npz"), weights(tmp_path / "mirrored.npz")):
+    for a, b in zip(
+        weights(tmp_path / "one_device.npz"), weights(tmp_path / "mirrored.npz"), strict=True
+    ):
         np.testing.assert_allclose(b, a, atol=1e-6)
     print(
         f"one device: {one['seconds']:.2f}s, two logical devices: {two['seconds']:.2f}s for 2 steps"
@@ -77,7 +79,7 @@ def test_two_workers_end_with_identical_weights(tmp_path):
     for process in processes:
         finish(process)
     first, second = weights(tmp_path / "worker0.npz"), weights(tmp_path / "worker1.npz")
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, b)
     initial = np.load(tmp_path / "worker0.npz")
     assert np.isfinite(initial["loss"]).all()
