@@ -37,7 +37,9 @@ def model_setting(help, choices=None):
     return setting(None, help, "model", choices, "the model preset's", model_argument=True)
 
 
-def data_file(help):
+def data_file(split, side):
+    """A local corpus file: one sentence a line, plain or .gz, aligned."""
+    help = f"{split} {side}, one sentence a line, plain or .gz"
     return setting(None, help, "data", shown="none, TFDS is read")
 
 
@@ -49,12 +51,12 @@ class RunConfig:
     preset: str = setting("base", "run preset: sets the values it names below", "run")
     model_dir: str | None = setting(None, "checkpoints, logs, results", "run", shown="runs/PRESET")
     export_dir: str | None = setting(None, "TF Serving base directory", "run", shown="no export")
-    train_src: str | None = data_file("training sources, one sentence a line (.gz allowed)")
-    train_tgt: str | None = data_file("training targets, aligned with the sources")
-    valid_src: str | None = data_file("validation sources")
-    valid_tgt: str | None = data_file("validation references")
-    test_src: str | None = data_file("test sources")
-    test_ref: str | None = data_file("test references")
+    train_src: str | None = data_file("training", "sources")
+    train_tgt: str | None = data_file("training", "targets")
+    valid_src: str | None = data_file("validation", "sources")
+    valid_tgt: str | None = data_file("validation", "references")
+    test_src: str | None = data_file("test", "sources")
+    test_ref: str | None = data_file("test", "references")
     tfds_name: str = setting("wmt14_translate/de-en", "TFDS data set", "data")
     tfds_data_dir: str | None = setting(None, "TFDS data directory", "data", shown="TFDS's")
     source_lang: str = setting("en", "TFDS source feature", "data")
@@ -122,30 +124,17 @@ class RunConfig:
 # What each preset changes from the defaults above (the paper's base run).
 # big: the paper's big model; small: a good translator from a Multi30k-sized
 # corpus in half an hour on a 2-core CPU; tiny: for tests and smoke runs.
+# fmt: off
 RUN_PRESETS = {
     "base": {},
     "big": dict(model="big", train_steps=300_000, average_last=20),
-    "small": dict(
-        model="small",
-        vocab_size=8000,
-        update_tokens=4096,
-        warmup_steps=800,
-        train_steps=20_000,
-        steps_per_checkpoint=100,
-        max_length=128,
-    ),
-    "tiny": dict(
-        model="tiny",
-        vocab_size=400,
-        batch_tokens=1024,
-        update_tokens=1024,
-        warmup_steps=100,
-        train_steps=40,
-        steps_per_checkpoint=20,
-        average_last=2,
-        max_length=64,
-    ),
+    "small": dict(model="small", vocab_size=8000, update_tokens=4096, warmup_steps=800,
+                  train_steps=20_000, steps_per_checkpoint=100, max_length=128),
+    "tiny": dict(model="tiny", vocab_size=400, batch_tokens=1024, update_tokens=1024,
+                 warmup_steps=100, train_steps=40, steps_per_checkpoint=20, average_last=2,
+                 max_length=64),
 }
+# fmt: on
 
 
 def _flag_type(annotation):

@@ -31,22 +31,24 @@ from keras_transformer.translator import Translator
 
 __version__ = "0.1.0"
 
+# The model, its building blocks in the order of the architecture, the
+# training recipe's Keras objects, the translator, then the subpackages.
 __all__ = [
-    "Decoder",
+    "Transformer",
+    "TokenEmbedding",
+    "PositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "CachedMultiHeadAttention",
+    "FeedForward",
+    "EncoderLayer",
     "DecoderLayer",
     "Encoder",
-    "EncoderLayer",
-    "FeedForward",
-    "LabelSmoothedCrossEntropy",
-    "LearnedPositionalEmbedding",
-    "MaskedAccuracy",
-    "CachedMultiHeadAttention",
-    "Perplexity",
-    "PositionalEncoding",
-    "TokenCount",
-    "TokenEmbedding",
-    "Transformer",
+    "Decoder",
     "TransformerSchedule",
+    "LabelSmoothedCrossEntropy",
+    "MaskedAccuracy",
+    "Perplexity",
+    "TokenCount",
     "Translator",
     "decoding",
     "export",

@@ -64,10 +64,10 @@ class Translator(tf.Module):
         name=None,
     ):
         super().__init__(name=name)
-        _validation.check_positive_int("beam_size", beam_size)
-        _validation.check_positive_int("max_input_length", max_input_length, allow_none=True)
-        _validation.check_non_negative_int("max_extra_length", max_extra_length)
-        _validation.check_non_negative("alpha", alpha)
+        _validation.check_positive_int(beam_size=beam_size)
+        _validation.check_positive_int(allow_none=True, max_input_length=max_input_length)
+        _validation.check_non_negative_int(max_extra_length=max_extra_length)
+        _validation.check_non_negative(alpha=alpha)
         self.model = model
         self.tokenizer = tokenizer
         self.pad_id = model.pad_id

@@ -68,17 +68,13 @@ class TransformerLayerBase(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        _validation.check_positive_int(num_heads=num_heads, d_ff=d_ff)
+        _validation.check_rate(
+            dropout=dropout, attention_dropout=attention_dropout, relu_dropout=relu_dropout
+        )
+        _validation.check_positive_int(allow_none=True, key_dim=key_dim, value_dim=value_dim)
         super().__init__(**kwargs)
-        _validation.check_positive_int("num_heads", num_heads)
-        _validation.check_positive_int("d_ff", d_ff)
-        _validation.check_positive_int("key_dim", key_dim, allow_none=True)
-        _validation.check_positive_int("value_dim", value_dim, allow_none=True)
-        for name, rate in (
-            ("dropout", dropout),
-            ("attention_dropout", attention_dropout),
-            ("relu_dropout", relu_dropout),
-        ):
-            _validation.check_rate(name, rate)
+        self.supports_masking = True
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.key_dim = key_dim
@@ -92,7 +88,6 @@ class TransformerLayerBase(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
-        self.supports_masking = True
 
     def layer_arguments(self):
         """The arguments above as plain values (what `get_config` adds)."""
@@ -163,10 +158,30 @@ class TransformerLayerBase(keras.layers.Layer):
         layer.build(inputs_shape)
         return layer
 
-    def _make_dropout(self, name):
-        return keras.layers.Dropout(
-            self.dropout, seed=sublayer_seed(self.seed, name), dtype=self.dtype_policy, name=name
+    # The sub-layers both layer kinds have, each with its residual connection.
+
+    def _build_self_attention(self, inputs_shape):
+        self.self_attention = self._make_attention("self_attention", inputs_shape, inputs_shape)
+        self.self_attention_norm, self.self_attention_dropout = self._make_residual(
+            "self_attention", inputs_shape
         )
+
+    def _build_feed_forward(self, inputs_shape):
+        self.feed_forward = self._make_feed_forward(inputs_shape)
+        self.feed_forward_norm, self.feed_forward_dropout = self._make_residual(
+            "feed_forward", inputs_shape
+        )
+
+    def _make_residual(self, sublayer_name, inputs_shape):
+        """The norm and the dropout of the residual connection around the
+        sub-layer `sublayer_name` (`<name>_norm`, `<name>_dropout`)."""
+        dropout = keras.layers.Dropout(
+            self.dropout,
+            seed=sublayer_seed(self.seed, f"{sublayer_name}_dropout"),
+            dtype=self.dtype_policy,
+            name=f"{sublayer_name}_dropout",
+        )
+        return self._make_norm(f"{sublayer_name}_norm", inputs_shape), dropout
 
     # The residual connection around every sub-layer, in one place.
 
@@ -187,8 +202,8 @@ class LayerStackBase(TransformerLayerBase):
     """
 
     def __init__(self, num_layers, *layer_arguments, **layer_keyword_arguments):
+        _validation.check_positive_int(num_layers=num_layers)
         super().__init__(*layer_arguments, **layer_keyword_arguments)
-        _validation.check_positive_int("num_layers", num_layers)
         self.num_layers = num_layers
 
     def get_config(self):

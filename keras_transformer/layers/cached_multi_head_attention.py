@@ -130,39 +130,20 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        _validation.check_positive_int(num_heads=num_heads, key_dim=key_dim)
+        _validation.check_rate(dropout=dropout)
+        _validation.check_positive_int(allow_none=True, value_dim=value_dim, output_dim=output_dim)
         super().__init__(**kwargs)
-        _validation.check_positive_int("num_heads", num_heads)
-        _validation.check_positive_int("key_dim", key_dim)
-        _validation.check_positive_int("value_dim", value_dim, allow_none=True)
-        _validation.check_positive_int("output_dim", output_dim, allow_none=True)
-        _validation.check_rate("dropout", dropout)
+        self.supports_masking = True
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim if value_dim is not None else key_dim
         self.dropout = dropout
+        self.seed = seed  # of the dropout
         self.use_bias = use_bias
         self.output_dim = output_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-        self.supports_masking = True
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-                "output_dim": self.output_dim,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "seed": self.seed,
-            }
-        )
-        return config
 
     def _dense(self, units, input_dim, name):
         layer = keras.layers.Dense(
@@ -306,21 +287,27 @@ class CachedMultiHeadAttention(keras.layers.Layer):
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+                "seed": self.seed,
+                "use_bias": self.use_bias,
+                "output_dim": self.output_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
+
     def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        use_causal_mask=False,
-        return_attention_scores=False,
-        training=None,
-        cache=None,
-        cache_update_index=None,
+        self, query, value, key=None, return_attention_scores=False, cache=None, **unused
     ):
+        # The masks, `training` and `cache_update_index` change no shape.
         key_len = value.shape[1] if cache is None else cache[0].shape[2]
         output = keras.KerasTensor(
             query.shape[:-1] + (self.output_dim or query.shape[-1],),

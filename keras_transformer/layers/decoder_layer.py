@@ -51,21 +51,15 @@ class DecoderLayer(TransformerLayerBase):
     """
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
-        if encoder_sequence_shape is None:
-            encoder_sequence_shape = decoder_sequence_shape
-        self.self_attention = self._make_attention(
-            "self_attention", decoder_sequence_shape, decoder_sequence_shape
-        )
-        self.self_attention_norm = self._make_norm("self_attention_norm", decoder_sequence_shape)
-        self.self_attention_dropout = self._make_dropout("self_attention_dropout")
+        encoder_sequence_shape = encoder_sequence_shape or decoder_sequence_shape
+        self._build_self_attention(decoder_sequence_shape)
         self.cross_attention = self._make_attention(
             "cross_attention", decoder_sequence_shape, encoder_sequence_shape
         )
-        self.cross_attention_norm = self._make_norm("cross_attention_norm", decoder_sequence_shape)
-        self.cross_attention_dropout = self._make_dropout("cross_attention_dropout")
-        self.feed_forward = self._make_feed_forward(decoder_sequence_shape)
-        self.feed_forward_norm = self._make_norm("feed_forward_norm", decoder_sequence_shape)
-        self.feed_forward_dropout = self._make_dropout("feed_forward_dropout")
+        self.cross_attention_norm, self.cross_attention_dropout = self._make_residual(
+            "cross_attention", decoder_sequence_shape
+        )
+        self._build_feed_forward(decoder_sequence_shape)
         self.built = True
 
     def call(

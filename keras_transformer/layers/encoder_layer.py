@@ -42,12 +42,8 @@ class EncoderLayer(TransformerLayerBase):
     """
 
     def build(self, inputs_shape):
-        self.self_attention = self._make_attention("self_attention", inputs_shape, inputs_shape)
-        self.self_attention_norm = self._make_norm("self_attention_norm", inputs_shape)
-        self.self_attention_dropout = self._make_dropout("self_attention_dropout")
-        self.feed_forward = self._make_feed_forward(inputs_shape)
-        self.feed_forward_norm = self._make_norm("feed_forward_norm", inputs_shape)
-        self.feed_forward_dropout = self._make_dropout("feed_forward_dropout")
+        self._build_self_attention(inputs_shape)
+        self._build_feed_forward(inputs_shape)
         self.built = True
 
     def call(

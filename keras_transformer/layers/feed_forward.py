@@ -47,29 +47,15 @@ class FeedForward(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        _validation.check_positive_int(d_ff=d_ff)
+        _validation.check_rate(dropout=dropout)
         super().__init__(**kwargs)
-        _validation.check_positive_int("d_ff", d_ff)
-        _validation.check_rate("dropout", dropout)
         self.d_ff = d_ff
         self.activation = keras.activations.get(activation)
         self.dropout = dropout
+        self.seed = seed  # of the dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "d_ff": self.d_ff,
-                "activation": keras.activations.serialize(self.activation),
-                "dropout": self.dropout,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "seed": self.seed,
-            }
-        )
-        return config
 
     def build(self, inputs_shape):
         d_model = inputs_shape[-1]
@@ -103,6 +89,20 @@ class FeedForward(keras.layers.Layer):
         x = self.inner_dense(inputs)
         x = self.inner_dropout(x, training=training)
         return self.output_dense(x)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_ff": self.d_ff,
+                "activation": keras.activations.serialize(self.activation),
+                "dropout": self.dropout,
+                "seed": self.seed,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

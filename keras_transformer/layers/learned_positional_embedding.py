@@ -35,20 +35,10 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
     """
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
+        _validation.check_positive_int(max_length=max_length)
         super().__init__(**kwargs)
-        _validation.check_positive_int("max_length", max_length)
         self.max_length = max_length
         self.initializer = keras.initializers.get(initializer)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "max_length": self.max_length,
-                "initializer": keras.initializers.serialize(self.initializer),
-            }
-        )
-        return config
 
     def build(self, inputs_shape):
         self.embeddings = self.add_weight(
@@ -66,6 +56,16 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             (shape[-2], shape[-1]),
         )
         return ops.broadcast_to(ops.cast(table, self.compute_dtype), shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_length": self.max_length,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config
 
     def compute_output_shape(self, input_shape):
         return input_shape

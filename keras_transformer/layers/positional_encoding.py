@@ -36,18 +36,13 @@ class PositionalEncoding(keras.layers.Layer):
     """
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
-        super().__init__(**kwargs)
         if not max_wavelength > 0:
             raise ValueError(
                 f"`max_wavelength` must be positive. Received: max_wavelength={max_wavelength!r}"
             )
+        super().__init__(**kwargs)
         self.max_wavelength = float(max_wavelength)
         self.built = True
-
-    def get_config(self):
-        config = super().get_config()
-        config["max_wavelength"] = self.max_wavelength
-        return config
 
     def call(self, inputs, start_index=0):
         shape = ops.shape(inputs)
@@ -61,6 +56,11 @@ class PositionalEncoding(keras.layers.Layer):
         is_even = ops.equal(ops.arange(depth) % 2, 0)
         encoding = ops.where(is_even, ops.sin(angles), ops.cos(angles))
         return ops.broadcast_to(ops.cast(encoding, self.compute_dtype), shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config["max_wavelength"] = self.max_wavelength
+        return config
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -80,27 +80,14 @@ class TokenEmbedding(keras.layers.Layer):
         embeddings_initializer=None,
         **kwargs,
     ):
+        _validation.check_positive_int(vocab_size=vocab_size, d_model=d_model)
         super().__init__(**kwargs)
-        _validation.check_positive_int("vocab_size", vocab_size)
-        _validation.check_positive_int("d_model", d_model)
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.scale = scale
         if embeddings_initializer is None:
             embeddings_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocab_size": self.vocab_size,
-                "d_model": self.d_model,
-                "scale": self.scale,
-                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
-            }
-        )
-        return config
 
     def build(self, inputs_shape=None):
         self.embeddings = self.add_weight(
@@ -120,6 +107,18 @@ class TokenEmbedding(keras.layers.Layer):
         if self.scale:
             outputs = outputs * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
         return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "d_model": self.d_model,
+                "scale": self.scale,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            }
+        )
+        return config
 
     def compute_output_spec(self, inputs, reverse=False):
         last = self.vocab_size if reverse else self.d_model

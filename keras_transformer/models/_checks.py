@@ -4,6 +4,14 @@ from keras_transformer import _validation
 
 TIE_EMBEDDINGS = ("all", "target", "none")
 POSITION_ENCODINGS = ("sinusoidal", "learned")
+POSITIVE_INTS = ("vocab_size", "source_vocab_size", "target_vocab_size", "num_layers")
+POSITIVE_INTS += ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")
+POSITIVE_INTS += ("key_dim", "value_dim", "max_length")
+RATES = ("dropout", "attention_dropout", "relu_dropout")
+
+
+def _values(model, names):
+    return {name: getattr(model, name) for name in names}
 
 
 def check_arguments(model):
@@ -15,27 +23,12 @@ def check_arguments(model):
             f"source_vocab_size={model.source_vocab_size}, "
             f"target_vocab_size={model.target_vocab_size}"
         )
-    for name in (
-        "vocab_size",
-        "source_vocab_size",
-        "target_vocab_size",
-        "num_layers",
-        "num_encoder_layers",
-        "num_decoder_layers",
-        "d_model",
-        "num_heads",
-        "d_ff",
-        "key_dim",
-        "value_dim",
-        "max_length",
-    ):
-        _validation.check_positive_int(name, getattr(model, name), allow_none=True)
-    for name in ("dropout", "attention_dropout", "relu_dropout"):
-        _validation.check_rate(name, getattr(model, name))
+    _validation.check_positive_int(allow_none=True, **_values(model, POSITIVE_INTS))
+    _validation.check_rate(**_values(model, RATES))
     if model.key_dim is None:
         _validation.check_divisible("d_model", model.d_model, "num_heads", model.num_heads)
-    _validation.check_choice("tie_embeddings", model.tie_embeddings, TIE_EMBEDDINGS)
-    _validation.check_choice("position_encoding", model.position_encoding, POSITION_ENCODINGS)
+    _validation.check_choice(TIE_EMBEDDINGS, tie_embeddings=model.tie_embeddings)
+    _validation.check_choice(POSITION_ENCODINGS, position_encoding=model.position_encoding)
     if model.tie_embeddings == "all" and model.source_vocab_size != model.target_vocab_size:
         raise ValueError(
             "`tie_embeddings='all'` shares one matrix between source and "

@@ -33,7 +33,7 @@ def preset_arguments(preset, overrides, accepted):
         ValueError: `preset` is not a preset, or an override is not one of
             the `accepted` argument names (the message lists them).
     """
-    _validation.check_choice("preset", preset, tuple(PRESETS))
+    _validation.check_choice(tuple(PRESETS), preset=preset)
     unknown = sorted(set(overrides) - set(accepted))
     if unknown:
         raise ValueError(

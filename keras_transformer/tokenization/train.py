@@ -82,8 +82,8 @@ def train_sentencepiece(
 
     >>> tokenizer = train_sentencepiece(["train.en.gz", "train.de.gz"], 37000)
     """
-    _validation.check_positive_int("vocab_size", vocab_size)
-    _validation.check_choice("model_type", model_type, MODEL_TYPES)
+    _validation.check_positive_int(vocab_size=vocab_size)
+    _validation.check_choice(MODEL_TYPES, model_type=model_type)
     if vocab_size < 260:
         raise ValueError(
             "`vocab_size` must leave room for 4 special ids and 256 byte "

@@ -206,9 +206,8 @@ def make_batches(
     >>> batches = make_batches(pairs, tokenizer, batch_tokens=4096)
     >>> (source, target_in), target_out = next(iter(batches))
     """
-    _validation.check_positive_int("batch_tokens", batch_tokens)
-    _validation.check_positive_int("max_length", max_length)
-    _validation.check_choice("long_pairs", long_pairs, LONG_PAIRS)
+    _validation.check_positive_int(batch_tokens=batch_tokens, max_length=max_length)
+    _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
     if max_length < 2:
         raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
     if input_context is not None:

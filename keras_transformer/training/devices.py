@@ -22,7 +22,7 @@ def get_strategy(name="auto"):
     >>> with strategy.scope():
     ...     model = Transformer.from_preset("base", vocab_size=37000)
     """
-    _validation.check_choice("strategy", name, STRATEGIES)
+    _validation.check_choice(STRATEGIES, strategy=name)
     gpus = tf.config.list_logical_devices("GPU")
     if name == "mirrored" or (name == "auto" and len(gpus) > 1):
         return tf.distribute.MirroredStrategy()
@@ -44,7 +44,7 @@ def dtype_policy(mixed_precision="none"):
     >>> dtype_policy("bf16")
     'mixed_bfloat16'
     """
-    _validation.check_choice("mixed_precision", mixed_precision, tuple(MIXED_PRECISION))
+    _validation.check_choice(tuple(MIXED_PRECISION), mixed_precision=mixed_precision)
     return MIXED_PRECISION[mixed_precision]
 
 

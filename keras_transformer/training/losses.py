@@ -103,7 +103,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         # The per-token values are already divided by the global count: Keras
         # must only sum them (and not divide again by the number of replicas).
         super().__init__(name=name, reduction="sum", dtype=dtype)
-        _validation.check_rate("label_smoothing", label_smoothing)
+        _validation.check_rate(label_smoothing=label_smoothing)
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
 

@@ -34,9 +34,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, d_model=512, warmup_steps=4000, scale=1.0, accumulation_steps=1):
-        _validation.check_positive_int("d_model", d_model)
-        _validation.check_positive_int("warmup_steps", warmup_steps)
-        _validation.check_positive_int("accumulation_steps", accumulation_steps)
+        _validation.check_positive_int(
+            d_model=d_model, warmup_steps=warmup_steps, accumulation_steps=accumulation_steps
+        )
         if not scale > 0:
             raise ValueError(f"`scale` must be positive. Received: scale={scale!r}")
         self.d_model = d_model
@@ -75,7 +75,7 @@ def paper_optimizer(d_model=512, warmup_steps=4000, scale=1.0, accumulation_step
 
     >>> optimizer = paper_optimizer(d_model=512, accumulation_steps=4)
     """
-    _validation.check_positive_int("accumulation_steps", accumulation_steps)
+    _validation.check_positive_int(accumulation_steps=accumulation_steps)
     return keras.optimizers.Adam(
         learning_rate=TransformerSchedule(d_model, warmup_steps, scale, accumulation_steps),
         beta_1=0.9,

@@ -101,8 +101,8 @@ def compile_for_training(
     >>> model = compile_for_training(Transformer.from_preset("tiny", vocab_size=100))
     >>> model.train_on_batch((source, target_in), target_out)
     """
-    _validation.check_choice("jit_compile", jit_compile, JIT_COMPILE)
-    _validation.check_positive_int("accumulation_steps", accumulation_steps)
+    _validation.check_choice(JIT_COMPILE, jit_compile=jit_compile)
+    _validation.check_positive_int(accumulation_steps=accumulation_steps)
     if optimizer is None:
         optimizer = paper_optimizer(
             model.d_model, warmup_steps, learning_rate_scale, accumulation_steps
@@ -195,9 +195,11 @@ def train(
 
     >>> result = train(model, batches, "runs/base", train_steps=100_000)
     """
-    _validation.check_positive_int("train_steps", train_steps)
-    _validation.check_positive_int("steps_per_checkpoint", steps_per_checkpoint)
-    _validation.check_positive_int("keep_checkpoints", keep_checkpoints)
+    _validation.check_positive_int(
+        train_steps=train_steps,
+        steps_per_checkpoint=steps_per_checkpoint,
+        keep_checkpoints=keep_checkpoints,
+    )
     strategy = model.distribute_strategy
     with strategy.scope():
         compile_for_training(

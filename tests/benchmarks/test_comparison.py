@@ -52,14 +52,8 @@ def test_decoding_worker_generates_exactly_the_forced_length():
 
 
 def _row(task, impl, precision, tokens_per_s):
-    return dict(
-        task=task,
-        impl=impl,
-        precision=precision,
-        tokens_per_s=tokens_per_s,
-        gflops=100.0,
-        peak_rss_mib=1.0,
-    )
+    row = dict(task=task, impl=impl, precision=precision, tokens_per_s=tokens_per_s)
+    return {**row, "gflops": 100.0, "peak_rss_mib": 1.0}
 
 
 def test_table_gives_ratios_against_each_peer_and_checks_targets():
