@@ -26,7 +26,8 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest", "matplotlib"],
+        # ruff is pinned: `ruff format --check` must not change with its releases.
+        "test": ["pytest", "matplotlib", "ruff==0.17.6"],
         "examples": ["matplotlib"],  # attention plots in examples/wmt_ende.py
         # The peers of benchmarks/compare.py. torch is pinned to the CPU
         # build that this project's machines carry (an unpinned `torch`

@@ -72,6 +72,7 @@ def test_rest(served):
         )
     finally:
         server.shutdown()
+        server.server_close()
     assert seen["path"] == "/v1/models/ende:predict"
     assert seen["body"] == {"signature_name": "serving_default", "instances": SENTENCES}
     assert translations == translator.translate(SENTENCES)

@@ -105,7 +105,7 @@ def test_sigkill_midway_then_resume(tmp_path):
         assert time.time() < deadline, "training did not reach step 25 in time"
         time.sleep(0.02)
     first.send_signal(signal.SIGKILL)
-    first.wait()
+    first.communicate()  # reaps it and closes its output pipe
     assert first.returncode == -signal.SIGKILL
     killed_at = read_steps(model_dir)[-1]
     assert killed_at < train_steps
