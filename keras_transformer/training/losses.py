@@ -14,8 +14,8 @@ def _smoothed_forward(logits, ids, label_smoothing):
 
     The log-sum-exp comes from the softmax's largest probability,
     `lse = max_v l_v − log(max_v p_v)`: `max_v p_v ≥ 1/V` never underflows,
-    and the softmax is one fused kernel (oneDNN on a CPU), four times as
-    fast as `tf.reduce_logsumexp`'s separate passes.
+    and the softmax is one fused kernel (oneDNN on a CPU), where
+    `tf.reduce_logsumexp` makes separate passes.
     """
     x = tf.cast(logits, tf.float32)
     lse = tf.reduce_max(x, axis=-1) - tf.math.log(tf.reduce_max(tf.nn.softmax(x), axis=-1))
@@ -28,8 +28,8 @@ def _smoothed_backward(logits, ids, upstream, label_smoothing):
     """d loss / d logits = (softmax − target distribution) · upstream.
 
     `(p − ε/V)·u` over the vocabulary, then `(1 − ε)·u` subtracted at the
-    reference tokens: no one-hot tensor, and each step can reuse the
-    softmax's buffer (at vocabulary 37,000 and 4,096 tokens, 606 MB each).
+    reference tokens: no one-hot tensor of the logits' size, and each step
+    can reuse the softmax's buffer.
     """
     vocab = tf.shape(logits)[-1]
     uniform = label_smoothing / tf.cast(vocab, tf.float32)
