@@ -1,8 +1,12 @@
 """The paper's training recipe: schedule, loss, metrics, data, resumable fit."""
 
+from keras_transformer.training._distribute import is_chief
+from keras_transformer.training.checkpoints import IncompatibleRunError
 from keras_transformer.training.checkpoints import average_checkpoints
 from keras_transformer.training.checkpoints import checkpoint_paths
+from keras_transformer.training.data import PairCounts
 from keras_transformer.training.data import bucket_boundaries
+from keras_transformer.training.data import count_pairs
 from keras_transformer.training.data import make_batches
 from keras_transformer.training.data import text_pairs_from_files
 from keras_transformer.training.data import text_pairs_from_lists
@@ -18,6 +22,7 @@ from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
 from keras_transformer.training.schedules import TransformerSchedule
 from keras_transformer.training.schedules import paper_optimizer
+from keras_transformer.training.trainer import NoTrainingDataError
 from keras_transformer.training.trainer import TrainingDivergedError
 from keras_transformer.training.trainer import TrainResult
 from keras_transformer.training.trainer import compile_for_training
@@ -26,8 +31,11 @@ from keras_transformer.training.trainer import train
 __all__ = [
     "MIXED_PRECISION",
     "STRATEGIES",
+    "IncompatibleRunError",
     "LabelSmoothedCrossEntropy",
     "MaskedAccuracy",
+    "NoTrainingDataError",
+    "PairCounts",
     "Perplexity",
     "TokenCount",
     "TrainResult",
@@ -37,8 +45,10 @@ __all__ = [
     "bucket_boundaries",
     "checkpoint_paths",
     "compile_for_training",
+    "count_pairs",
     "dtype_policy",
     "get_strategy",
+    "is_chief",
     "make_batches",
     "paper_optimizer",
     "recommended_jit_compile",

@@ -26,7 +26,14 @@ def worker_id(strategy):
 
 
 def is_chief(strategy):
-    """Whether this process is the chief: the only worker of a one-process
-    strategy, the `"chief"` task, or worker 0 of a cluster without one."""
+    """Whether this process is the chief of `strategy`: the only worker of
+    a one-process strategy, the `"chief"` task, or worker 0 of a cluster
+    without one. Only the chief keeps checkpoints, evaluates and exports.
+
+    Example:
+
+    >>> if training.is_chief(model.distribute_strategy):
+    ...     export_saved_model(translator, "/models/ende")
+    """
     task_type, task_id = worker_id(strategy)
     return task_type in (None, "chief") or (task_type == "worker" and task_id == 0)

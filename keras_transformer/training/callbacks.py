@@ -6,6 +6,7 @@ import time
 import keras
 
 from keras_transformer.training._distribute import read_int
+from keras_transformer.training.checkpoints import all_finite
 
 
 class LogRates(keras.callbacks.Callback):
@@ -40,10 +41,12 @@ class LogRates(keras.callbacks.Callback):
 
 class CheckpointAndStop(keras.callbacks.Callback):
     """Writes a checkpoint at the end of every epoch (one checkpoint
-    interval of `train`), and stops training:
+    interval of `train`) in which a batch was trained on and the weights
+    are all finite, and stops training:
 
-    * at the first non-finite loss, without writing another checkpoint
-      (`diverged_at` is then the update count);
+    * at the first non-finite loss, or when the weights to be saved are not
+      finite, without writing another checkpoint (`diverged_at` is then the
+      update count): the last checkpoint is always a good one;
     * once the optimizer has made `train_steps` updates;
     * at the first update past `max_seconds` of wall time
       (`out_of_time` is then `True`).
@@ -63,12 +66,19 @@ class CheckpointAndStop(keras.callbacks.Callback):
         self.max_seconds = max_seconds
         self.diverged_at = None
         self.out_of_time = False
+        self.last_saved = None
+        self.batches = 0  # training batches run, by this call of `fit`
         self._start = time.perf_counter()
+        self._batches_at_epoch_begin = 0
 
     def _updates(self):
         return read_int(self.model.optimizer.iterations)
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._batches_at_epoch_begin = self.batches
+
     def on_train_batch_end(self, batch, logs=None):
+        self.batches += 1
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
             self.diverged_at = self._updates()
@@ -80,6 +90,11 @@ class CheckpointAndStop(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.diverged_at is None:
-            self.step.assign(self._updates())
-            self.manager.save(checkpoint_number=self._updates())
+        if self.diverged_at is not None or self.batches == self._batches_at_epoch_begin:
+            return  # nothing good, or nothing trained, to save
+        if not all_finite(self.model.trainable_weights):
+            self.diverged_at = self._updates()
+            self.model.stop_training = True
+            return
+        self.step.assign(self._updates())
+        self.last_saved = self.manager.save(checkpoint_number=self._updates())

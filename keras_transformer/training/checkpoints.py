@@ -2,9 +2,17 @@
 
 A run keeps its checkpoints in `model_dir/checkpoints/ckpt-<step>.*`. Each
 holds the model's weights, the optimizer's variables and the update count.
+Beside them, `run.json` records what the checkpoints fit: the model's
+architecture, the tokenizer's fingerprint when known and the gradient
+accumulation, so that a resume or an average with anything else is refused
+instead of silently mixing weights (a checkpoint is restored by position).
 """
 
+import glob
+import json
 import os
+import re
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +21,15 @@ from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import worker_id
 
 CHECKPOINT_DIR = "checkpoints"
+RUN_FILE = "run.json"
+# Config keys that do not change which weights a model has.
+_NOT_ARCHITECTURE = ("name", "trainable", "dtype", "dropout", "attention_dropout")
+_NOT_ARCHITECTURE += ("relu_dropout", "seed")
+
+
+class IncompatibleRunError(ValueError):
+    """Checkpoints do not fit the model or the training setup they are
+    restored into; the message lists what differs."""
 
 
 def training_checkpoint(model, optimizer=None, step=None):
@@ -46,14 +63,129 @@ def checkpoint_manager(checkpoint, model_dir, strategy, max_to_keep):
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
 
 
+def _steps_and_prefixes(directory):
+    """`(step, prefix)` of every checkpoint in `directory`, newest first:
+    those the state file lists and those whose index file is there (a
+    partial copy of a run may lack either)."""
+    prefixes = set()
+    state = tf.train.get_checkpoint_state(directory)
+    if state:
+        prefixes.update(state.all_model_checkpoint_paths)
+    prefixes.update(path[: -len(".index")] for path in glob.glob(f"{directory}/ckpt-*.index"))
+    numbered = []
+    for prefix in prefixes:
+        match = re.search(r"ckpt-(\d+)$", prefix)
+        if match:
+            path = prefix if os.path.isabs(prefix) else os.path.join(directory, prefix)
+            numbered.append((int(match.group(1)), path))
+    return sorted(numbered, reverse=True)
+
+
 def restore_latest(checkpoint, model_dir):
-    """Restores the newest checkpoint of `model_dir` into `checkpoint`
-    (every worker reads the chief's). Returns its path, or `None` when the
-    run has none yet."""
-    latest = tf.train.latest_checkpoint(os.path.join(model_dir, CHECKPOINT_DIR))
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-    return latest
+    """Restores the newest readable checkpoint of `model_dir` into
+    `checkpoint` (every worker reads the chief's).
+
+    A newer checkpoint that cannot be read (missing or truncated files) is
+    skipped with a `RuntimeWarning` that names it.
+
+    Returns:
+        The path restored, or `None` when the run has no checkpoint yet.
+
+    Raises:
+        IncompatibleRunError: checkpoints exist but none can be read.
+    """
+    directory = os.path.join(model_dir, CHECKPOINT_DIR)
+    skipped = []
+    for _, path in _steps_and_prefixes(directory):
+        try:
+            checkpoint.restore(path).assert_existing_objects_matched()
+        # What TensorFlow raises for missing, truncated or mismatched files.
+        except (tf.errors.OpError, ValueError, AssertionError, IndexError, OSError) as error:
+            skipped.append(f"{path} ({type(error).__name__}: {str(error).splitlines()[0]})")
+            continue
+        if skipped:
+            warnings.warn(
+                f"Resuming from {path}; skipped unreadable newer checkpoint(s): "
+                + "; ".join(skipped),
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return path
+    if skipped:
+        raise IncompatibleRunError(
+            f"No checkpoint in {directory} can be read, so the run cannot resume: "
+            + "; ".join(skipped)
+            + ". Restore the files, or train in a new model_dir."
+        )
+    return None
+
+
+def architecture(model):
+    """The part of `model.get_config()` that decides its weights."""
+    config = model.get_config()
+    return {key: value for key, value in config.items() if key not in _NOT_ARCHITECTURE}
+
+
+def _differences(stored, current):
+    keys = sorted(set(stored) | set(current))
+    return [
+        f"{key}: {stored.get(key)!r} stored, {current.get(key)!r} now"
+        for key in keys
+        if stored.get(key) != current.get(key)
+    ]
+
+
+def _read_run(directory):
+    path = os.path.join(directory, RUN_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def write_json_atomically(path, value):
+    """Writes `value` as JSON to `path` through a temporary file and a
+    rename, so a crash leaves the old file or the new one, never half."""
+    staging = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(staging, "w") as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(staging, path, overwrite=True)
+
+
+def check_run(model_dir, model, accumulation_steps, tokenizer_fingerprint=None, record=True):
+    """Refuses to train `model` on in `model_dir` when the run's recorded
+    architecture, tokenizer or gradient accumulation differ; records them
+    for a new run (when `record`: only the chief writes).
+
+    Raises:
+        IncompatibleRunError: listing every difference.
+    """
+    directory = os.path.join(model_dir, CHECKPOINT_DIR)
+    current = {"model": architecture(model), "accumulation_steps": accumulation_steps}
+    if tokenizer_fingerprint is not None:
+        current["tokenizer_fingerprint"] = tokenizer_fingerprint
+    stored = _read_run(directory)
+    if stored is None:
+        if record:
+            tf.io.gfile.makedirs(directory)
+            write_json_atomically(os.path.join(directory, RUN_FILE), current)
+        return
+    differences = _differences(stored.get("model", {}), current["model"])
+    for key in ("accumulation_steps", "tokenizer_fingerprint"):
+        if key in stored and key in current and stored[key] != current[key]:
+            differences.append(f"{key}: {stored[key]!r} stored, {current[key]!r} now")
+    if differences:
+        raise IncompatibleRunError(
+            f"{model_dir} holds a run that this one does not continue: "
+            + "; ".join(differences)
+            + ". Resume with the run's settings (accumulation_steps follows the number of "
+            "devices), or train in a new model_dir."
+        )
+
+
+def all_finite(variables):
+    """Whether every value of `variables` is finite."""
+    return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in variables)
 
 
 def checkpoint_paths(model_dir):
@@ -77,17 +209,33 @@ def average_checkpoints(model, paths):
     Returns:
         The model.
 
+    Raises:
+        IncompatibleRunError: a checkpoint's run recorded another
+            architecture than `model`'s.
+        ValueError: no paths, or a checkpoint holds NaN or infinite weights.
+
     Example:
 
     >>> average_checkpoints(model, checkpoint_paths("runs/base")[-5:])
     """
     if not paths:
         raise ValueError("`paths` must name at least one checkpoint. Received: paths=[]")
+    for directory in sorted({os.path.dirname(os.fspath(path)) for path in paths}):
+        stored = _read_run(directory)
+        if stored is not None:
+            differences = _differences(stored.get("model", {}), architecture(model))
+            if differences:
+                raise IncompatibleRunError(
+                    f"The checkpoints in {directory} are of another model: "
+                    + "; ".join(differences)
+                )
     checkpoint = training_checkpoint(model)
     total = None
     for path in paths:
         checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
+        if not all(np.isfinite(w).all() for w in weights):
+            raise ValueError(f"The checkpoint {path} holds NaN or infinite weights.")
         total = weights if total is None else [t + w for t, w in zip(total, weights, strict=True)]
     model.set_weights([t / len(paths) for t in total])
     return model

@@ -17,6 +17,7 @@ padded with `pad_id` (0 by default). Elements are `((source, target_in),
 target_out)`, exactly what `Transformer.fit` takes.
 """
 
+import dataclasses
 import gzip
 import math
 
@@ -148,6 +149,93 @@ def _frame(source_ids, target_ids, max_length, long_pairs, bos_id, eos_id):
     return source, target_in, target_out
 
 
+@dataclasses.dataclass
+class PairCounts:
+    """What `make_batches` does with the pairs of one pass.
+
+    Attributes:
+        read: pairs read.
+        kept: pairs in the batches.
+        empty: pairs dropped because a side has no token.
+        too_long: pairs dropped because a side, with BOS or EOS, is longer
+            than `max_length` (none when long pairs are truncated).
+    """
+
+    read: int
+    kept: int
+    empty: int
+    too_long: int
+
+    def __str__(self):
+        return (
+            f"{self.read:,} pairs read, {self.kept:,} kept, {self.empty:,} dropped for an "
+            f"empty side, {self.too_long:,} dropped as longer than max_length"
+        )
+
+
+def _tokenized(pairs, tokenizer, vocab_size):
+    """`(source_ids, target_ids)` int32 vectors of each pair, tokenized a few
+    hundred strings at a time (much faster than one by one)."""
+
+    def tokenize(sources, targets):
+        source_ids = tf.cast(tokenizer(sources), tf.int32)
+        target_ids = tf.cast(tokenizer(targets), tf.int32)
+        if vocab_size is not None:
+            message = f"Token ids must be in [0, vocab_size={vocab_size})."
+            checks = [
+                tf.debugging.assert_less(source_ids.flat_values, vocab_size, message=message),
+                tf.debugging.assert_less(target_ids.flat_values, vocab_size, message=message),
+                tf.debugging.assert_non_negative(source_ids.flat_values, message=message),
+                tf.debugging.assert_non_negative(target_ids.flat_values, message=message),
+            ]
+            with tf.control_dependencies(checks):
+                source_ids = tf.identity(source_ids)
+        return source_ids, target_ids
+
+    return pairs.batch(256).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+
+
+def _keep_pair(max_length, long_pairs):
+    """A function of `(source_ids, target_ids)` to booleans: `empty`,
+    `too_long` (dropped unless truncated) and `kept`."""
+
+    def keep(source_ids, target_ids):
+        empty = tf.logical_or(tf.size(source_ids) == 0, tf.size(target_ids) == 0)
+        # With EOS (source) or BOS (target) a side must fit in max_length.
+        longest = tf.maximum(tf.size(source_ids), tf.size(target_ids)) + 1
+        too_long = tf.logical_and(tf.logical_not(empty), longest > max_length)
+        if long_pairs == "truncate":
+            too_long = tf.constant(False)
+        kept = tf.logical_not(tf.logical_or(empty, too_long))
+        return {"empty": empty, "too_long": too_long, "kept": kept}
+
+    return keep
+
+
+def count_pairs(pairs, tokenizer, max_length=256, long_pairs="drop"):
+    """How many of `pairs` `make_batches` keeps, and why it drops the others
+    (one pass over the pairs, tokenizing them).
+
+    Returns:
+        A `PairCounts`.
+
+    Example:
+
+    >>> print(count_pairs(pairs, tokenizer, max_length=128))
+    29,000 pairs read, 28,991 kept, 0 dropped for an empty side, 9 dropped as ...
+    """
+    keep = _keep_pair(max_length, long_pairs)
+
+    def add(total, pair):
+        verdict = keep(*pair)
+        pair = tf.stack([True, verdict["kept"], verdict["empty"], verdict["too_long"]])
+        return total + tf.cast(pair, tf.int64)
+
+    totals = _tokenized(pairs, tokenizer, None).reduce(tf.zeros([4], tf.int64), add)
+    read, kept, empty, too_long = (int(x) for x in totals.numpy())
+    return PairCounts(read, kept, empty, too_long)
+
+
 def make_batches(
     pairs,
     tokenizer,
@@ -160,9 +248,9 @@ def make_batches(
     repeat=False,
     vocab_size=None,
     input_context=None,
-    bos_id=BOS_ID,
-    eos_id=EOS_ID,
-    pad_id=PAD_ID,
+    bos_id=None,
+    eos_id=None,
+    pad_id=None,
 ):
     """Tokenizes text pairs and batches them by a token budget.
 
@@ -170,8 +258,11 @@ def make_batches(
     bucket's batch size is `batch_tokens // longest length in the bucket`,
     so no batch holds more than `batch_tokens` source positions or target
     positions, padding included (the paper's ~25,000 source + 25,000
-    target tokens is `batch_tokens=25000`). Every kept pair appears exactly
-    once per pass (partial batches are kept).
+    target tokens is `batch_tokens=25000`). Pairs with an empty side are
+    dropped, as are (unless truncated) pairs with a side longer than
+    `max_length`; every kept pair appears exactly once per pass (partial
+    batches are kept). The returned dataset's `pair_counts()` counts them
+    (`PairCounts`, one pass over the pairs).
 
     Under `strategy.distribute_datasets_from_function`, pass the
     `input_context`: the pairs are sharded between input pipelines and each
@@ -194,9 +285,12 @@ def make_batches(
         vocab_size: if given, ids are checked to be below it (XLA cannot
             check them inside the model).
         input_context: a `tf.distribute.InputContext`, or `None`.
-        bos_id: id starting the decoder input.
-        eos_id: id ending every sequence.
-        pad_id: id filling batches, the model's `pad_id`.
+        bos_id: id starting the decoder input; default the tokenizer's
+            `bos_id`, or `special_ids.BOS_ID` for a tokenizer without one.
+        eos_id: id ending every sequence; default the tokenizer's `eos_id`
+            (or `EOS_ID`).
+        pad_id: id filling batches, the model's `pad_id`; default the
+            tokenizer's `pad_id` (or `PAD_ID`).
 
     Returns:
         A dataset of `((source, target_in), target_out)` int32 batches.
@@ -207,6 +301,9 @@ def make_batches(
     >>> (source, target_in), target_out = next(iter(batches))
     """
     _validation.check_positive_int(batch_tokens=batch_tokens, max_length=max_length)
+    bos_id = getattr(tokenizer, "bos_id", BOS_ID) if bos_id is None else bos_id
+    eos_id = getattr(tokenizer, "eos_id", EOS_ID) if eos_id is None else eos_id
+    pad_id = getattr(tokenizer, "pad_id", PAD_ID) if pad_id is None else pad_id
     _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
     if max_length < 2:
         raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
@@ -220,37 +317,15 @@ def make_batches(
         )
     if shuffle:
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-
-    def tokenize(sources, targets):
-        source_ids = tf.cast(tokenizer(sources), tf.int32)
-        target_ids = tf.cast(tokenizer(targets), tf.int32)
-        if vocab_size is not None:
-            message = f"Token ids must be in [0, vocab_size={vocab_size})."
-            checks = [
-                tf.debugging.assert_less(source_ids.flat_values, vocab_size, message=message),
-                tf.debugging.assert_less(target_ids.flat_values, vocab_size, message=message),
-                tf.debugging.assert_non_negative(source_ids.flat_values, message=message),
-                tf.debugging.assert_non_negative(target_ids.flat_values, message=message),
-            ]
-            with tf.control_dependencies(checks):
-                source_ids = tf.identity(source_ids)
-        return source_ids, target_ids
-
-    # Tokenizing a few hundred strings at a time is much faster than one.
+    keep = _keep_pair(max_length, long_pairs)
     dataset = (
-        pairs.batch(256)
-        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-        .unbatch()
+        _tokenized(pairs, tokenizer, vocab_size)
+        .filter(lambda s, t: keep(s, t)["kept"])
         .map(
             lambda s, t: _frame(s, t, max_length, long_pairs, bos_id, eos_id),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
     )
-    if long_pairs == "drop":
-        dataset = dataset.filter(
-            lambda s, ti, to: tf.logical_and(tf.size(s) <= max_length, tf.size(ti) <= max_length)
-        )
-
     boundaries = bucket_boundaries(max_length)
     # Bucket i holds lengths < boundaries[i]; the extra last bucket is empty.
     batch_sizes = [max(1, batch_tokens // (edge - 1)) for edge in boundaries] + [1]
@@ -264,5 +339,8 @@ def make_batches(
         dataset = dataset.shuffle(128, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    dataset = dataset.map(lambda s, ti, to: ((s, ti), to))
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.map(lambda s, ti, to: ((s, ti), to)).prefetch(tf.data.AUTOTUNE)
+    # One pass over the pairs that says how many are kept and why the others
+    # are not; `train` reports it when no batch comes out.
+    dataset.pair_counts = lambda: count_pairs(pairs, tokenizer, max_length, long_pairs)
+    return dataset

@@ -22,10 +22,13 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import _validation
+from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training._keras_internals import multi_worker_fit
 from keras_transformer.training.callbacks import CheckpointAndStop
 from keras_transformer.training.callbacks import LogRates
+from keras_transformer.training.checkpoints import all_finite
+from keras_transformer.training.checkpoints import check_run
 from keras_transformer.training.checkpoints import checkpoint_manager
 from keras_transformer.training.checkpoints import restore_latest
 from keras_transformer.training.checkpoints import training_checkpoint
@@ -40,7 +43,13 @@ JIT_COMPILE = ("auto", True, False)
 
 
 class TrainingDivergedError(FloatingPointError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
+    """The loss or the weights became NaN or infinite; the last good
+    checkpoint is kept."""
+
+
+class NoTrainingDataError(ValueError):
+    """The training data produced no batch; the message says what the
+    pipeline did with the pairs when it can tell (`make_batches`)."""
 
 
 @dataclasses.dataclass
@@ -118,6 +127,19 @@ def compile_for_training(
     return model
 
 
+def _no_data_message(train_data):
+    """Why no batch came out, with `make_batches`' pair counts if known."""
+    dataset = train_data
+    if callable(train_data) and not isinstance(train_data, tf.data.Dataset):
+        dataset = train_data(tf.distribute.InputContext())
+    counts = getattr(dataset, "pair_counts", None)
+    reason = f": {counts()}" if counts else ""
+    return (
+        "The training data produced no batch, so nothing was trained" + reason + ". Check the "
+        "input files, and that max_length fits the sentences."
+    )
+
+
 def _repeated(train_data, strategy):
     """`train_data` (a dataset, or a function of an input context) repeated
     forever and, for a function, distributed over the replicas."""
@@ -149,6 +171,7 @@ def train(
     verbose="auto",
     max_seconds=None,
     jit_compile="auto",
+    tokenizer=None,
 ):
     """Trains `model` with the paper's recipe for `train_steps` updates,
     resuming from `model_dir` if a previous run left checkpoints there.
@@ -183,13 +206,28 @@ def train(
         max_seconds: a wall-time budget for this call: training stops (and
             checkpoints) at the first update past it. `TrainResult.out_of_time`
             tells whether it did.
+        tokenizer: the tokenizer of `train_data`, if it has a `fingerprint`
+            (`SentencePieceTokenizer`): it is recorded with the checkpoints,
+            and resuming with another one is refused.
+
+    `model_dir/checkpoints/run.json` records the model's architecture and
+    `accumulation_steps` (and the tokenizer's fingerprint): a rerun that
+    differs raises `IncompatibleRunError` instead of restoring weights by
+    position into another model. A newest checkpoint that cannot be read is
+    skipped with a warning; checkpoints are written only with finite
+    weights.
 
     Returns:
         A `TrainResult`.
 
     Raises:
-        TrainingDivergedError: the loss became NaN; the message names the
-            last good checkpoint, which is kept.
+        TrainingDivergedError: the loss or the weights became NaN or
+            infinite; the message names the last good checkpoint, which is
+            kept.
+        NoTrainingDataError: `train_data` produced no batch.
+        IncompatibleRunError: `model_dir` holds a run of another model,
+            tokenizer or `accumulation_steps`, or only unreadable
+            checkpoints.
 
     Example:
 
@@ -215,6 +253,8 @@ def train(
         model.optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         checkpoint = training_checkpoint(model, model.optimizer, step)
+    fingerprint = getattr(tokenizer, "fingerprint", None)
+    check_run(model_dir, model, accumulation_steps, fingerprint, record=is_chief(strategy))
     manager = checkpoint_manager(checkpoint, model_dir, strategy, keep_checkpoints)
     latest = restore_latest(checkpoint, model_dir)
     initial_step = read_int(step)
@@ -238,16 +278,22 @@ def train(
             shuffle=False,  # the input pipeline shuffles
             verbose=verbose,
         )
+    if stopper.batches == 0:
+        raise NoTrainingDataError(_no_data_message(train_data))
     final_step = read_int(model.optimizer.iterations)
+    if stopper.diverged_at is None and read_int(step) != final_step:  # inside an interval
+        if all_finite(model.trainable_weights):
+            step.assign(final_step)
+            manager.save(checkpoint_number=final_step)
+        else:
+            stopper.diverged_at = final_step
     if stopper.diverged_at is not None:
+        last_good = stopper.last_saved or latest
         raise TrainingDivergedError(
-            f"The loss became NaN or infinite at step {stopper.diverged_at}. "
-            f"Training stopped; the last good checkpoint is {manager.latest_checkpoint} "
+            f"The loss or the weights became NaN or infinite at step {stopper.diverged_at}. "
+            f"Training stopped; the last good checkpoint is {last_good} "
             "(rerun to resume from it, e.g. with a lower learning_rate_scale)."
         )
-    if read_int(step) != final_step:  # stopped inside an interval
-        step.assign(final_step)
-        manager.save(checkpoint_number=final_step)
     return TrainResult(
         initial_step,
         final_step,

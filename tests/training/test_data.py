@@ -8,7 +8,9 @@ import tensorflow_datasets as tfds
 
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
+from keras_transformer.training import PairCounts
 from keras_transformer.training import bucket_boundaries
+from keras_transformer.training import count_pairs
 from keras_transformer.training import make_batches
 from keras_transformer.training import text_pairs_from_files
 from keras_transformer.training import text_pairs_from_lists
@@ -195,3 +197,16 @@ def test_bucket_boundaries_cover_max_length():
     assert edges[0] == 8 and edges[-1] == 257
     assert all(b > a for a, b in zip(edges, edges[1:], strict=False))
     assert all(b <= int(a * 1.1) + 1 for a, b in zip(edges[:-2], edges[1:-1], strict=True))
+
+
+def test_pairs_with_an_empty_side_are_dropped_and_counted():
+    sources = ["5 6", "", "7 8 9", "4", "  "]
+    targets = ["6 5", "9", "", "4", "5"]
+    pairs = text_pairs_from_lists(sources, targets)
+    batches = make_batches(pairs, number_tokenizer, 64, max_length=3, shuffle=False)
+    rows = [strip(s) for source, _, _ in collect(batches) for s in source]
+    assert sorted(rows) == [(4, EOS_ID), (5, 6, EOS_ID)]
+    counts = batches.pair_counts()
+    assert (counts.read, counts.kept, counts.empty, counts.too_long) == (5, 2, 3, 0)
+    assert count_pairs(pairs, number_tokenizer, max_length=2) == PairCounts(5, 1, 3, 1)
+    assert str(counts).startswith("5 pairs read, 2 kept, 3 dropped for an empty side")

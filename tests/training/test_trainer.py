@@ -6,6 +6,8 @@ import pytest
 
 from keras_transformer import training
 from tests.training.helpers import letter_reversal_corpus
+from tests.training.helpers import number_tokenizer
+from tests.training.helpers import reversal_batches
 from tests.training.helpers import tiny_model
 from tests.training.helpers import train_tiny
 
@@ -147,3 +149,19 @@ def test_compile_for_training_honours_the_models_pad_id():
     assert isinstance(model.optimizer.learning_rate.numpy().item(), float)
     with pytest.raises(ValueError, match="Received: jit_compile='yes'"):
         training.compile_for_training(tiny_model(), jit_compile="yes")
+
+
+def test_no_training_data_is_an_error_that_says_why(tmp_path):
+    # Every pair is longer than max_length: nothing to train on.
+    long_pairs = reversal_batches(50, max_length=3)
+    with pytest.raises(training.NoTrainingDataError, match="50 pairs read, 0 kept.*50 dropped"):
+        train_tiny(tmp_path / "long", 4, batches=long_pairs, steps_per_checkpoint=2)
+    (tmp_path / "empty.src").write_text("")
+    (tmp_path / "empty.tgt").write_text("")
+    pairs = training.text_pairs_from_files(tmp_path / "empty.src", tmp_path / "empty.tgt")
+    empty = training.make_batches(pairs, number_tokenizer, batch_tokens=64, max_length=16)
+    with pytest.raises(training.NoTrainingDataError, match="0 pairs read"):
+        train_tiny(tmp_path / "empty", 4, batches=empty, steps_per_checkpoint=2)
+    # No checkpoint of untrained weights was left behind.
+    assert training.checkpoint_paths(tmp_path / "long") == []
+    assert training.checkpoint_paths(tmp_path / "empty") == []
