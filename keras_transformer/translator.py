@@ -10,6 +10,7 @@ from keras_transformer import special_ids
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import greedy_search
 from keras_transformer.decoding import length_penalty
+from keras_transformer.decoding.search import NEG_INF
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 
@@ -72,11 +73,26 @@ class Translator(tf.Module):
         self.tokenizer = tokenizer
         self.pad_id = model.pad_id
         self.bos_id, self.eos_id = _framing_ids(tokenizer, model.pad_id)
+        self.output_vocab_size = _output_vocab_size(model, tokenizer)
         self.beam_size = beam_size
         self.alpha = float(alpha)
         self.max_extra_length = max_extra_length
         self.max_input_length = max_input_length or model.max_length
+        self.jit_compile = jit_compile
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
+
+    def without_xla(self):
+        """This translator with its search as a plain graph (`jit_compile`
+        off), as exports and stock TF Serving need it."""
+        return Translator(
+            self.model,
+            self.tokenizer,
+            beam_size=self.beam_size,
+            alpha=self.alpha,
+            max_extra_length=self.max_extra_length,
+            max_input_length=self.max_input_length,
+            jit_compile=False,
+        )
 
     def settings(self):
         """The decoding settings, as plain values."""
@@ -107,7 +123,7 @@ class Translator(tf.Module):
 
         def tokens_to_logits(token_ids, cache, index):
             logits, cache = model.decode_step(token_ids, cache, index)
-            return logits[:, -1], cache
+            return self._tokenizer_ids_only(logits[:, -1]), cache
 
         special = dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
         if self.beam_size == 1:
@@ -127,6 +143,15 @@ class Translator(tf.Module):
             num_results=num_results,
             **special,
         )
+
+    def _tokenizer_ids_only(self, logits):
+        """`logits` `(n, model vocabulary)` with the ids the tokenizer lacks
+        forbidden, so that no output fails to detokenize."""
+        vocab = tf.shape(logits)[-1]
+        if self.output_vocab_size == self.model.target_vocab_size:
+            return logits
+        known = tf.range(vocab) < self.output_vocab_size
+        return tf.where(known[None, :], logits, tf.constant(NEG_INF, logits.dtype))
 
     @tf.function(input_signature=[TEXT])
     def __call__(self, text):
@@ -198,3 +223,20 @@ def _framing_ids(tokenizer, pad_id):
             )
         framing.append(value)
     return tuple(framing)
+
+
+def _output_vocab_size(model, tokenizer):
+    """How many target ids the translator may emit: the tokenizer's
+    vocabulary, which the model's must cover."""
+    vocab_size = getattr(tokenizer, "vocab_size", None)
+    if vocab_size is None:
+        return model.target_vocab_size
+    for side in ("source", "target"):
+        model_size = getattr(model, f"{side}_vocab_size")
+        if model_size < vocab_size:
+            raise ValueError(
+                f"The model's {side} vocabulary ({model_size:,} ids) is smaller than the "
+                f"tokenizer's ({vocab_size:,}): the tokenizer's ids would not fit. Received: "
+                f"model.{side}_vocab_size={model_size}, tokenizer.vocab_size={vocab_size}"
+            )
+    return vocab_size

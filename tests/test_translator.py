@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from keras_transformer import Transformer
 from keras_transformer import Translator
+from keras_transformer.tokenization import train_sentencepiece
 from tests.tokenization.helpers import OTHER_IDS
 from tests.tokenization.helpers import tokenizer_with_other_ids
 from tests.training.helpers import letter_reversal_corpus
@@ -104,3 +105,23 @@ def test_model_and_tokenizer_special_ids_are_honoured():
     assert translator.translate(sentences, batch_size=4) == expected
     with pytest.raises(ValueError, match="Received: model.pad_id=0"):
         Translator(Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size), tokenizer)
+
+
+def test_vocabularies_of_model_and_tokenizer_are_compared():
+    tokenizer = train_sentencepiece(["a b c d e f g h i j"] * 50, 280)
+    small = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size - 1)
+    with pytest.raises(ValueError, match="smaller than the tokenizer's"):
+        Translator(small, tokenizer)
+    # A larger model: its extra ids are made the most likely of all, and
+    # must still never come out (the tokenizer could not detokenize them).
+    extra = 30
+    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size + extra, dropout=0.0)
+    table = model.source_embedding.embeddings
+    boosted = table.numpy()
+    boosted[-extra:] *= 50.0
+    table.assign(boosted)
+    for beam_size in (1, 3):
+        translator = Translator(model, tokenizer, beam_size=beam_size, max_extra_length=4)
+        ids, _ = translator._search(translator.encode_text(tf.constant(["a b", "c"])), 1)
+        assert int(tf.reduce_max(ids)) < tokenizer.vocab_size
+        assert len(translator.translate(["a b", "c"])) == 2

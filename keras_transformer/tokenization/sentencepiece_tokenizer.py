@@ -1,6 +1,7 @@
 """A SentencePiece tokenizer run by TensorFlow Text ops."""
 
 import base64
+import hashlib
 import os
 
 import sentencepiece
@@ -60,12 +61,13 @@ class SentencePieceTokenizer(tf.Module):
                 f"SentencePieceTokenizer.from_file. Received: proto={proto[:60]!r}"
             )
         self.proto = bytes(proto)
-        processor = sentencepiece.SentencePieceProcessor(model_proto=self.proto)
+        processor = _load(self.proto)
         self.vocab_size = processor.get_piece_size()
         self.pad_id = processor.pad_id()
         self.unk_id = processor.unk_id()
         self.bos_id = processor.bos_id()
         self.eos_id = processor.eos_id()
+        _check_special_ids(self)
         self._processor = processor
         self._eager_handle = None
 
@@ -88,9 +90,18 @@ class SentencePieceTokenizer(tf.Module):
 
     @classmethod
     def from_file(cls, path, name=None):
-        """Loads a `.model` file written by SentencePiece (or `save`)."""
+        """Loads a `.model` file written by SentencePiece (or `save`).
+
+        Raises:
+            ValueError: the file is empty or not a SentencePiece model (the
+                message names it), or the model lacks a special piece.
+        """
         with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
-            return cls(f.read(), name=name)
+            proto = f.read()
+        try:
+            return cls(proto, name=name)
+        except ValueError as error:
+            raise ValueError(f"{os.fspath(path)}: {error}") from None
 
     @classmethod
     def from_proto(cls, proto, name=None):
@@ -98,9 +109,17 @@ class SentencePieceTokenizer(tf.Module):
         return cls(proto, name=name)
 
     def save(self, path):
-        """Writes the model as a SentencePiece `.model` file."""
-        with tf.io.gfile.GFile(os.fspath(path), "wb") as f:
-            f.write(self.proto)
+        """Writes the model as a SentencePiece `.model` file, atomically: a
+        crash leaves the old file or the new one, never half a model."""
+        path = os.fspath(path)
+        staging = f"{path}.tmp-{os.getpid()}"
+        try:
+            with tf.io.gfile.GFile(staging, "wb") as f:
+                f.write(self.proto)
+            tf.io.gfile.rename(staging, path, overwrite=True)
+        finally:
+            if tf.io.gfile.exists(staging):
+                tf.io.gfile.remove(staging)
 
     def get_config(self):
         return {"proto": base64.b64encode(self.proto).decode("ascii"), "name": self.name}
@@ -108,6 +127,12 @@ class SentencePieceTokenizer(tf.Module):
     @classmethod
     def from_config(cls, config):
         return cls(base64.b64decode(config["proto"]), name=config.get("name"))
+
+    @property
+    def fingerprint(self):
+        """A short hash of the model proto: two tokenizers with the same
+        fingerprint map text to the same ids."""
+        return hashlib.sha256(self.proto).hexdigest()[:16]
 
     def id_to_piece(self, token_id):
         """The piece of one id (Python, for inspection)."""
@@ -163,4 +188,42 @@ class SentencePieceTokenizer(tf.Module):
             ),
             ids.flat_values,
             ids.row_splits,
+        )
+
+
+def _load(proto):
+    """A SentencePiece processor for `proto`, or a `ValueError` that says
+    why there is none (SentencePiece accepts empty bytes as an empty model
+    and reports a truncated one as an internal error)."""
+    if not proto:
+        raise ValueError("The SentencePiece model is empty (0 bytes).")
+    try:
+        processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError as error:
+        raise ValueError(
+            f"Not a readable SentencePiece model ({len(proto)} bytes; truncated or another "
+            f"format): {str(error).strip()}"
+        ) from None
+    if processor.get_piece_size() == 0:
+        raise ValueError("The SentencePiece model has no pieces.")
+    return processor
+
+
+def _check_special_ids(tokenizer):
+    """Refuses a model without distinct pad, unk, BOS and EOS pieces.
+
+    SentencePiece's defaults have no pad piece (`pad_id=-1`), and id 0 is
+    then the unknown piece: padding with 0 would hide unknown words from
+    the model. `train_sentencepiece` gives pad 0, unk 1, BOS 2, EOS 3; a
+    model trained elsewhere works when it defines all four (the package
+    reads them from the tokenizer, and `Transformer(pad_id=...)` takes its
+    pad id).
+    """
+    ids = {name: getattr(tokenizer, name) for name in ("pad_id", "unk_id", "bos_id", "eos_id")}
+    layout = ", ".join(f"{name}={value}" for name, value in ids.items())
+    if min(ids.values()) < 0 or len(set(ids.values())) < len(ids):
+        raise ValueError(
+            "The SentencePiece model must define distinct pad, unk, BOS and EOS pieces "
+            "(train_sentencepiece gives pad_id=0, unk_id=1, bos_id=2, eos_id=3; "
+            f"SentencePiece's own defaults have no pad piece). Received: {layout}"
         )

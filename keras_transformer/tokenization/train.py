@@ -3,6 +3,7 @@
 import gzip
 import io
 import os
+import re
 
 import sentencepiece
 
@@ -13,10 +14,26 @@ from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePiece
 MODEL_TYPES = ("bpe", "unigram")
 
 
+# A string without white space that ends like a file name ("train.en",
+# "corpus/train.de.gz") names a file, whether or not it exists.
+_FILE_NAME = re.compile(r"\S*(/|\w\.[a-z][a-z0-9]{0,4})")
+
+
 def _is_path(item):
-    return isinstance(item, os.PathLike) or (
-        isinstance(item, str) and "\n" not in item and os.path.isfile(item)
-    )
+    """Whether `item` names a file; raises for one that looks like a file
+    name but does not exist (a typo must not train as a sentence)."""
+    if isinstance(item, os.PathLike):
+        return True
+    if not isinstance(item, str) or "\n" in item:
+        return False
+    if os.path.isfile(item):
+        return True
+    if _FILE_NAME.fullmatch(item):
+        raise FileNotFoundError(
+            f"No such file: {item!r}. (A string without spaces that ends like a file name "
+            "is read as a path, never trained on as a sentence.)"
+        )
+    return False
 
 
 def _read_lines(path):
@@ -39,6 +56,27 @@ def _sentences(inputs):
             yield from _read_lines(item)
         else:
             yield str(item)
+
+
+class _Sentences:
+    """The sentences of `inputs`, keeping the error that stopped reading
+    them: SentencePiece's trainer turns it into a bare `RuntimeError`."""
+
+    def __init__(self, inputs):
+        self.error = None
+        self._sentences = _sentences(inputs)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._sentences)
+        except StopIteration:
+            raise
+        except Exception as error:  # noqa: BLE001 (kept and raised again by the caller)
+            self.error = error
+            raise
 
 
 def train_sentencepiece(
@@ -91,20 +129,26 @@ def train_sentencepiece(
         )
     sentencepiece.set_random_generator_seed(seed)
     model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(_sentences(inputs)),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type=model_type,
-        character_coverage=character_coverage,
-        byte_fallback=True,
-        normalization_rule_name="identity",
-        input_sentence_size=input_sentence_size,
-        shuffle_input_sentence=True,
-        max_sentence_length=max_sentence_length,
-        num_threads=num_threads or os.cpu_count() or 1,
-        hard_vocab_limit=False,
-        minloglevel=2,
-        **SPECIAL_IDS,
-    )
+    sentences = _Sentences(inputs)
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=sentences,
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            max_sentence_length=max_sentence_length,
+            num_threads=num_threads or os.cpu_count() or 1,
+            hard_vocab_limit=False,
+            minloglevel=2,
+            **SPECIAL_IDS,
+        )
+    except RuntimeError:
+        if sentences.error is not None:  # raised while reading, not by SentencePiece
+            raise sentences.error from None
+        raise
     return SentencePieceTokenizer(model.getvalue())

@@ -1,10 +1,12 @@
 import gzip
+import io
 import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import sentencepiece
 import tensorflow as tf
 
 from keras_transformer.special_ids import BOS_ID
@@ -160,3 +162,56 @@ def test_special_ids_come_from_the_model():
     eos = tf.fill([2, 1], OTHER_IDS["eos_id"])
     framed = tf.concat([bos, ids, eos, tf.fill([2, 2], 7)], axis=1)
     assert other.detokenize(framed).numpy().tolist() == [b"Two dogs.", b"A man."]
+
+
+def test_a_missing_file_is_not_trained_on_as_a_sentence(tmp_path):
+    (tmp_path / "train.en").write_text("\n".join(ENGLISH * 10) + "\n")
+    typo = str(tmp_path / "trian.de")
+    with pytest.raises(FileNotFoundError, match="trian.de"):
+        train_sentencepiece([str(tmp_path / "train.en"), typo], 300)
+    with pytest.raises(FileNotFoundError, match="data.gz"):
+        train_sentencepiece(["data.gz"], 300)
+    # Sentences, even with dots and no spaces, are sentences.
+    assert train_sentencepiece(ENGLISH * 20 + ["U.S.A", "e.g.", "Hello."], 300).vocab_size
+
+
+def default_layout_model(sentences):
+    """A valid model with SentencePiece's own special ids: unk 0, BOS 1,
+    EOS 2 and no pad piece."""
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=model,
+        vocab_size=300,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def test_models_that_cannot_work_are_refused_at_construction(tmp_path, tokenizer):
+    with pytest.raises(ValueError, match="empty"):
+        SentencePieceTokenizer(b"")
+    (tmp_path / "cut.model").write_bytes(tokenizer.proto[: len(tokenizer.proto) // 2])
+    with pytest.raises(ValueError, match="cut.model: Not a readable SentencePiece model"):
+        SentencePieceTokenizer.from_file(tmp_path / "cut.model")
+    with pytest.raises(ValueError, match="pad_id=-1, unk_id=0, bos_id=1, eos_id=2"):
+        SentencePieceTokenizer(default_layout_model(ENGLISH * 20))
+
+
+def test_save_replaces_the_file_whole(tmp_path, tokenizer, monkeypatch):
+    path = tmp_path / "spm.model"
+    path.write_bytes(b"an older model")
+    tokenizer.save(path)
+    assert path.read_bytes() == tokenizer.proto
+    assert os.listdir(tmp_path) == ["spm.model"]  # no staging file left
+
+    def full_disk(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    other = train_sentencepiece(GERMAN * 20, 300)
+    monkeypatch.setattr(tf.io.gfile, "rename", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        other.save(path)
+    assert path.read_bytes() == tokenizer.proto  # the old file is intact
+    assert os.listdir(tmp_path) == ["spm.model"]
