@@ -5,7 +5,10 @@
 
 `--export_dir` is a version directory or the base directory that holds
 numbered versions (the newest is used). Lines are translated in batches of
-`--batch_size`; the output has one line per input line, in order.
+`--batch_size`; the output has one line per input line, in order: input is
+split on `\\n` only, invalid UTF-8 is translated as it is (with a warning
+on stderr), and a translation never contains a line break. A SavedModel is
+a program that can read and write files: load only exports you trust.
 """
 
 import argparse
@@ -39,12 +42,39 @@ def describe(loaded, path):
     return "\n".join(lines)
 
 
+def read_lines(stream):
+    """The lines of a binary stream as bytes, split on `\\n` only (a lone
+    `\\r` stays inside its line; a final `\\r\\n` loses its `\\r`)."""
+    data = stream.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def invalid_utf8(lines):
+    """The 1-based numbers of the lines that are not valid UTF-8."""
+    numbers = []
+    for number, line in enumerate(lines, 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            numbers.append(number)
+    return numbers
+
+
+def one_line(text):
+    """`text` with line breaks turned into spaces, so that output line i
+    belongs to input line i."""
+    return " ".join(text.splitlines())
+
+
 def translate_lines(signature, lines, batch_size):
-    """Yields one translation per line, in order."""
+    """Yields one translation per line (bytes in, `str` out), in order."""
     for start in range(0, len(lines), batch_size):
         batch = tf.constant(lines[start : start + batch_size], tf.string)
         for text in signature(text=batch)["translation"].numpy():
-            yield text.decode("utf-8", errors="replace")
+            yield one_line(text.decode("utf-8", errors="replace"))
 
 
 def main(argv=None):
@@ -67,12 +97,20 @@ def main(argv=None):
     if args.info:
         print(describe(loaded, path))
         return 0
-    lines = [line.rstrip("\n") for line in sys.stdin]
-    for translation in translate_lines(
-        loaded.signatures["serving_default"], lines, args.batch_size
-    ):
-        print(translation, flush=False)
-    sys.stdout.flush()
+    lines = read_lines(sys.stdin.buffer)
+    bad = invalid_utf8(lines)
+    if bad:
+        shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
+        print(
+            f"warning: {len(bad)} input line(s) are not valid UTF-8 (line {shown}); "
+            "they are translated with the invalid bytes as they are.",
+            file=sys.stderr,
+        )
+    signature = loaded.signatures["serving_default"]
+    out = sys.stdout.buffer
+    for translation in translate_lines(signature, lines, args.batch_size):
+        out.write(translation.encode("utf-8") + b"\n")
+    out.flush()
     return 0
 
 

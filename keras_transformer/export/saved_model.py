@@ -21,20 +21,27 @@ import tempfile
 
 import tensorflow as tf
 
-from keras_transformer.export.versions import existing_versions
+from keras_transformer import _validation
+from keras_transformer.export.versions import claimed_version
+from keras_transformer.export.versions import new_staging_dir
+from keras_transformer.export.versions import remove_stale
 from keras_transformer.translator import TEXT
 
 SETTINGS_FILE = "keras_transformer.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 DEFAULT_WARMUP = ("A man is riding a bicycle.", "", "Two dogs play in the snow.")
+# Request limits of the translation signatures: what one request may cost.
+DEFAULT_MAX_BATCH_SIZE = 256
+DEFAULT_MAX_INPUT_TOKENS = 16_384
 
 
 class _ServingModule(tf.Module):
     """What is saved: the translator's model and tokenizer, its decoding
     settings as a constant, and one `tf.function` per signature."""
 
-    def __init__(self, translator):
+    def __init__(self, translator, limits):
         super().__init__(name="keras_transformer_translator")
+        self.limits = dict(limits)
         # The functions read the `tf.Variable`s inside Keras's variables, and
         # those are what must be saved: exporting a Keras variable writes a
         # second copy, which the TF1 session loader (TF Serving) restores
@@ -44,17 +51,42 @@ class _ServingModule(tf.Module):
         self.model_variables = [v.value for v in translator.model.variables]
         # A variable, not a constant: constants are not saved as objects.
         self.settings_json = tf.Variable(
-            json.dumps(translator.settings(), sort_keys=True), trainable=False, name="settings_json"
+            json.dumps(self.settings(), sort_keys=True), trainable=False, name="settings_json"
         )
+
+    def settings(self):
+        """The translator's decoding settings and the request limits."""
+        return {**self.translator.settings(), **self.limits}
+
+    def _within_limits(self, text):
+        """`text`, after assertions that the request is within the limits
+        (an `InvalidArgument` error names the limit otherwise)."""
+        max_batch, max_tokens = self.limits["max_batch_size"], self.limits["max_input_tokens"]
+        lengths = tf.cast(self.translator.tokenizer.tokenize(text).row_lengths(), tf.int64)
+        tokens = tf.reduce_sum(tf.minimum(lengths + 1, self.translator.max_input_length))
+        checks = [
+            tf.debugging.assert_less_equal(
+                tf.size(text),
+                max_batch,
+                message=f"A request may hold at most max_batch_size={max_batch} sentences.",
+            ),
+            tf.debugging.assert_less_equal(
+                tokens,
+                tf.cast(max_tokens, tokens.dtype),
+                message=f"A request may hold at most max_input_tokens={max_tokens} source tokens.",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            return tf.identity(text)
 
     @tf.function(input_signature=[TEXT])
     def serve(self, text):
-        outputs = self.translator.translate_with_scores(text)
+        outputs = self.translator.translate_with_scores(self._within_limits(text))
         return {"translation": outputs["translation"], "score": outputs["score"]}
 
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
-        return self.translator.translate_n_best(text)
+        return self.translator.translate_n_best(self._within_limits(text))
 
     @tf.function(input_signature=[TEXT])
     def tokenize(self, text):
@@ -100,76 +132,116 @@ def export_saved_model(
     version=None,
     overwrite=False,
     warmup_sentences=DEFAULT_WARMUP,
+    max_batch_size=DEFAULT_MAX_BATCH_SIZE,
+    max_input_tokens=DEFAULT_MAX_INPUT_TOKENS,
 ):
     """Exports `translator` to `export_dir/<version>/` for TF Serving.
 
-    The SavedModel is written to a temporary directory inside `export_dir`
-    (whose name is not a number, so TF Serving ignores it) and renamed into
-    place when complete: a watcher never sees half a model, and a failed
-    export leaves no version directory behind.
+    The SavedModel is written to a hidden staging directory inside
+    `export_dir` (TF Serving ignores it) and renamed into place when
+    complete: a watcher never sees half a model, and a failed export leaves
+    no version directory behind. The version number is claimed atomically,
+    so exports running at once (two pipelines, the workers of one run) get
+    different versions; staging directories and claims of exports that
+    died are removed. With `overwrite=True` a failed swap puts the old
+    version back.
 
     Signatures:
         `serving_default`: `text` string `[batch]` -> `translation` string
             `[batch]`, `score` float32 `[batch]` (length-penalized
             log-probability).
         `n_best`: `text` -> `translations` `[batch, beam]`, `scores`.
-        `tokenize`: `text` -> `ids` int32 `[batch, length]` (0-padded),
-            `lengths` int32 `[batch]`.
+        `tokenize`: `text` -> `ids` int32 `[batch, length]` (padded with
+            the model's pad id), `lengths` int32 `[batch]`.
         `detokenize`: `ids` int32 `[batch, length]` -> `text` `[batch]`.
 
-    The decoding settings (beam size, alpha, length limits) are fixed at
-    export; they are recorded in the SavedModel (`settings_json`) and in
-    `assets.extra/keras_transformer.json` (see
-    `python -m keras_transformer.translate --export_dir D --info`).
+    A translation request over `max_batch_size` sentences or
+    `max_input_tokens` source tokens (after truncation to the translator's
+    `max_input_length`) fails with `InvalidArgument` naming the limit,
+    instead of exhausting the server's memory. The decoding settings and
+    the limits are fixed at export; they are recorded in the SavedModel
+    (`settings_json`) and in `assets.extra/keras_transformer.json` (see
+    `python -m keras_transformer.translate --export_dir D --info`). A
+    translator compiled with XLA is exported without it (stock TF Serving
+    does not run XLA on a CPU).
 
     Args:
         translator: a `keras_transformer.Translator`.
-        export_dir: the model's base directory (TF Serving's `model_base_path`).
+        export_dir: the model's base directory (TF Serving's
+            `model_base_path`), on a local or POSIX file system.
         version: a positive integer; default one more than the highest
-            version already there (1 for a new directory).
+            version already there or claimed (1 for a new directory).
         overwrite: replace an existing `version` instead of refusing.
         warmup_sentences: sentences for `assets.extra/tf_serving_warmup_requests`
             (TF Serving runs them at load, so the first user request does
             not pay for graph initialization); empty for no warm-up file.
+        max_batch_size: the most sentences a translation request may hold.
+        max_input_tokens: the most source tokens (EOS included) a
+            translation request may hold.
 
     Returns:
         The path of the version directory.
+
+    Raises:
+        FileExistsError: `version` exists (without `overwrite`) or another
+            export is writing it.
+        ValueError: a bad argument, or weights that are NaN or infinite.
 
     Example:
 
     >>> path = export_saved_model(Translator(model, tokenizer), "/models/ende")
     """
     export_dir = os.fspath(export_dir)
-    versions = existing_versions(export_dir)
-    if version is None:
-        version = (versions[-1] + 1) if versions else 1
-    if isinstance(version, bool) or not isinstance(version, int) or version <= 0:
-        raise ValueError(f"`version` must be a positive integer. Received: version={version!r}")
-    final = os.path.join(export_dir, str(version))
-    if version in versions and not overwrite:
-        raise FileExistsError(
-            f"Version {version} already exists at {final}; pass overwrite=True to "
-            "replace it, or leave `version` unset to add the next one."
-        )
-    tf.io.gfile.makedirs(export_dir)
-    staging = tempfile.mkdtemp(prefix=f".tmp-export-{version}-", dir=export_dir)
-    try:
-        module = _ServingModule(translator)
-        tf.saved_model.save(module, staging, signatures=module.signatures())
-        extra = os.path.join(staging, "assets.extra")
-        tf.io.gfile.makedirs(extra)
-        with open(os.path.join(extra, SETTINGS_FILE), "w") as f:
-            json.dump({"version": version, **translator.settings()}, f, indent=2, sort_keys=True)
-        if warmup_sentences:
-            _write_warmup(os.path.join(extra, WARMUP_FILE), warmup_sentences)
-        if os.path.exists(final):  # overwrite: move the old one out first
-            old = tempfile.mkdtemp(prefix=f".tmp-old-{version}-", dir=export_dir)
-            os.rename(final, os.path.join(old, "model"))
-            os.rename(staging, final)
-            shutil.rmtree(old)
-        else:
-            os.rename(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    if version is not None:
+        _validation.check_positive_int(version=version)
+    _validation.check_positive_int(max_batch_size=max_batch_size, max_input_tokens=max_input_tokens)
+    if not all(bool(tf.reduce_all(tf.math.is_finite(w))) for w in translator.model.weights):
+        raise ValueError("The model's weights hold NaN or infinite values; nothing exported.")
+    if translator.jit_compile:
+        translator = translator.without_xla()
+    os.makedirs(export_dir, exist_ok=True)
+    remove_stale(export_dir)
+    limits = {"max_batch_size": max_batch_size, "max_input_tokens": max_input_tokens}
+    with claimed_version(export_dir, version) as version:
+        final = os.path.join(export_dir, str(version))
+        if os.path.exists(final) and not overwrite:
+            raise FileExistsError(
+                f"Version {version} already exists at {final}; pass overwrite=True to "
+                "replace it, or leave `version` unset to add the next one."
+            )
+        staging = new_staging_dir(export_dir, version)
+        try:
+            _write_export(translator, staging, version, limits, warmup_sentences)
+            _swap_in(staging, final, export_dir, version)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def _write_export(translator, directory, version, limits, warmup_sentences):
+    module = _ServingModule(translator, limits)
+    tf.saved_model.save(module, directory, signatures=module.signatures())
+    os.remove(os.path.join(directory, "owner"))  # the staging marker is not part of it
+    extra = os.path.join(directory, "assets.extra")
+    tf.io.gfile.makedirs(extra)
+    with open(os.path.join(extra, SETTINGS_FILE), "w") as f:
+        json.dump({"version": version, **module.settings()}, f, indent=2, sort_keys=True)
+    if warmup_sentences:
+        _write_warmup(os.path.join(extra, WARMUP_FILE), warmup_sentences)
+
+
+def _swap_in(staging, final, export_dir, version):
+    """Renames `staging` to `final`; an existing `final` (overwrite) is
+    moved aside first and moved back if the swap fails."""
+    if not os.path.exists(final):
+        os.rename(staging, final)
+        return
+    old = tempfile.mkdtemp(prefix=f".tmp-old-{version}-", dir=export_dir)
+    os.rename(final, os.path.join(old, "model"))
+    try:
+        os.rename(staging, final)
+    except BaseException:
+        os.rename(os.path.join(old, "model"), final)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)

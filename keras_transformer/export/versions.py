@@ -6,7 +6,12 @@ highest numbered subdirectory. Local file systems list `1`, object stores
 plain ASCII numbers (temporary export directories, files) are not versions.
 """
 
+import contextlib
 import os
+import shutil
+import socket
+import tempfile
+import time
 
 import tensorflow as tf
 
@@ -56,3 +61,102 @@ def resolve_version_dir(export_dir, version=None):
     if not tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE)):
         raise FileNotFoundError(f"No SavedModel at {path} (versions: {versions})")
     return path
+
+
+# Claims and staging directories: hidden names (TF Serving ignores them)
+# that carry the host and process of the export that made them.
+_CLAIM = ".claim-{version}"
+STAGING_PREFIX = ".tmp-export-"
+_OWNER_FILE = "owner"
+_STALE_SECONDS = 24 * 3600
+
+
+def _owner():
+    return f"{socket.gethostname()} {os.getpid()}"
+
+
+def _is_alive(owner, age_seconds):
+    """Whether the export that wrote `owner` ("host pid") may still run."""
+    host, _, pid = owner.partition(" ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return age_seconds < _STALE_SECONDS  # another host: trust only the age
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_owner(directory):
+    try:
+        with open(os.path.join(directory, _OWNER_FILE)) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def remove_stale(export_dir):
+    """Removes the claims and staging directories of exports that died
+    (killed, or crashed without cleaning up). Returns their names."""
+    removed = []
+    for name in sorted(os.listdir(export_dir)) if os.path.isdir(export_dir) else []:
+        path = os.path.join(export_dir, name)
+        if not (name.startswith(".claim-") or name.startswith(STAGING_PREFIX)):
+            continue
+        age = time.time() - os.path.getmtime(path)
+        if not _is_alive(_read_owner(path), age):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def new_staging_dir(export_dir, version):
+    """A fresh hidden directory to write version `version` into."""
+    staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{version}-", dir=export_dir)
+    with open(os.path.join(staging, _OWNER_FILE), "w") as f:
+        f.write(_owner())
+    return staging
+
+
+@contextlib.contextmanager
+def claimed_version(export_dir, version=None):
+    """Reserves a version number of `export_dir` for one export, atomically
+    (`mkdir` of `.claim-<version>`, which only one process can create):
+    two exports at once never pick the same number. `version=None` claims
+    the next free number.
+
+    Yields:
+        The claimed version.
+
+    Raises:
+        FileExistsError: `version` is claimed by a running export.
+    """
+    os.makedirs(export_dir, exist_ok=True)
+    while True:
+        if version is None:
+            claimed = [
+                int(n[len(".claim-") :])
+                for n in os.listdir(export_dir)
+                if n.startswith(".claim-") and n[len(".claim-") :].isdigit()
+            ]
+            number = max([0, *existing_versions(export_dir), *claimed]) + 1
+        else:
+            number = version
+        claim = os.path.join(export_dir, _CLAIM.format(version=number))
+        try:
+            os.mkdir(claim)
+            break
+        except FileExistsError:
+            if version is not None:
+                raise FileExistsError(
+                    f"Version {version} of {export_dir} is being exported by another process "
+                    f"({_read_owner(claim) or 'owner unknown'}); if none runs, remove {claim}."
+                ) from None
+    try:
+        with open(os.path.join(claim, _OWNER_FILE), "w") as f:
+            f.write(_owner())
+        yield number
+    finally:
+        shutil.rmtree(claim, ignore_errors=True)

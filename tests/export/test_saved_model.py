@@ -1,3 +1,4 @@
+import io
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer.export.saved_model as saved_model_module
+import keras_transformer.translate as translate_cli
 from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import existing_versions
@@ -146,7 +148,8 @@ def test_other_signatures_settings_and_warmup(exported):
     n_best = loaded.signatures["n_best"](text=text)
     assert n_best["translations"].shape == (1, 3)
     settings = json.loads(loaded.settings_json.numpy())
-    assert settings == translator.settings() and settings["beam_size"] == 3
+    limits = {"max_batch_size": 256, "max_input_tokens": 16_384}  # the defaults
+    assert settings == {**translator.settings(), **limits} and settings["beam_size"] == 3
     with open(os.path.join(path, "assets.extra", "keras_transformer.json")) as f:
         assert json.load(f)["alpha"] == 0.6
 
@@ -200,9 +203,37 @@ def test_command_line(exported):
     assert result.stdout.split("\n")[:3] == translator.translate(sentences)
     info = run("--info")
     assert info.returncode == 0, info.stderr[-3000:]
-    assert '"beam_size": 3' in info.stdout
+    assert '"beam_size": 3' in info.stdout and '"max_batch_size": 256' in info.stdout
     signature = "text: string[None] -> score: float32[None], translation: string[None]"
     assert f"signature serving_default: {signature}" in info.stdout
+
+
+def test_command_line_keeps_output_line_i_for_input_line_i(exported):
+    translator, path = exported
+    # Invalid UTF-8, a lone carriage return inside a line, a CRLF ending.
+    lines = [b"A dog runs.", b"bad \xff\xfe byte", b"one \r line", b"Two dogs.\r"]
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.translate", "--export_dir", path],
+        input=b"\n".join(lines) + b"\n",
+        capture_output=True,
+        env=ENV,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout.decode("utf-8").split("\n")
+    assert output[-1] == "" and len(output) == len(lines) + 1
+    expected = translator.translate_with_scores(
+        tf.constant([lines[0], lines[1], lines[2], lines[3][:-1]])
+    )["translation"].numpy()
+    assert output[:-1] == [translate_cli.one_line(t.decode("utf-8", "replace")) for t in expected]
+    assert b"1 input line(s) are not valid UTF-8 (line 2)" in result.stderr
+
+
+def test_command_line_line_handling():
+    stream = io.BytesIO(b"a\r\nb \r c\n\nlast")
+    assert translate_cli.read_lines(stream) == [b"a", b"b \r c", b"", b"last"]
+    assert translate_cli.invalid_utf8([b"ok", b"\xff", "é".encode()]) == [2]
+    assert translate_cli.one_line("Ein Hund\nläuft\r\nschnell\u2028.") == "Ein Hund läuft schnell ."
 
 
 def test_keras_export_of_the_raw_model(tmp_path):

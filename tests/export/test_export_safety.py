@@ -1,0 +1,149 @@
+"""Exports that run at once, die half way, replace a version, or meet a
+request too large, a model with NaN weights or an XLA-compiled search."""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+from keras_transformer import Transformer
+from keras_transformer import Translator
+from keras_transformer.export import export_saved_model
+from keras_transformer.export.versions import claimed_version
+from keras_transformer.tokenization import train_sentencepiece
+
+SENTENCES = ["A man is riding a bicycle.", "Zwei Hunde spielen im Schnee."]
+
+
+@pytest.fixture(scope="module")
+def translator():
+    tokenizer = train_sentencepiece(SENTENCES * 30, 300)
+    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size)
+    return Translator(model, tokenizer, beam_size=2, max_extra_length=3)
+
+
+def export(translator, base, **options):
+    return export_saved_model(translator, base, warmup_sentences=(), **options)
+
+
+def test_claims_are_exclusive_even_under_concurrency(tmp_path):
+    base = str(tmp_path / "models")
+    claimed, release = [], threading.Event()
+
+    def claim():
+        with claimed_version(base) as version:
+            claimed.append(version)
+            release.wait(10)
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    while len(claimed) < 8:
+        threading.Event().wait(0.01)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert sorted(claimed) == list(range(1, 9))
+    assert os.listdir(base) == []  # claims are released
+
+
+def test_an_export_never_takes_a_version_another_one_is_writing(translator, tmp_path):
+    base = str(tmp_path / "models")
+    with claimed_version(base) as other:  # another export is writing version 1
+        assert other == 1
+        assert os.path.basename(export(translator, base)) == "2"
+        with pytest.raises(FileExistsError, match="being exported by another process"):
+            export(translator, base, version=1)
+    assert sorted(os.listdir(base)) == ["2"]
+
+
+def dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_leftovers_of_a_killed_export_are_removed(translator, tmp_path):
+    base = tmp_path / "models"
+    for name in (".tmp-export-3-abc", ".claim-4"):
+        (base / name).mkdir(parents=True)
+        (base / name / "owner").write_text(f"{socket.gethostname()} {dead_pid()}")
+    (base / ".claim-7").mkdir()  # being written right now: no owner yet
+    assert os.path.basename(export(translator, base)) == "8"
+    assert sorted(os.listdir(base)) == [".claim-7", "8"]
+
+
+def test_a_failed_overwrite_keeps_the_old_version(translator, tmp_path, monkeypatch):
+    base = tmp_path / "models"
+    first = export(translator, base)
+    before = pathlib.Path(first, "saved_model.pb").read_bytes()
+    rename = os.rename
+
+    def fail_the_swap(source, target):
+        if ".tmp-export-" in str(source) and str(target) == first:
+            raise OSError("disk failure")
+        rename(source, target)
+
+    monkeypatch.setattr(os, "rename", fail_the_swap)
+    with pytest.raises(OSError, match="disk failure"):
+        export(translator, base, version=1, overwrite=True)
+    assert pathlib.Path(first, "saved_model.pb").read_bytes() == before
+    assert sorted(os.listdir(base)) == ["1"]
+
+
+def test_requests_over_the_limits_are_refused_with_the_limit(translator, tmp_path):
+    # The two sentences, each with its EOS, are exactly the token limit.
+    tokens = sum(len(ids) + 1 for ids in translator.tokenizer(SENTENCES).to_list())
+    path = export(translator, tmp_path / "models", max_batch_size=2, max_input_tokens=tokens)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    assert serve(text=tf.constant(SENTENCES))["translation"].shape == (2,)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size=2"):
+        serve(text=tf.constant(SENTENCES + ["x"]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"max_input_tokens={tokens} "):
+        serve(text=tf.constant([" ".join(SENTENCES * 2)]))
+    settings = json.loads(pathlib.Path(path, "assets.extra", "keras_transformer.json").read_text())
+    assert (settings["max_batch_size"], settings["max_input_tokens"]) == (2, tokens)
+
+
+def test_non_finite_weights_are_not_exported(translator, tmp_path):
+    model = Transformer.from_config(translator.model.get_config())
+    model.set_weights(translator.model.get_weights())
+    model.trainable_weights[0].assign(np.full(model.trainable_weights[0].shape, np.nan))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        export(Translator(model, translator.tokenizer), tmp_path / "models")
+    assert not os.path.exists(tmp_path / "models" / "1")
+
+
+def compiled_functions(path):
+    """Names of the saved functions marked for XLA, and XLA op types."""
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    found = []
+    for meta_graph in saved.meta_graphs:
+        for function in meta_graph.graph_def.library.function:
+            if function.attr["_XlaMustCompile"].b:
+                found.append(function.signature.name)
+            found += [n.op for n in function.node_def if n.op.startswith("Xla")]
+    return found
+
+
+def test_an_xla_translator_is_exported_without_xla(translator, tmp_path):
+    xla = Translator(
+        translator.model, translator.tokenizer, beam_size=2, max_extra_length=3, jit_compile=True
+    )
+    path = export(xla, tmp_path / "models")
+    assert compiled_functions(path) == []
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    expected = translator.translate_with_scores(tf.constant(SENTENCES))["translation"]
+    assert serve(text=tf.constant(SENTENCES))["translation"].numpy().tolist() == (
+        expected.numpy().tolist()
+    )
