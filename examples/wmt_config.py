@@ -16,7 +16,7 @@ import keras_transformer as kt
 from keras_transformer import training
 
 
-def setting(default, help, group, choices=None, shown=None, model_argument=False):
+def setting(default, help, group, choices=None, shown=None, model_argument=False, frozen=False):
     """A `RunConfig` field.
 
     Args:
@@ -26,15 +26,18 @@ def setting(default, help, group, choices=None, shown=None, model_argument=False
         choices: the accepted values, if limited.
         shown: how `--help` names the default when it is `None`.
         model_argument: passed to `Transformer.from_preset` when set.
+        frozen: decides the vocabulary or the weights, so a rerun in the
+            same model_dir may not change it.
     """
     metadata = dict(help=help, group=group, choices=choices, shown=shown)
-    metadata["model_argument"] = model_argument
+    metadata.update(model_argument=model_argument, frozen=frozen)
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def model_setting(help, choices=None):
+def model_setting(help, choices=None, frozen=True):
     """A `Transformer` argument; unset, the model preset's value holds."""
-    return setting(None, help, "model", choices, "the model preset's", model_argument=True)
+    shown = "the model preset's"
+    return setting(None, help, "model", choices, shown, model_argument=True, frozen=frozen)
 
 
 def data_file(split, side):
@@ -62,23 +65,29 @@ class RunConfig:
     source_lang: str = setting("en", "TFDS source feature", "data")
     target_lang: str = setting("de", "TFDS target feature", "data")
     max_eval_sentences: int | None = setting(None, "sentences evaluated", "data", shown="all")
-    tokenizer_sentences: int = setting(2_000_000, "pairs the vocabulary is trained on", "data")
+    tokenizer_sentences: int = setting(
+        2_000_000, "pairs the vocabulary is trained on", "data", frozen=True
+    )
     strategy: str = setting("auto", "tf.distribute strategy", "devices", training.STRATEGIES)
     mixed_precision: str = setting(
         "none", "dtype policy", "devices", tuple(training.MIXED_PRECISION)
     )
-    model: str = setting("base", "Transformer preset", "model", tuple(kt.models.PRESETS))
-    vocab_size: int = setting(37000, "shared SentencePiece vocabulary size", "model")
+    model: str = setting(
+        "base", "Transformer preset", "model", tuple(kt.models.PRESETS), frozen=True
+    )
+    vocab_size: int = setting(37000, "shared SentencePiece vocabulary size", "model", frozen=True)
     num_layers: int | None = model_setting("layers N of the encoder and the decoder")
     d_model: int | None = model_setting("model width")
     num_heads: int | None = model_setting("attention heads")
     d_ff: int | None = model_setting("feed-forward inner size")
-    dropout: float | None = model_setting("P_drop")
-    attention_dropout: float | None = model_setting("dropout on attention weights")
-    relu_dropout: float | None = model_setting("dropout inside the feed-forward")
+    dropout: float | None = model_setting("P_drop", frozen=False)
+    attention_dropout: float | None = model_setting("dropout on attention weights", frozen=False)
+    relu_dropout: float | None = model_setting("dropout inside the feed-forward", frozen=False)
     norm_first: bool | None = model_setting("pre-norm instead of the paper's post-norm")
     position_encoding: str | None = model_setting("positions", ("sinusoidal", "learned"))
-    max_length: int = setting(256, "longest sequence in tokens", "model", model_argument=True)
+    max_length: int = setting(
+        256, "longest sequence in tokens", "model", model_argument=True, frozen=True
+    )
     batch_tokens: int = setting(4096, "tokens per micro-batch and replica", "training")
     update_tokens: int = setting(25000, "tokens per update, by accumulation", "training")
     warmup_steps: int = setting(4000, "learning-rate warm-up", "training")
@@ -116,6 +125,11 @@ class RunConfig:
         fields = dataclasses.fields(self)
         names = [f.name for f in fields if f.metadata["model_argument"]]
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+    @classmethod
+    def frozen_settings(cls):
+        """The settings a rerun in the same model_dir may not change."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata["frozen"])
 
     def to_json(self):
         return {**dataclasses.asdict(self), "data": self.data_source}

@@ -56,11 +56,22 @@ class Data:
     test: tuple
 
 
-def _as_lists(pairs, limit):
+def _decode(line, where):
+    """A line of bytes as text; invalid UTF-8 is replaced and reported."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        print(f"warning: {where}: invalid UTF-8 replaced", file=sys.stderr)
+        return line.decode("utf-8", errors="replace")
+
+
+def _as_lists(pairs, limit, names):
+    """The first `limit` pairs as `(sources, references)` lists; `names`
+    name the two sides in warnings (file names, or the TFDS split)."""
     sources, references = [], []
-    for source, reference in pairs.take(limit or -1).as_numpy_iterator():
-        sources.append(source.decode("utf-8"))
-        references.append(reference.decode("utf-8"))
+    for number, (source, reference) in enumerate(pairs.take(limit or -1).as_numpy_iterator(), 1):
+        sources.append(_decode(source, f"{names[0]}:{number}"))
+        references.append(_decode(reference, f"{names[1]}:{number}"))
     return sources, references
 
 
@@ -91,24 +102,56 @@ def data_stage(config):
     if config.data_source != "local files":
         return Data(
             train=_tfds_pairs(config, "train"),
-            valid=_as_lists(_tfds_pairs(config, "validation"), limit),
-            test=_as_lists(_tfds_pairs(config, "test"), limit),
+            valid=_as_lists(_tfds_pairs(config, "validation"), limit, ("validation",) * 2),
+            test=_as_lists(_tfds_pairs(config, "test"), limit, ("test",) * 2),
         )
     valid = None
     if config.valid_src and config.valid_tgt:
-        valid = _as_lists(training.text_pairs_from_files(config.valid_src, config.valid_tgt), limit)
+        files = (config.valid_src, config.valid_tgt)
+        valid = _as_lists(training.text_pairs_from_files(*files), limit, files)
     return Data(
         train=training.text_pairs_from_files(config.train_src, config.train_tgt),
         valid=valid,
-        test=_as_lists(training.text_pairs_from_files(config.test_src, config.test_ref), limit),
+        test=_as_lists(
+            training.text_pairs_from_files(config.test_src, config.test_ref),
+            limit,
+            (config.test_src, config.test_ref),
+        ),
     )
 
 
+def _write_json(path, value, **options):
+    """Writes JSON through a temporary file and a rename: a crash leaves
+    the old file or the new one, never half of one."""
+    with open(f"{path}.tmp", "w") as f:
+        json.dump(value, f, **options)
+    os.replace(f"{path}.tmp", path)
+
+
 def start_run(config):
+    """Creates the run directory, or checks a rerun's settings against the
+    stored ones: a changed model or vocabulary is refused, anything else
+    (a larger --train_steps, other evaluation settings) is reported."""
     os.makedirs(config.model_dir, exist_ok=True)
-    with open(os.path.join(config.model_dir, "config.json"), "w") as f:
-        json.dump(config.to_json(), f, indent=2, sort_keys=True)
-    print("configuration:", json.dumps(config.to_json(), sort_keys=True))
+    path = os.path.join(config.model_dir, "config.json")
+    current = config.to_json()
+    if os.path.exists(path):
+        with open(path) as f:
+            stored = json.load(f)
+        changed = [k for k in sorted(current) if stored.get(k, current[k]) != current[k]]
+        described = [f"{k}: {stored[k]!r} -> {current[k]!r}" for k in changed]
+        frozen_keys = config.frozen_settings()
+        frozen = [d for k, d in zip(changed, described, strict=True) if k in frozen_keys]
+        if frozen:
+            sys.exit(
+                f"{config.model_dir} holds a run with another model or vocabulary ("
+                + "; ".join(frozen)
+                + "). Use the stored settings, or another --model_dir."
+            )
+        if changed:
+            print("settings changed since the last run:", "; ".join(described))
+    _write_json(path, current, indent=2, sort_keys=True)
+    print("configuration:", json.dumps(current, sort_keys=True))
     keras.utils.set_random_seed(config.seed)
 
 
@@ -119,7 +162,7 @@ def tokenizer_stage(config, train_pairs):
         return kt.tokenization.SentencePieceTokenizer.from_file(path)
     start = time.time()
     sample = (
-        (s.decode("utf-8"), t.decode("utf-8"))
+        (s.decode("utf-8", errors="replace"), t.decode("utf-8", errors="replace"))
         for s, t in train_pairs.take(config.tokenizer_sentences).as_numpy_iterator()
     )
     tokenizer = kt.tokenization.train_sentencepiece(sample, config.vocab_size, seed=config.seed)
@@ -142,14 +185,26 @@ def model_stage(config, tokenizer):
         )
 
 
+def _finished(trained, config):
+    """Whether an earlier run's training (`training_done.json`) is what
+    this one asks for: all of --train_steps, or the same --train_steps
+    stopped by the time budget."""
+    if trained["final_step"] >= config.train_steps:
+        return True
+    return bool(trained.get("out_of_time")) and trained.get("train_steps") == config.train_steps
+
+
 def training_stage(config, model, tokenizer, train_pairs):
-    """Trains (or resumes); returns what `training_done.json` records."""
+    """Trains, resumes, or continues to a larger --train_steps; returns what
+    `training_done.json` records."""
     done_marker = os.path.join(config.model_dir, "training_done.json")
     if os.path.exists(done_marker):
         with open(done_marker) as f:
             trained = json.load(f)
-        print(f"training: already done ({trained['final_step']} steps)")
-        return trained
+        if _finished(trained, config):
+            print(f"training: already done ({trained['final_step']} steps)")
+            return trained
+        print(f"training: continuing from step {trained['final_step']} to {config.train_steps}")
     replicas = model.distribute_strategy.num_replicas_in_sync
     accumulation = max(1, math.ceil(config.update_tokens / (config.batch_tokens * replicas)))
     print(
@@ -165,9 +220,6 @@ def training_stage(config, model, tokenizer, train_pairs):
             max_length=config.max_length,
             input_context=input_context,
             vocab_size=tokenizer.vocab_size,
-            bos_id=tokenizer.bos_id,
-            eos_id=tokenizer.eos_id,
-            pad_id=tokenizer.pad_id,
         )
 
     minutes = config.max_train_minutes
@@ -184,6 +236,7 @@ def training_stage(config, model, tokenizer, train_pairs):
         label_smoothing=config.label_smoothing,
         max_seconds=minutes and 60 * minutes,
         verbose=2,
+        tokenizer=tokenizer,
     )
     if result.initial_step:
         print(f"training: resumed from step {result.initial_step}")
@@ -193,9 +246,9 @@ def training_stage(config, model, tokenizer, train_pairs):
         "seconds": result.seconds,
         "tokens_per_sec": float(np.mean(result.history.get("tokens_per_sec") or [0.0])),
         "out_of_time": result.out_of_time,
+        "train_steps": config.train_steps,
     }
-    with open(done_marker, "w") as f:
-        json.dump(trained, f)
+    _write_json(done_marker, trained)
     return trained
 
 
@@ -218,8 +271,10 @@ def evaluation_stage(config, translator, data):
         hypotheses[name] = translator.translate(
             sources, config.eval_batch_size, progress=f"translating {name}"
         )
+        # One line per sentence, whatever a translation holds.
+        lines = [" ".join(h.splitlines()) for h in hypotheses[name]]
         with open(os.path.join(config.model_dir, f"hypotheses.{name}.txt"), "w") as f:
-            f.write("\n".join(hypotheses[name]) + "\n")
+            f.write("\n".join(lines) + "\n")
         scores[name] = bleu_scores(hypotheses[name], references)
         print(
             f"{name}: sacreBLEU {scores[name]['sacrebleu']:.2f} ({scores[name]['signature']}); "
@@ -240,18 +295,22 @@ def plots_stage(config, model, tokenizer, data, hypotheses):
     return paths
 
 
-def export_stage(config, translator):
+def export_stage(config, translator, trained):
+    """Exports the averaged model, unless the export of these weights (the
+    same final step) exists."""
     if not config.export_dir:
         return None
     marker = os.path.join(config.model_dir, "export.json")
+    exported = {}
     if os.path.exists(marker):
         with open(marker) as f:
-            path = json.load(f)["path"]
+            exported = json.load(f)
+    if exported and exported.get("step", trained["final_step"]) == trained["final_step"]:
+        path = exported["path"]
         print(f"export: {path} (already exported)")
     else:
         path = kt.export.export_saved_model(translator, config.export_dir)
-        with open(marker, "w") as f:
-            json.dump({"path": path}, f)
+        _write_json(marker, {"path": path, "step": trained["final_step"]})
         print(f"export: {path}")
     print(
         'try it: echo "A man is riding a bike." | python -m keras_transformer.translate '
@@ -283,8 +342,8 @@ def summary_stage(config, run):
     print("\n" + table)
     with open(os.path.join(config.model_dir, "summary.md"), "w") as f:
         f.write(table + "\n")
-    with open(os.path.join(config.model_dir, "summary.json"), "w") as f:
-        json.dump({"config": config.to_json(), **run}, f, indent=2)
+    summary = {"config": config.to_json(), **run}
+    _write_json(os.path.join(config.model_dir, "summary.json"), summary, indent=2)
 
 
 def main(argv=None):
@@ -296,6 +355,9 @@ def main(argv=None):
     model = model_stage(config, tokenizer)
     trained = training_stage(config, model, tokenizer, data.train)
     checkpoints = averaging_stage(config, model)
+    if not training.is_chief(model.distribute_strategy):
+        print("training done; the chief evaluates and exports")
+        return {}
     translator = kt.Translator(
         model,
         tokenizer,
@@ -305,7 +367,7 @@ def main(argv=None):
     )
     scores, hypotheses = evaluation_stage(config, translator, data)
     plots_stage(config, model, tokenizer, data, hypotheses)
-    export_path = export_stage(config, translator)
+    export_path = export_stage(config, translator, trained)
     summary_stage(
         config,
         {

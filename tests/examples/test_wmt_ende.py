@@ -40,6 +40,10 @@ def corpus(tmp_path_factory):
             path = base / f"{split}.{lang}"
             path.write_text("\n".join(" ".join(words(s)) + "." for s in sentences) + "\n")
             paths[f"{split}.{lang}"] = str(path)
+    # One reference line is not valid UTF-8.
+    lines = (base / "test.de").read_bytes().split(b"\n")
+    lines[2] = b"ein \xff Hund."
+    (base / "test.de").write_bytes(b"\n".join(lines))
     return paths
 
 
@@ -76,12 +80,25 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     serve = tf.saved_model.load(summary["export"]).signatures["serving_default"]
     assert serve(text=tf.constant(["a dog runs."]))["translation"].shape == (1,)
 
+    assert f"{corpus['test.de']}:3: invalid UTF-8 replaced" in first.stderr
+
     again = run_script(args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "training: already done (30 steps)" in again.stdout
     assert "tokenizer: " in again.stdout and "(already trained)" in again.stdout
     assert "(already exported)" in again.stdout
     assert sorted(os.listdir(export_dir)) == ["1"]
+
+    # Another model in the same directory is refused before anything runs.
+    other = run_script(args + ["--d_model", "32"])
+    assert other.returncode != 0 and "d_model: None -> 32" in other.stderr
+    # More steps continue the run, and export the new weights as a new version.
+    more = run_script(args + ["--train_steps", "40"])
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "training: continuing from step 30 to 40" in more.stdout
+    summary = json.loads((model_dir / "summary.json").read_text())
+    assert summary["training"]["final_step"] == 40
+    assert sorted(os.listdir(export_dir)) == ["1", "2"]
 
 
 def test_kill_then_rerun_resumes(corpus, tmp_path):
@@ -157,3 +174,26 @@ def test_flags_override_the_preset_which_overrides_the_defaults():
     assert config.model_arguments() == {"max_length": 128}
     config = load_example("wmt_config").parse_config(["--preset", "tiny", "--d_model", "32"])
     assert config.model_arguments() == {"d_model": 32, "max_length": 64}
+
+
+def test_marker_files_are_replaced_whole(tmp_path):
+    script = load_example("wmt_ende")
+    path = tmp_path / "training_done.json"
+    script._write_json(path, {"final_step": 30})
+    with pytest.raises(TypeError):  # fails half way through writing
+        script._write_json(path, {"final_step": 40, "seconds": object()})
+    assert json.loads(path.read_text()) == {"final_step": 30}
+
+
+def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
+    script = load_example("wmt_ende")
+    config = load_example("wmt_config").parse_config(["--model_dir", str(tmp_path)])
+
+    class Translator:
+        def translate(self, sources, batch_size, progress=None):
+            return ["ein\nHund", "zwei\r\nHunde", "drei"]
+
+    data = script.Data(train=None, valid=None, test=(["a", "b", "c"], ["x", "y", "z"]))
+    script.evaluation_stage(config, Translator(), data)
+    lines = (tmp_path / "hypotheses.test.txt").read_text().split("\n")
+    assert lines == ["ein Hund", "zwei Hunde", "drei", ""]
