@@ -137,6 +137,18 @@ def test_tfds_path_under_mock_data(tmp_path):
     assert config["data"] == "tfds:wmt14_translate/de-en" and config["source_lang"] == "en"
 
 
+def test_only_the_chief_evaluates_and_exports(tmp_path, monkeypatch):
+    script = load_example("wmt_ende")
+    monkeypatch.setattr(script.training, "is_chief", lambda strategy: False)
+    args = f"--preset tiny --model_dir {tmp_path / 'run'} --vocab_size 300 --train_steps 2"
+    args += f" --steps_per_checkpoint 2 --export_dir {tmp_path / 'exports'}"
+    with tfds.testing.mock_data(num_examples=40):
+        assert script.main(args.split()) == {}
+    assert (tmp_path / "run" / "checkpoints" / "ckpt-2.index").exists()  # it trained
+    assert not (tmp_path / "exports").exists()
+    assert not list((tmp_path / "run").glob("hypotheses.*"))
+
+
 def test_partial_local_flags_fail_fast(tmp_path):
     result = run_script(["--preset", "tiny", "--model_dir", str(tmp_path), "--train_src", "x.en"])
     assert result.returncode != 0 and "--train_tgt" in result.stderr
