@@ -145,16 +145,36 @@ class SentencePieceTokenizer(tf.Module):
     def tokenize(self, text):
         """Strings `(batch,)` to ragged int32 ids `(batch, None)`; a scalar
         string gives a 1-D tensor."""
+        return self._tokenize(text, nbest_size=0, alpha=1.0)
+
+    def sample_tokenize(self, text, alpha):
+        """Like `tokenize`, but draws a segmentation at random each call
+        (subword regularization, for training only): for a unigram model
+        from all segmentations with probabilities smoothed by `alpha`
+        (Kudo, 2018; 0.1-0.5 is usual), for a BPE model with merges dropped
+        with probability `alpha` (BPE-dropout, Provilkov et al., 2020; 0.1
+        is usual). The draws come from SentencePiece's own generator, which
+        no TensorFlow seed controls.
+
+        Example:
+
+        >>> tokenizer.sample_tokenize(["A dog runs."], alpha=0.1)
+        """
+        if not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
+            raise ValueError(f"`alpha` must be in (0, 1]. Received: alpha={alpha!r}")
+        return self._tokenize(text, nbest_size=-1, alpha=float(alpha))
+
+    def _tokenize(self, text, nbest_size, alpha):
         text = tf.convert_to_tensor(text, tf.string)
         if text.shape.rank == 0:
-            return self.tokenize(text[None])[0]
+            return self._tokenize(text[None], nbest_size, alpha)[0]
 
         def tokenize(handle, strings):
             values, splits = _ops.sentencepiece_tokenize_op(
                 handle,
                 strings,
-                nbest_size=0,
-                alpha=1.0,
+                nbest_size=nbest_size,
+                alpha=alpha,
                 add_bos=False,
                 add_eos=False,
                 reverse=False,

@@ -251,6 +251,7 @@ def make_batches(
     bos_id=None,
     eos_id=None,
     pad_id=None,
+    sampling_alpha=None,
 ):
     """Tokenizes text pairs and batches them by a token budget.
 
@@ -291,6 +292,12 @@ def make_batches(
             (or `EOS_ID`).
         pad_id: id filling batches, the model's `pad_id`; default the
             tokenizer's `pad_id` (or `PAD_ID`).
+        sampling_alpha: subword regularization (off by default): each pass
+            draws a new segmentation of every sentence with the tokenizer's
+            `sample_tokenize(text, alpha)` (`SentencePieceTokenizer`:
+            unigram smoothing, or the BPE-dropout probability). Only for
+            training data: evaluation, `Translator` and export always
+            tokenize deterministically.
 
     Returns:
         A dataset of `((source, target_in), target_out)` int32 batches.
@@ -307,6 +314,22 @@ def make_batches(
     _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
     if max_length < 2:
         raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
+    segment = tokenizer
+    if sampling_alpha is not None:
+        if not callable(getattr(tokenizer, "sample_tokenize", None)):
+            raise ValueError(
+                "`sampling_alpha` needs a tokenizer that samples segmentations "
+                "(`sample_tokenize`, as SentencePieceTokenizer has). Received: "
+                f"sampling_alpha={sampling_alpha!r} with tokenizer={tokenizer!r}"
+            )
+        if not isinstance(sampling_alpha, (int, float)) or not 0 < sampling_alpha <= 1:
+            raise ValueError(
+                f"`sampling_alpha` must be in (0, 1]. Received: sampling_alpha={sampling_alpha!r}"
+            )
+
+        def segment(strings):
+            return tokenizer.sample_tokenize(strings, sampling_alpha)
+
     if input_context is not None:
         pairs = pairs.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         batch_tokens = batch_tokens // input_context.num_replicas_in_sync
@@ -319,7 +342,7 @@ def make_batches(
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     keep = _keep_pair(max_length, long_pairs)
     dataset = (
-        _tokenized(pairs, tokenizer, vocab_size)
+        _tokenized(pairs, segment, vocab_size)
         .filter(lambda s, t: keep(s, t)["kept"])
         .map(
             lambda s, t: _frame(s, t, max_length, long_pairs, bos_id, eos_id),

@@ -215,3 +215,17 @@ def test_save_replaces_the_file_whole(tmp_path, tokenizer, monkeypatch):
         other.save(path)
     assert path.read_bytes() == tokenizer.proto  # the old file is intact
     assert os.listdir(tmp_path) == ["spm.model"]
+
+
+def test_sample_tokenize_draws_segmentations_of_the_same_text(tokenizer):
+    text = tf.constant(ENGLISH[:2])
+    draws = [tokenizer.sample_tokenize(text, alpha=0.3) for _ in range(20)]
+    assert len({str(d.to_list()) for d in draws}) > 1
+    for draw in draws:
+        assert [t.decode() for t in tokenizer.detokenize(draw).numpy()] == ENGLISH[:2]
+    # BPE-dropout with probability 1 drops every merge: single characters.
+    pieces = [tokenizer.id_to_piece(i) for i in tokenizer.sample_tokenize(text, 1.0).flat_values]
+    assert all(len(piece.lstrip("▁")) <= 1 for piece in pieces)
+    assert tokenizer.tokenize(text).to_list() == tokenizer.tokenize(text).to_list()
+    with pytest.raises(ValueError, match="alpha"):
+        tokenizer.sample_tokenize(text, alpha=0.0)

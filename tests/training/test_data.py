@@ -210,3 +210,31 @@ def test_pairs_with_an_empty_side_are_dropped_and_counted():
     assert (counts.read, counts.kept, counts.empty, counts.too_long) == (5, 2, 3, 0)
     assert count_pairs(pairs, number_tokenizer, max_length=2) == PairCounts(5, 1, 3, 1)
     assert str(counts).startswith("5 pairs read, 2 kept, 3 dropped for an empty side")
+
+
+def test_subword_sampling_resegments_each_pass_and_keeps_the_text():
+    from keras_transformer.tokenization import train_sentencepiece
+
+    sources, targets = reversal_corpus(30, seed=3)
+    sources = [s.replace(" ", "") + " abc" for s in sources]  # words worth splitting
+    tokenizer = train_sentencepiece(sources + targets, 300)
+    pairs = text_pairs_from_lists(sources, targets)
+    batches = make_batches(pairs, tokenizer, 4096, shuffle=False, sampling_alpha=0.5)
+    passes = [collect(batches) for _ in range(3)]
+    texts = [
+        sorted(t for b in p for t in tokenizer.detokenize(b[0]).numpy().tolist()) for p in passes
+    ]
+    assert texts[0] == texts[1] == texts[2] == sorted(s.encode() for s in sources)
+    assert len({str([b[0].tolist() for b in p]) for p in passes}) > 1
+    plain = make_batches(pairs, tokenizer, 4096, shuffle=False)
+    assert str(collect(plain)) == str(collect(plain))
+
+
+@pytest.mark.parametrize("alpha, tokenizer", [(0.0, None), (1.5, None), (0.1, number_tokenizer)])
+def test_bad_sampling_alpha(alpha, tokenizer):
+    from keras_transformer.tokenization import train_sentencepiece
+
+    sources, targets = reversal_corpus(10, seed=3)
+    tokenizer = tokenizer or train_sentencepiece(sources + targets, 300)
+    with pytest.raises(ValueError, match="sampling_alpha"):
+        make_batches(text_pairs_from_lists(sources, targets), tokenizer, 4096, sampling_alpha=alpha)
