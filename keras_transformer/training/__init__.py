@@ -1,6 +1,8 @@
 """The paper's training recipe: schedule, loss, metrics, data, resumable fit."""
 
 from keras_transformer.training._distribute import is_chief
+from keras_transformer.training.best import best_checkpoint_paths
+from keras_transformer.training.best import read_evaluations
 from keras_transformer.training.checkpoints import IncompatibleRunError
 from keras_transformer.training.checkpoints import average_checkpoints
 from keras_transformer.training.checkpoints import checkpoint_paths
@@ -16,6 +18,7 @@ from keras_transformer.training.devices import STRATEGIES
 from keras_transformer.training.devices import dtype_policy
 from keras_transformer.training.devices import get_strategy
 from keras_transformer.training.devices import recommended_jit_compile
+from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
@@ -41,7 +44,9 @@ __all__ = [
     "TrainResult",
     "TrainingDivergedError",
     "TransformerSchedule",
+    "TranslationEvaluator",
     "average_checkpoints",
+    "best_checkpoint_paths",
     "bucket_boundaries",
     "checkpoint_paths",
     "compile_for_training",
@@ -51,6 +56,7 @@ __all__ = [
     "is_chief",
     "make_batches",
     "paper_optimizer",
+    "read_evaluations",
     "recommended_jit_compile",
     "text_pairs_from_files",
     "text_pairs_from_lists",

@@ -37,3 +37,37 @@ def is_chief(strategy):
     """
     task_type, task_id = worker_id(strategy)
     return task_type in (None, "chief") or (task_type == "worker" and task_id == 0)
+
+
+def in_multi_worker_cluster(strategy):
+    """Whether `strategy` spans more than one process."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return False
+    return sum(len(tasks) for tasks in resolver.cluster_spec().as_dict().values()) > 1
+
+
+def broadcast_from_chief(strategy, values):
+    """The chief's `values` (a list of floats), on every worker.
+
+    Across the workers of a `MultiWorkerMirroredStrategy` each replica adds
+    `(values, 1)` on the chief and zeros elsewhere, and the sum is divided
+    by the count; every worker then holds the same numbers, so decisions
+    taken from them (early stopping) agree. A no-op for one process. The
+    other workers wait here while the chief computes `values`.
+    """
+    if not in_multi_worker_cluster(strategy):
+        return list(values)
+    chief = 1.0 if is_chief(strategy) else 0.0
+    contribution = tf.constant([float(v) * chief for v in values] + [chief], tf.float64)
+
+    @tf.function
+    def reduce():
+        def step():
+            context = tf.distribute.get_replica_context()
+            return context.all_reduce(tf.distribute.ReduceOp.SUM, contribution)
+
+        return strategy.run(step)
+
+    total = strategy.experimental_local_results(reduce())[0].numpy()
+    return [float(v) for v in total[:-1] / total[-1]]

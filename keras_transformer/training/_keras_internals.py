@@ -4,7 +4,9 @@ Keras 3.15's `fit` fails under `MultiWorkerMirroredStrategy`
 (tensorflow/tensorflow#72388); `multi_worker_fit` works around it, and
 needs a private attribute of `keras.Model` to do so. No other module may
 use a private Keras attribute (`tests/test_package.py` checks); when the
-upstream bug is fixed, this module goes.
+upstream bug is fixed, this module goes. `moving_averages` reads the
+weight averages of an optimizer with `use_ema=True`, which Keras 3.15 keeps
+private.
 """
 
 import contextlib
@@ -51,3 +53,16 @@ def multi_worker_fit(model, strategy):
     finally:
         model._distribute_strategy = saved
         del model.train_step, model.test_step
+
+
+def moving_averages(optimizer):
+    """The exponential moving averages of the trainable weights that a
+    Keras optimizer built with `use_ema=True` keeps (in the order of the
+    variables it was built with), or `[]` without EMA. Keras exposes them
+    only through `finalize_variable_values`, which overwrites the weights
+    for good at the end of `fit`; evaluation and checkpoints need to read
+    them without losing the weights being trained."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # LossScaleOptimizer
+    if not getattr(inner, "use_ema", False) or not inner.built:
+        return []
+    return list(inner._model_variables_moving_average)

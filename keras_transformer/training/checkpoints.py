@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import worker_id
+from keras_transformer.training._keras_internals import moving_averages
 
 CHECKPOINT_DIR = "checkpoints"
 RUN_FILE = "run.json"
@@ -32,9 +33,24 @@ class IncompatibleRunError(ValueError):
     restored into; the message lists what differs."""
 
 
+def evaluated_weights(model):
+    """`model.weights`, with the optimizer's moving average in place of
+    each trainable weight when it keeps them (`use_ema=True`): the weights
+    that evaluation scores and an export should use."""
+    optimizer = getattr(model, "optimizer", None)
+    averages = moving_averages(optimizer) if optimizer is not None else []
+    if not averages:
+        return list(model.weights)
+    by_variable = {id(v): a for v, a in zip(model.trainable_variables, averages, strict=True)}
+    return [by_variable.get(id(w), w) for w in model.weights]
+
+
 def training_checkpoint(model, optimizer=None, step=None):
     """A `tf.train.Checkpoint` of the model's weights as an ordered list,
     and of the optimizer's variables and the `step` variable when given.
+    With an optimizer that keeps moving averages (`use_ema=True`) it also
+    lists `averaged_weights`, `model.weights` with the averages in place of
+    the trainable ones, which `average_checkpoints` reads.
 
     Keras 3 layers kept in Python lists (the encoder's and decoder's layer
     stacks) are not reachable through TensorFlow's object graph, so the
@@ -44,9 +60,19 @@ def training_checkpoint(model, optimizer=None, step=None):
     objects = {"model_weights": list(model.weights)}
     if optimizer is not None:
         objects["optimizer_weights"] = list(optimizer.variables)
+        if moving_averages(optimizer):
+            objects["averaged_weights"] = evaluated_weights(model)
     if step is not None:
         objects["step"] = step
     return tf.train.Checkpoint(**objects)
+
+
+def write_weights(model, prefix):
+    """Writes `evaluated_weights(model)` as a checkpoint at `prefix` (read
+    it with `average_checkpoints`); returns the path written."""
+    checkpoint = tf.train.Checkpoint(model_weights=evaluated_weights(model))
+    checkpoint.save_counter  # noqa: B018 (created on access; written like `save`'s)
+    return checkpoint.write(prefix)
 
 
 def checkpoint_manager(checkpoint, model_dir, strategy, max_to_keep):
@@ -138,6 +164,9 @@ def _differences(stored, current):
 def _read_run(directory):
     path = os.path.join(directory, RUN_FILE)
     if not tf.io.gfile.exists(path):
+        # The best checkpoints (`model_dir/best`) are described by the run's.
+        path = os.path.join(os.path.dirname(directory), CHECKPOINT_DIR, RUN_FILE)
+    if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:
         return json.load(f)
@@ -152,16 +181,25 @@ def write_json_atomically(path, value):
     tf.io.gfile.rename(staging, path, overwrite=True)
 
 
-def check_run(model_dir, model, accumulation_steps, tokenizer_fingerprint=None, record=True):
+def check_run(
+    model_dir,
+    model,
+    accumulation_steps,
+    tokenizer_fingerprint=None,
+    uses_ema=False,
+    record=True,
+):
     """Refuses to train `model` on in `model_dir` when the run's recorded
-    architecture, tokenizer or gradient accumulation differ; records them
-    for a new run (when `record`: only the chief writes).
+    architecture, tokenizer, gradient accumulation or use of weight
+    averages (`use_ema`, which adds optimizer variables) differ; records
+    them for a new run (when `record`: only the chief writes).
 
     Raises:
         IncompatibleRunError: listing every difference.
     """
     directory = os.path.join(model_dir, CHECKPOINT_DIR)
     current = {"model": architecture(model), "accumulation_steps": accumulation_steps}
+    current["moving_averages"] = bool(uses_ema)
     if tokenizer_fingerprint is not None:
         current["tokenizer_fingerprint"] = tokenizer_fingerprint
     stored = _read_run(directory)
@@ -171,7 +209,8 @@ def check_run(model_dir, model, accumulation_steps, tokenizer_fingerprint=None, 
             write_json_atomically(os.path.join(directory, RUN_FILE), current)
         return
     differences = _differences(stored.get("model", {}), current["model"])
-    for key in ("accumulation_steps", "tokenizer_fingerprint"):
+    stored.setdefault("moving_averages", False)  # runs recorded before EMA existed
+    for key in ("accumulation_steps", "tokenizer_fingerprint", "moving_averages"):
         if key in stored and key in current and stored[key] != current[key]:
             differences.append(f"{key}: {stored[key]!r} stored, {current[key]!r} now")
     if differences:
@@ -179,7 +218,7 @@ def check_run(model_dir, model, accumulation_steps, tokenizer_fingerprint=None, 
             f"{model_dir} holds a run that this one does not continue: "
             + "; ".join(differences)
             + ". Resume with the run's settings (accumulation_steps follows the number of "
-            "devices), or train in a new model_dir."
+            "devices; moving_averages is ema_momentum set or not), or train in a new model_dir."
         )
 
 
@@ -204,7 +243,10 @@ def average_checkpoints(model, paths):
     """Sets `model`'s weights to the mean of the checkpoints at `paths`.
 
     The paper averages the last 5 (base) or 20 (big) checkpoints, written
-    at 10-minute intervals. Only model weights are read.
+    at 10-minute intervals (`checkpoint_paths(model_dir)[-5:]`); the best
+    few by a validation score are `best_checkpoint_paths(model_dir)[:5]`
+    (`train(keep_best=...)`). Only model weights are read: of a run whose
+    optimizer kept moving averages (`use_ema=True`), the averages.
 
     Returns:
         The model.
@@ -217,6 +259,7 @@ def average_checkpoints(model, paths):
     Example:
 
     >>> average_checkpoints(model, checkpoint_paths("runs/base")[-5:])
+    >>> average_checkpoints(model, best_checkpoint_paths("runs/base")[:1])  # the best
     """
     if not paths:
         raise ValueError("`paths` must name at least one checkpoint. Received: paths=[]")
@@ -229,9 +272,12 @@ def average_checkpoints(model, paths):
                     f"The checkpoints in {directory} are of another model: "
                     + "; ".join(differences)
                 )
-    checkpoint = training_checkpoint(model)
     total = None
     for path in paths:
+        key = "model_weights"
+        if any(name.startswith("averaged_weights/") for name, _ in tf.train.list_variables(path)):
+            key = "averaged_weights"
+        checkpoint = tf.train.Checkpoint(**{key: list(model.weights)})
         checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
         if not all(np.isfinite(w).all() for w in weights):

@@ -64,22 +64,34 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-def paper_optimizer(d_model=512, warmup_steps=4000, scale=1.0, accumulation_steps=1):
+def paper_optimizer(
+    d_model=512, warmup_steps=4000, scale=1.0, accumulation_steps=1, ema_momentum=None
+):
     """Adam(β1 0.9, β2 0.98, ε 1e-9) on `TransformerSchedule` (§5.3).
 
     With `accumulation_steps > 1` the optimizer averages the gradients of
     that many micro-batches before each update (Keras's
     `gradient_accumulation_steps`), and the schedule counts updates.
 
+    With `ema_momentum` (not in the paper; e.g. 0.999) it also keeps an
+    exponential moving average of the weights (Keras's `use_ema`),
+    updated after each update: `average = m * average + (1 - m) * weight`.
+    `train` then evaluates, keeps as best and leaves in the model the
+    averages, and `average_checkpoints` reads them.
+
     Example:
 
     >>> optimizer = paper_optimizer(d_model=512, accumulation_steps=4)
     """
     _validation.check_positive_int(accumulation_steps=accumulation_steps)
+    if ema_momentum is not None:
+        _validation.check_rate(ema_momentum=ema_momentum)
     return keras.optimizers.Adam(
         learning_rate=TransformerSchedule(d_model, warmup_steps, scale, accumulation_steps),
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,
         gradient_accumulation_steps=accumulation_steps if accumulation_steps > 1 else None,
+        use_ema=ema_momentum is not None,
+        ema_momentum=0.99 if ema_momentum is None else ema_momentum,
     )

@@ -3,6 +3,8 @@
 A run lives in `model_dir`:
 
     model_dir/checkpoints/ckpt-<step>.*   the last `keep_checkpoints` steps
+    model_dir/evaluations.json            validation scores by step
+    model_dir/best/                       the best checkpoints (`keep_best`)
     model_dir/logs/                       TensorBoard
 
 Training is step-based: `model.fit` runs `train_steps / steps_per_checkpoint`
@@ -10,7 +12,8 @@ Training is step-based: `model.fit` runs `train_steps / steps_per_checkpoint`
 checkpoint (model, optimizer, step) is written after each. Rerunning the
 same call after a crash restores the latest checkpoint and continues at its
 step, so at most one checkpoint interval is repeated; a finished run
-returns at once.
+returns at once, and so does one that stopped early (unless the rerun
+allows more patience).
 """
 
 import dataclasses
@@ -24,7 +27,9 @@ import tensorflow as tf
 from keras_transformer import _validation
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
+from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training._keras_internals import multi_worker_fit
+from keras_transformer.training.best import KeepBestAndStopEarly
 from keras_transformer.training.callbacks import CheckpointAndStop
 from keras_transformer.training.callbacks import LogRates
 from keras_transformer.training.checkpoints import all_finite
@@ -33,6 +38,9 @@ from keras_transformer.training.checkpoints import checkpoint_manager
 from keras_transformer.training.checkpoints import restore_latest
 from keras_transformer.training.checkpoints import training_checkpoint
 from keras_transformer.training.devices import recommended_jit_compile
+from keras_transformer.training.evaluation import SCORES
+from keras_transformer.training.evaluation import TranslationEvaluator
+from keras_transformer.training.evaluation import ValidateOnAverages
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
@@ -40,6 +48,8 @@ from keras_transformer.training.metrics import TokenCount
 from keras_transformer.training.schedules import paper_optimizer
 
 JIT_COMPILE = ("auto", True, False)
+# The validation logs of `fit` with `validation_data` (`compile_for_training`'s metrics).
+VALIDATION_LOGS = ("val_loss", "val_accuracy", "val_perplexity")
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -65,6 +75,11 @@ class TrainResult:
         checkpoint: the path of the last checkpoint.
         seconds: wall time of this call.
         out_of_time: whether `max_seconds` stopped training.
+        stopped_early: whether early stopping ended the run (in this call
+            or an earlier one).
+        best_checkpoint: the best checkpoint by `keep_best`, or `None`.
+        evaluations: every evaluation of the run so far (across restarts),
+            oldest first: dicts of `step` and the `val_*` scores.
     """
 
     initial_step: int
@@ -73,6 +88,9 @@ class TrainResult:
     checkpoint: str
     seconds: float
     out_of_time: bool = False
+    stopped_early: bool = False
+    best_checkpoint: str | None = None
+    evaluations: list = dataclasses.field(default_factory=list)
 
 
 def compile_for_training(
@@ -83,6 +101,7 @@ def compile_for_training(
     accumulation_steps=1,
     label_smoothing=0.1,
     jit_compile="auto",
+    ema_momentum=None,
 ):
     """Compiles `model` with the paper's loss, metrics and optimizer.
 
@@ -101,6 +120,8 @@ def compile_for_training(
         label_smoothing: ε_ls, 0.1 in the paper.
         jit_compile: `"auto"` (`recommended_jit_compile()`), `True` or
             `False`.
+        ema_momentum: keep a moving average of the weights
+            (`paper_optimizer`); `None` (the paper) keeps none.
 
     Returns:
         The model.
@@ -114,7 +135,7 @@ def compile_for_training(
     _validation.check_positive_int(accumulation_steps=accumulation_steps)
     if optimizer is None:
         optimizer = paper_optimizer(
-            model.d_model, warmup_steps, learning_rate_scale, accumulation_steps
+            model.d_model, warmup_steps, learning_rate_scale, accumulation_steps, ema_momentum
         )
     pad_id = model.pad_id
     with model.distribute_strategy.scope():
@@ -138,6 +159,53 @@ def _no_data_message(train_data):
         "The training data produced no batch, so nothing was trained" + reason + ". Check the "
         "input files, and that max_length fits the sentences."
     )
+
+
+def _check_evaluation(
+    model_dir,
+    steps_per_checkpoint,
+    validation_data,
+    evaluator,
+    keep_best,
+    early_stopping_patience,
+    restore_best_weights,
+    tensorboard,
+):
+    """Checks what `train` is asked to watch, and sets the evaluator's
+    defaults (`every`: each checkpoint; `log_dir`: `model_dir/logs/evaluation`)."""
+    if evaluator is not None:
+        if not isinstance(evaluator, TranslationEvaluator):
+            raise ValueError(
+                "`evaluator` must be a keras_transformer.training.TranslationEvaluator. "
+                f"Received: evaluator={evaluator!r}"
+            )
+        if evaluator.every is None:
+            evaluator.every = steps_per_checkpoint
+        _validation.check_divisible(
+            "evaluator.every", evaluator.every, "steps_per_checkpoint", steps_per_checkpoint
+        )
+        if tensorboard and evaluator.log_dir is None:
+            evaluator.log_dir = os.path.join(model_dir, "logs", "evaluation")
+    logged = (SCORES if evaluator is not None else ()) + (
+        VALIDATION_LOGS if validation_data is not None else ()
+    )
+    if keep_best is not None and keep_best not in logged:
+        raise ValueError(
+            "`keep_best` must name a validation score that this run logs: "
+            + (
+                ", ".join(repr(name) for name in logged)
+                or "none without an `evaluator` "
+                "(for 'val_bleu', 'val_chrf') or `validation_data` (for 'val_loss')"
+            )
+            + f". Received: keep_best={keep_best!r}"
+        )
+    if keep_best is None and (early_stopping_patience is not None or restore_best_weights):
+        raise ValueError(
+            "Early stopping and `restore_best_weights` watch the score that `keep_best` names "
+            "(e.g. keep_best='val_bleu'). Received: keep_best=None, "
+            f"early_stopping_patience={early_stopping_patience!r}, "
+            f"restore_best_weights={restore_best_weights!r}"
+        )
 
 
 def _repeated(train_data, strategy):
@@ -172,6 +240,13 @@ def train(
     max_seconds=None,
     jit_compile="auto",
     tokenizer=None,
+    evaluator=None,
+    keep_best=None,
+    keep_best_checkpoints=None,
+    early_stopping_patience=None,
+    early_stopping_min_delta=0.0,
+    restore_best_weights=False,
+    ema_momentum=None,
 ):
     """Trains `model` with the paper's recipe for `train_steps` updates,
     resuming from `model_dir` if a previous run left checkpoints there.
@@ -191,12 +266,13 @@ def train(
         model_dir: where checkpoints and logs go.
         train_steps: total optimizer updates (across restarts).
         steps_per_checkpoint: updates between checkpoints (and between
-            validation runs).
+            validation runs, and by default evaluations).
         keep_checkpoints: how many recent checkpoints to keep.
         validation_data: optional dataset evaluated at each checkpoint.
         validation_steps: batches of `validation_data` per evaluation.
         optimizer, warmup_steps, learning_rate_scale, accumulation_steps,
-            label_smoothing, jit_compile: as in `compile_for_training`.
+            label_smoothing, jit_compile, ema_momentum: as in
+            `compile_for_training`.
             Gradient accumulation reaches the paper's ~25,000 tokens per
             update on fewer devices.
         tensorboard: write TensorBoard logs to `model_dir/logs`.
@@ -209,6 +285,23 @@ def train(
         tokenizer: the tokenizer of `train_data`, if it has a `fingerprint`
             (`SentencePieceTokenizer`): it is recorded with the checkpoints,
             and resuming with another one is refused.
+        evaluator: a `TranslationEvaluator` that adds validation BLEU and
+            chrF (`val_bleu`, `val_chrf`) to the logs every
+            `evaluator.every` updates (default, and a multiple of:
+            `steps_per_checkpoint`). Unless set, its `log_dir` becomes
+            `model_dir/logs/evaluation`.
+        keep_best: a validation score to rank checkpoints by (`"val_bleu"`,
+            `"val_chrf"`, or with `validation_data` `"val_loss"`...): the
+            best `keep_best_checkpoints` (default `keep_checkpoints`) are
+            kept in `model_dir/best/`, whatever the regular checkpoints'
+            rotation deletes (`best_checkpoint_paths`).
+        early_stopping_patience: stop after this many evaluations in a row
+            without improving the `keep_best` score by more than
+            `early_stopping_min_delta` (Keras `EarlyStopping` semantics).
+            A rerun of a run that stopped early returns at once, unless it
+            allows more patience (or none: `None`).
+        restore_best_weights: when training stops early, leave the best
+            checkpoint's weights in `model` (otherwise, the last weights).
 
     `model_dir/checkpoints/run.json` records the model's architecture and
     `accumulation_steps` (and the tokenizer's fingerprint): a rerun that
@@ -232,11 +325,39 @@ def train(
     Example:
 
     >>> result = train(model, batches, "runs/base", train_steps=100_000)
+
+    Watching validation BLEU, keeping the best checkpoints and stopping
+    after 5 evaluations without improvement:
+
+    >>> evaluator = TranslationEvaluator(
+    ...     Translator(model, tokenizer, beam_size=1), valid_sources, valid_references
+    ... )
+    >>> result = train(
+    ...     model, batches, "runs/base", 100_000, evaluator=evaluator,
+    ...     keep_best="val_bleu", early_stopping_patience=5,
+    ... )
+    >>> [(e["step"], e["val_bleu"]) for e in result.evaluations]
     """
     _validation.check_positive_int(
         train_steps=train_steps,
         steps_per_checkpoint=steps_per_checkpoint,
         keep_checkpoints=keep_checkpoints,
+    )
+    _validation.check_positive_int(
+        allow_none=True,
+        keep_best_checkpoints=keep_best_checkpoints,
+        early_stopping_patience=early_stopping_patience,
+    )
+    _validation.check_non_negative(early_stopping_min_delta=early_stopping_min_delta)
+    _check_evaluation(
+        model_dir,
+        steps_per_checkpoint,
+        validation_data,
+        evaluator,
+        keep_best,
+        early_stopping_patience,
+        restore_best_weights,
+        tensorboard,
     )
     strategy = model.distribute_strategy
     with strategy.scope():
@@ -248,22 +369,53 @@ def train(
             accumulation_steps,
             label_smoothing,
             jit_compile,
+            ema_momentum,
         )
         # The optimizer's slots must exist before a checkpoint is restored.
         model.optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         checkpoint = training_checkpoint(model, model.optimizer, step)
     fingerprint = getattr(tokenizer, "fingerprint", None)
-    check_run(model_dir, model, accumulation_steps, fingerprint, record=is_chief(strategy))
+    averaged = bool(moving_averages(model.optimizer))
+    check_run(
+        model_dir, model, accumulation_steps, fingerprint, averaged, record=is_chief(strategy)
+    )
     manager = checkpoint_manager(checkpoint, model_dir, strategy, keep_checkpoints)
     latest = restore_latest(checkpoint, model_dir)
     initial_step = read_int(step)
     start = time.perf_counter()
-    if initial_step >= train_steps:
-        return TrainResult(initial_step, initial_step, {}, latest, 0.0)
+    watcher = KeepBestAndStopEarly(
+        model_dir,
+        keep_best,
+        (keep_best_checkpoints or keep_checkpoints) if keep_best else 0,
+        early_stopping_patience,
+        early_stopping_min_delta,
+        restore_best_weights,
+    )
+    watcher.set_model(model)
+    watcher.load(initial_step, chief=is_chief(strategy))
+    if initial_step >= train_steps or watcher.should_stop:
+        # The weights `fit` would have left: the moving averages, if kept.
+        model.optimizer.finalize_variable_values(model.trainable_variables)
+        if watcher.should_stop and restore_best_weights:
+            watcher.restore_best()
+        return TrainResult(
+            initial_step,
+            initial_step,
+            {},
+            latest,
+            0.0,
+            stopped_early=watcher.should_stop,
+            best_checkpoint=watcher.best_path(),
+            evaluations=list(watcher.evaluations),
+        )
 
     stopper = CheckpointAndStop(manager, step, train_steps, max_seconds)
-    all_callbacks = [LogRates(), stopper, *callbacks]
+    evaluation = [evaluator] if evaluator is not None else []
+    if averaged and validation_data is not None:
+        # `validation_data` is scored on the averages, as the evaluator's BLEU.
+        evaluation.append(ValidateOnAverages())
+    all_callbacks = [LogRates(), stopper, *evaluation, watcher, *callbacks]
     if tensorboard:
         all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")))
     with multi_worker_fit(model, strategy):
@@ -281,7 +433,11 @@ def train(
     if stopper.batches == 0:
         raise NoTrainingDataError(_no_data_message(train_data))
     final_step = read_int(model.optimizer.iterations)
-    if stopper.diverged_at is None and read_int(step) != final_step:  # inside an interval
+    # Inside an interval (the callback saves at every epoch end, so only if
+    # `fit` ended otherwise), and with the weights as trained: not the
+    # moving averages or the best weights `fit` may have left.
+    trained_weights = not (moving_averages(model.optimizer) or watcher.stopped_early)
+    if stopper.diverged_at is None and read_int(step) != final_step and trained_weights:
         if all_finite(model.trainable_weights):
             step.assign(final_step)
             manager.save(checkpoint_number=final_step)
@@ -301,4 +457,7 @@ def train(
         manager.latest_checkpoint,
         time.perf_counter() - start,
         stopper.out_of_time,
+        stopped_early=watcher.stopped_early,
+        best_checkpoint=watcher.best_path(),
+        evaluations=list(watcher.evaluations),
     )

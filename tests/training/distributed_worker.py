@@ -27,9 +27,11 @@ if mode == "mirrored":
 import keras  # noqa: E402
 
 from keras_transformer import Transformer  # noqa: E402
+from keras_transformer import Translator  # noqa: E402
 from keras_transformer import training  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from tests.training.helpers import NumberTokenizer  # noqa: E402
 from tests.training.helpers import train_tiny  # noqa: E402
 
 if mode == "mirrored":
@@ -62,11 +64,36 @@ def dataset_fn(input_context):
     return dataset.batch(per_replica)
 
 
+class CountingTranslator:
+    """A `Translator` that counts its calls."""
+
+    def __init__(self, translator):
+        self.translator, self.model, self.calls = translator, translator.model, 0
+
+    def translate(self, sentences, batch_size=64, progress=None):
+        self.calls += 1
+        return self.translator.translate(sentences, batch_size)
+
+
+translator = CountingTranslator(
+    Translator(model, NumberTokenizer(), beam_size=1, max_extra_length=3)
+)
+evaluator = training.TranslationEvaluator(
+    translator, ["5 6 7", "8 9 10 11"], ["7 6 5", "11 10 9 8"], verbose=0
+)
 start = time.perf_counter()
 if mode == "multiworker":
     model_dir = os.path.join(os.path.dirname(out_path), "run")  # shared by the workers
     result = train_tiny(
-        model_dir, steps, model, dataset_fn, steps_per_checkpoint=steps, warmup_steps=10
+        model_dir,
+        steps,
+        model,
+        dataset_fn,
+        steps_per_checkpoint=1,
+        warmup_steps=10,
+        evaluator=evaluator,
+        keep_best="val_bleu",
+        early_stopping_patience=steps,
     )
     losses = result.history["loss"]
 else:
@@ -79,7 +106,7 @@ else:
             optimizer=keras.optimizers.SGD(0.5),
             loss=training.LabelSmoothedCrossEntropy(0.1),
         )
-    history = model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0)
+    history = model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[evaluator])
     losses = history.history["loss"]
 seconds = time.perf_counter() - start
 np.savez(
@@ -87,6 +114,8 @@ np.savez(
     loss=np.array(losses),
     seconds=seconds,
     tokens=float((target != 0).sum() * steps),
+    translate_calls=translator.calls,
+    val_bleu=np.array([e["val_bleu"] for e in evaluator.history]),
     **{f"w{i}": w for i, w in enumerate(model.get_weights())},
 )
 print(json.dumps({"mode": mode, "loss": [float(x) for x in losses], "seconds": seconds}))

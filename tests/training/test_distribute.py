@@ -47,6 +47,9 @@ def test_mirrored_on_two_devices_equals_one_device(tmp_path):
         finish(run([worker, mode, str(tmp_path / f"{mode}.npz"), "2"]))
     one, two = np.load(tmp_path / "one_device.npz"), np.load(tmp_path / "mirrored.npz")
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-6)
+    # The evaluator translates with the mirrored weights as with one copy.
+    assert len(two["val_bleu"]) == 1
+    np.testing.assert_allclose(two["val_bleu"], one["val_bleu"], atol=1e-6)
     for a, b in zip(
         weights(tmp_path / "one_device.npz"), weights(tmp_path / "mirrored.npz"), strict=True
     ):
@@ -85,6 +88,16 @@ def test_two_workers_end_with_identical_weights(tmp_path):
     assert np.isfinite(initial["loss"]).all()
     # Both workers took part: the chief kept its checkpoints, worker 1 its own.
     assert os.path.exists(tmp_path / "run" / "checkpoints" / "checkpoint")
+    # Only the chief translated, at each of the 3 checkpoints; the other
+    # worker received the same scores, and no scratch files are left.
+    chief, other = (np.load(tmp_path / f"worker{i}.npz") for i in range(2))
+    assert (int(chief["translate_calls"]), int(other["translate_calls"])) == (3, 0)
+    np.testing.assert_array_equal(other["val_bleu"], chief["val_bleu"])
+    assert len(chief["val_bleu"]) == 3
+    with open(tmp_path / "run" / "evaluations.json") as f:
+        assert [e["step"] for e in json.load(f)] == [1, 2, 3]
+    assert os.path.exists(tmp_path / "run" / "best" / "scores.json")
+    assert not os.path.exists(tmp_path / "run" / "worker-1-best")
 
 
 def read_steps(model_dir):

@@ -165,3 +165,57 @@ def test_no_training_data_is_an_error_that_says_why(tmp_path):
     # No checkpoint of untrained weights was left behind.
     assert training.checkpoint_paths(tmp_path / "long") == []
     assert training.checkpoint_paths(tmp_path / "empty") == []
+
+
+class TrainedWeights(keras.callbacks.Callback):
+    """The trainable weights after each update, by update count."""
+
+    def __init__(self):
+        super().__init__()
+        self.weights = {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        self.weights[step] = [w.numpy() for w in self.model.trainable_weights]
+
+
+def test_moving_averages_are_evaluated_kept_as_best_and_left_in_the_model(tmp_path):
+    momentum, model, trained = 0.8, tiny_model(), TrainedWeights()
+    result = train_tiny(
+        tmp_path,
+        6,
+        model,
+        steps_per_checkpoint=2,
+        warmup_steps=4,
+        ema_momentum=momentum,
+        callbacks=[trained],
+        validation_data=reversal_batches(20, seed=1),
+        validation_steps=1,
+        keep_best="val_loss",
+        keep_best_checkpoints=1,
+    )
+    # The NumPy reference: the average starts at the first update's weights.
+    averages = {1: trained.weights[1]}
+    for step in range(2, 7):
+        averages[step] = [
+            momentum * a + (1 - momentum) * w
+            for a, w in zip(averages[step - 1], trained.weights[step], strict=True)
+        ]
+    for actual, expected in zip(model.trainable_weights, averages[6], strict=True):
+        np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-5, atol=1e-6)
+    # Checkpoints hold the trained weights (to resume) and the averages (to
+    # average and export); the best one holds the averages it was scored on.
+    checkpoint = training.checkpoint_paths(tmp_path)[-1]
+    restored = tiny_model()
+    training.checkpoints.training_checkpoint(restored).restore(checkpoint).expect_partial()
+    for actual, expected in zip(restored.trainable_weights, trained.weights[6], strict=True):
+        np.testing.assert_array_equal(actual.numpy(), expected)
+    averaged = training.average_checkpoints(tiny_model(), [checkpoint])
+    best = training.average_checkpoints(tiny_model(), [result.best_checkpoint])
+    best_step = int(result.best_checkpoint.rsplit("-", 1)[1])
+    for weights, step in ((averaged, 6), (best, best_step)):
+        for actual, expected in zip(weights.trainable_weights, averages[step], strict=True):
+            np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-5, atol=1e-6)
+    # Turning the averages on or off in a run is refused.
+    with pytest.raises(training.IncompatibleRunError, match="moving_averages"):
+        train_tiny(tmp_path, 8, steps_per_checkpoint=2, warmup_steps=4)

@@ -1,0 +1,246 @@
+"""Validation scores of a run, its best checkpoints by one of them, and
+early stopping on it.
+
+Beside the regular checkpoints, a run keeps:
+
+    model_dir/evaluations.json         every evaluation: `step` and the
+                                       `val_*` logs of that epoch
+    model_dir/best/ckpt-<step>.*       the `keep` best-scoring weights
+    model_dir/best/scores.json         `monitor`, `mode` and the best
+                                       checkpoints, best first
+
+The best checkpoints hold the weights that were scored (the moving
+averages with `use_ema=True`), are never deleted by the regular
+checkpoints' rotation, and are read by `average_checkpoints` like the
+regular ones (`best_checkpoint_paths`).
+"""
+
+import glob
+import json
+import os
+import warnings
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.training._distribute import read_int
+from keras_transformer.training._distribute import worker_id
+from keras_transformer.training.checkpoints import average_checkpoints
+from keras_transformer.training.checkpoints import write_json_atomically
+from keras_transformer.training.checkpoints import write_weights
+
+BEST_DIR = "best"
+SCORES_FILE = "scores.json"
+EVALUATIONS_FILE = "evaluations.json"
+
+
+def score_mode(monitor):
+    """`"min"` for a loss or a perplexity, `"max"` for anything else
+    (BLEU, chrF, accuracy): Keras's `"auto"` mode."""
+    return "min" if monitor.endswith("loss") or monitor.endswith("perplexity") else "max"
+
+
+def _read_json(path, default):
+    if not tf.io.gfile.exists(path):
+        return default
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def read_evaluations(model_dir):
+    """Every evaluation of the run in `model_dir`, oldest first: dicts of
+    the update `step` and the `val_*` scores logged then.
+
+    Example:
+
+    >>> [(e["step"], e["val_bleu"]) for e in read_evaluations("runs/base")]
+    [(1000, 12.3), (2000, 19.8)]
+    """
+    return _read_json(os.path.join(model_dir, EVALUATIONS_FILE), [])
+
+
+def best_checkpoint_paths(model_dir):
+    """The best checkpoints `train(keep_best=...)` kept in `model_dir`,
+    best first (ties: the earlier first).
+
+    Example:
+
+    >>> average_checkpoints(model, best_checkpoint_paths("runs/base")[:5])
+    """
+    directory = os.path.join(model_dir, BEST_DIR)
+    scores = _read_json(os.path.join(directory, SCORES_FILE), {})
+    return [os.path.join(directory, entry["name"]) for entry in scores.get("checkpoints", [])]
+
+
+class KeepBestAndStopEarly(keras.callbacks.Callback):
+    """Records each evaluation, keeps the best checkpoints by `monitor` and
+    stops training when it stops improving (`train` runs it).
+
+    At the end of every epoch whose logs hold `val_*` scores it appends
+    them to `evaluations.json`; if `monitor` is among them it writes the
+    weights to `model_dir/best/` when they are among the `keep` best so
+    far (evicting the worst), and counts an evaluation without improvement
+    when the score does not beat the best by more than `min_delta` (Keras
+    `EarlyStopping` semantics). After `patience` such evaluations in a row
+    it stops training (`stopped_early`) and, with `restore_best_weights`,
+    loads the best checkpoint into the model at the end of training.
+
+    State comes from the files, so a resumed run knows its best scores and
+    how long it has waited: `load(resumed_step)` forgets what lies past the
+    checkpoint the run resumed from, which the run recomputes. Only the
+    chief writes; the other workers write their weights to a scratch
+    directory (every worker must take part in saving) and decide alike
+    from the same scores.
+
+    Args:
+        model_dir: the run's directory.
+        monitor: the log to rank by (e.g. `"val_bleu"`), or `None` to only
+            record evaluations.
+        keep: how many best checkpoints to keep (0: none).
+        patience: evaluations without improvement before stopping, or
+            `None` for no early stopping.
+        min_delta: the least change that counts as an improvement.
+        restore_best_weights: load the best checkpoint into the model when
+            training stops early.
+    """
+
+    def __init__(
+        self, model_dir, monitor, keep=1, patience=None, min_delta=0.0, restore_best_weights=False
+    ):
+        super().__init__()
+        self.model_dir = model_dir
+        self.monitor = monitor
+        self.mode = score_mode(monitor) if monitor else None
+        self.keep = keep
+        self.patience = patience
+        self.min_delta = min_delta
+        self.restore_best_weights = restore_best_weights
+        self.directory = os.path.join(model_dir, BEST_DIR)
+        self.evaluations = []
+        self.best_entries = []  # {"step", "score", "name"}, best first
+        self.best = None  # the best score in the early-stopping sense
+        self.wait = 0
+        self.stopped_early = False
+        self._chief = True
+
+    # State.
+
+    def load(self, resumed_step, chief=True):
+        """Reads the run's evaluations and best checkpoints, dropping those
+        past `resumed_step`, and removes stray best-checkpoint files (a
+        crash between writing them and recording them)."""
+        self._chief = chief
+        evaluations = read_evaluations(self.model_dir)
+        self.evaluations = [e for e in evaluations if e["step"] <= resumed_step]
+        scores = _read_json(os.path.join(self.directory, SCORES_FILE), {})
+        if self.monitor and scores.get("monitor", self.monitor) != self.monitor:
+            raise ValueError(
+                f"{self.directory} keeps the best checkpoints by {scores['monitor']!r}; this run "
+                f"asks for {self.monitor!r}. Use keep_best={scores['monitor']!r}, or another "
+                "model_dir."
+            )
+        entries = [e for e in scores.get("checkpoints", []) if e["step"] <= resumed_step]
+        self.best_entries = [e for e in entries if self._exists(e["name"])]
+        for missing in (e for e in entries if e not in self.best_entries):
+            warnings.warn(
+                f"The best checkpoint {missing['name']} (step {missing['step']}) is missing "
+                "and is forgotten.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        if chief:
+            self._remove_unlisted_files()
+        self.best, self.wait = None, 0
+        for evaluation in self.evaluations:
+            if self.monitor in evaluation:
+                self._count(evaluation[self.monitor])
+
+    @property
+    def should_stop(self):
+        """Whether `patience` evaluations in a row did not improve."""
+        return self.patience is not None and self.wait >= self.patience
+
+    def best_path(self):
+        """The best checkpoint's prefix, or `None`."""
+        if not self.best_entries:
+            return None
+        return os.path.join(self.directory, self.best_entries[0]["name"])
+
+    def restore_best(self):
+        """Loads the best checkpoint's weights into the model, if there is one."""
+        path = self.best_path()
+        if path is not None:
+            average_checkpoints(self.model, [path])
+        return path
+
+    def _exists(self, name):
+        return tf.io.gfile.exists(os.path.join(self.directory, name) + ".index")
+
+    def _remove_unlisted_files(self):
+        listed = {e["name"] for e in self.best_entries}
+        for path in glob.glob(os.path.join(self.directory, "ckpt-*")):
+            if os.path.basename(path).split(".")[0] not in listed:
+                tf.io.gfile.remove(path)
+
+    def _improves(self, score):
+        if self.best is None:
+            return True
+        if self.mode == "max":
+            return score - self.min_delta > self.best
+        return score + self.min_delta < self.best
+
+    def _count(self, score):
+        if self._improves(score):
+            self.best, self.wait = score, 0
+        else:
+            self.wait += 1
+
+    # Callback.
+
+    def on_epoch_end(self, epoch, logs=None):
+        scores = {k: float(v) for k, v in (logs or {}).items() if k.startswith("val_")}
+        if not scores:
+            return
+        step = read_int(self.model.optimizer.iterations)
+        self.evaluations.append({"step": step, **scores})
+        if self._chief:
+            tf.io.gfile.makedirs(self.model_dir)
+            write_json_atomically(os.path.join(self.model_dir, EVALUATIONS_FILE), self.evaluations)
+        if self.monitor not in scores:
+            return
+        score = scores[self.monitor]
+        if self.keep:
+            self._keep_if_among_the_best(step, score)
+        self._count(score)
+        if self.should_stop:
+            self.stopped_early = True
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.stopped_early and self.restore_best_weights:
+            self.restore_best()
+
+    def _keep_if_among_the_best(self, step, score):
+        entry = {"step": step, "score": score, "name": f"ckpt-{step}"}
+        sign = -1.0 if self.mode == "max" else 1.0
+        ranked = sorted(self.best_entries + [entry], key=lambda e: (sign * e["score"], e["step"]))
+        if entry not in ranked[: self.keep]:
+            return
+        if self._chief:
+            write_weights(self.model, os.path.join(self.directory, entry["name"]))
+        else:  # take part in saving, into a scratch directory
+            worker = worker_id(self.model.distribute_strategy)[1]
+            scratch = os.path.join(self.model_dir, f"worker-{worker}-best")
+            write_weights(self.model, os.path.join(scratch, entry["name"]))
+            tf.io.gfile.rmtree(scratch)
+        evicted = ranked[self.keep :]
+        self.best_entries = ranked[: self.keep]
+        if not self._chief:
+            return
+        write_json_atomically(
+            os.path.join(self.directory, SCORES_FILE),
+            {"monitor": self.monitor, "mode": self.mode, "checkpoints": self.best_entries},
+        )
+        for old in evicted:
+            for path in glob.glob(os.path.join(self.directory, old["name"]) + ".*"):
+                tf.io.gfile.remove(path)

@@ -1,0 +1,164 @@
+"""Best checkpoints by a validation score, and early stopping, in `train`."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import training
+from tests.training.helpers import tiny_model
+from tests.training.helpers import train_tiny
+
+# Validation BLEU by update step: best at 4, then three worse evaluations.
+SCRIPT = {2: 10.0, 4: 30.0, 6: 20.0, 8: 25.0, 10: 15.0, 12: 31.0, 14: 5.0, 16: 5.0}
+
+
+class ScriptedEvaluator(training.TranslationEvaluator):
+    """Reports `SCRIPT`'s score for the step instead of translating."""
+
+    def __init__(self):
+        super().__init__(Echo(), ["source"], ["reference"], verbose=0)
+
+    def evaluate(self, step):
+        scores = {"val_bleu": SCRIPT[step], "val_chrf": SCRIPT[step] / 2}
+        self.history.append({"step": step, **scores, "seconds": 0.0})
+        return scores
+
+
+class Echo:
+    def translate(self, sentences, batch_size=64, progress=None):
+        return list(sentences)
+
+
+class Snapshots(keras.callbacks.Callback):
+    """The model's weights at each epoch end, by update step."""
+
+    def __init__(self):
+        super().__init__()
+        self.weights = {}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.weights[int(self.model.optimizer.iterations)] = self.model.get_weights()
+
+
+def run(model_dir, train_steps, model=None, callbacks=(), **options):
+    options = {
+        "steps_per_checkpoint": 2,
+        "keep_checkpoints": 2,
+        "warmup_steps": 4,
+        "evaluator": ScriptedEvaluator(),
+        "keep_best": "val_bleu",
+        "keep_best_checkpoints": 2,
+        **options,
+    }
+    return train_tiny(model_dir, train_steps, model, callbacks=list(callbacks), **options)
+
+
+def assert_weights_equal(actual, expected):
+    for a, b in zip(actual, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_best_kept_after_worse_ones_and_early_stopping_ends_the_run(tmp_path):
+    model, snapshots = tiny_model(), Snapshots()
+    result = run(
+        tmp_path,
+        40,
+        model,
+        [snapshots],
+        early_stopping_patience=3,
+        restore_best_weights=True,
+    )
+    # 30 at step 4, then 20, 25, 15: three evaluations without improvement.
+    assert result.stopped_early and result.final_step == 10
+    assert [e["val_bleu"] for e in result.evaluations] == [10.0, 30.0, 20.0, 25.0, 15.0]
+    assert result.best_checkpoint == os.path.join(tmp_path, "best", "ckpt-4")
+    # The regular rotation deleted ckpt-4; the best are kept, best first.
+    assert [os.path.basename(p) for p in training.checkpoint_paths(tmp_path)] == [
+        "ckpt-8",
+        "ckpt-10",
+    ]
+    best = training.best_checkpoint_paths(tmp_path)
+    assert [os.path.basename(p) for p in best] == ["ckpt-4", "ckpt-8"]
+    files = [f"ckpt-{s}.{e}" for s in (4, 8) for e in ("index", "data-00000-of-00001")]
+    assert sorted(os.listdir(tmp_path / "best")) == sorted(["scores.json", *files])
+    # restore_best_weights: the model holds step 4's weights.
+    assert_weights_equal(model.get_weights(), snapshots.weights[4])
+    # The best-2 average is the mean of steps 4 and 8.
+    averaged = training.average_checkpoints(tiny_model(), best)
+    pairs = zip(snapshots.weights[4], snapshots.weights[8], strict=True)
+    expected = [(a.astype("float64") + b) / 2 for a, b in pairs]
+    for a, b in zip(averaged.get_weights(), expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+    # A rerun of the stopped run returns at once...
+    again = run(tmp_path, 40, early_stopping_patience=3)
+    assert again.stopped_early and again.final_step == 10 and again.history == {}
+    # ...unless allowed more patience (here: none).
+    more = run(tmp_path, 14, early_stopping_patience=None)
+    assert not more.stopped_early and (more.initial_step, more.final_step) == (10, 14)
+    assert [e["step"] for e in more.evaluations] == [2, 4, 6, 8, 10, 12, 14]
+    # 31 at step 12 is the new best; 25 (step 8) drops out of the best two.
+    best = training.best_checkpoint_paths(tmp_path)
+    assert [os.path.basename(p) for p in best] == ["ckpt-12", "ckpt-4"]
+    assert not os.path.exists(tmp_path / "best" / "ckpt-8.index")
+    # The best checkpoints rank by val_bleu: another score is refused.
+    with pytest.raises(ValueError, match="val_chrf"):
+        run(tmp_path, 16, keep_best="val_chrf")
+
+
+def test_a_resumed_run_knows_its_best_score_and_patience(tmp_path):
+    # Interrupted after step 6 (best 30 at step 4, one evaluation without
+    # improvement), then resumed: it stops at step 10, as an uninterrupted run.
+    first = run(tmp_path, 6, early_stopping_patience=3)
+    assert not first.stopped_early and first.final_step == 6
+    resumed = run(tmp_path, 40, early_stopping_patience=3)
+    assert resumed.stopped_early and (resumed.initial_step, resumed.final_step) == (6, 10)
+    assert [e["step"] for e in resumed.evaluations] == [2, 4, 6, 8, 10]
+    assert [e["step"] for e in training.read_evaluations(tmp_path)] == [2, 4, 6, 8, 10]
+    assert os.path.basename(resumed.best_checkpoint) == "ckpt-4"
+
+
+def test_min_delta_counts_small_gains_as_no_improvement(tmp_path):
+    # 31 at step 12 beats 30 by 1, less than min_delta: the fourth
+    # evaluation in a row without improvement, so the run stops there.
+    # (Without min_delta, 31 would improve and the run go on.)
+    result = run(tmp_path, 40, early_stopping_patience=4, early_stopping_min_delta=1.5)
+    assert result.stopped_early and result.final_step == 12
+
+
+def test_keep_best_on_validation_loss(tmp_path):
+    from tests.training.helpers import reversal_batches
+
+    result = train_tiny(
+        tmp_path,
+        6,
+        steps_per_checkpoint=2,
+        warmup_steps=4,
+        validation_data=reversal_batches(20, seed=1),
+        validation_steps=1,
+        keep_best="val_loss",
+        keep_best_checkpoints=1,
+    )
+    losses = {e["step"]: e["val_loss"] for e in result.evaluations}
+    assert result.best_checkpoint.endswith(f"ckpt-{min(losses, key=losses.get)}")
+
+
+@pytest.mark.parametrize(
+    "options, name",
+    [
+        ({"keep_best": "val_bleu", "evaluator": None}, "keep_best"),
+        ({"keep_best": "bleu"}, "keep_best"),
+        ({"keep_best": None, "early_stopping_patience": 2}, "keep_best"),
+        ({"keep_best": None, "restore_best_weights": True}, "keep_best"),
+        ({"early_stopping_patience": 0}, "early_stopping_patience"),
+        ({"early_stopping_min_delta": -1.0}, "early_stopping_min_delta"),
+        ({"keep_best_checkpoints": 0}, "keep_best_checkpoints"),
+        ({"evaluator": "bleu"}, "evaluator"),
+    ],
+)
+def test_bad_arguments(tmp_path, options, name):
+    with pytest.raises(ValueError, match=name):
+        run(tmp_path, 4, **options)
+    assert not os.path.exists(tmp_path / "checkpoints")
