@@ -1,5 +1,5 @@
-"""BLEU as `wmt_ende.py` reports it: sacreBLEU on detokenized text, and the
-paper's tokenized BLEU with hyphenated compounds split.
+"""BLEU as `wmt_ende.py` reports it: sacreBLEU and chrF on detokenized
+text, and the paper's tokenized BLEU with hyphenated compounds split.
 
     from bleu import bleu_scores
     bleu_scores(["Ein Hund läuft."], ["Ein Hund rennt."])
@@ -30,14 +30,16 @@ def compound_split_bleu(hypotheses, references):
 
 
 def bleu_scores(hypotheses, references):
-    """Both measures for one set of hypotheses, as a JSON-ready dict:
-    `sacrebleu` (with its `signature`), `tokenized_compound_split_bleu`
-    and the number of `sentences`."""
-    metric = sacrebleu.metrics.BLEU()
-    score = metric.corpus_score(list(hypotheses), [list(references)])
+    """The measures of one set of hypotheses, as a JSON-ready dict:
+    `sacrebleu` (with its `signature`), `chrf` (with `chrf_signature`),
+    `tokenized_compound_split_bleu` and the number of `sentences`."""
+    hypotheses, references = list(hypotheses), list(references)
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
     return {
-        "sacrebleu": score.score,
-        "signature": str(metric.get_signature()),
+        "sacrebleu": bleu.corpus_score(hypotheses, [references]).score,
+        "signature": str(bleu.get_signature()),
+        "chrf": chrf.corpus_score(hypotheses, [references]).score,
+        "chrf_signature": str(chrf.get_signature()),
         "tokenized_compound_split_bleu": compound_split_bleu(hypotheses, references).score,
         "sentences": len(hypotheses),
     }

@@ -46,6 +46,13 @@ def data_file(split, side):
     return setting(None, help, "data", shown="none, TFDS is read")
 
 
+KEEP_BEST = ("val_bleu", "val_chrf", "none")
+# average_last: the paper's average of the last checkpoints; best: the
+# checkpoint with the best `keep_best` score; average_best: the average of
+# the best `average_last` checkpoints by it.
+EXPORT_WEIGHTS = ("auto", "average_last", "best", "average_best")
+
+
 @dataclasses.dataclass
 class RunConfig:
     """Every setting of a run. Each field is a command-line flag; the
@@ -103,6 +110,30 @@ class RunConfig:
         None, "wall-time budget of training", "training", shown="none"
     )
     seed: int = setting(0, "seed of the vocabulary, weights and dropout", "training")
+    ema_momentum: float | None = setting(
+        None, "keep a moving average of the weights (e.g. 0.999)", "training", shown="none"
+    )
+    sampling_alpha: float | None = setting(
+        None, "subword regularization of the training data (e.g. 0.1)", "training", shown="none"
+    )
+    eval_every: int | None = setting(
+        None, "updates between validation BLEU evaluations (0: none)", "evaluation",
+        shown="steps_per_checkpoint",
+    )  # fmt: skip
+    eval_sentences: int = setting(1000, "validation sentences each evaluation", "evaluation")
+    eval_beam_size: int = setting(1, "beam width of those evaluations (1: greedy)", "evaluation")
+    keep_best: str = setting(
+        "val_bleu", "score the best checkpoints are kept by", "evaluation", KEEP_BEST
+    )
+    early_stopping_patience: int | None = setting(
+        None, "evaluations without improvement before stopping", "evaluation", shown="none"
+    )
+    export_weights: str = setting(
+        "auto",
+        "weights evaluated and exported (auto: the best on validation of the others)",
+        "evaluation",
+        EXPORT_WEIGHTS,
+    )
     beam_size: int = setting(4, "beam width", "decoding")
     alpha: float = setting(0.6, "length penalty", "decoding")
     max_extra_length: int = setting(50, "output tokens beyond the source length", "decoding")
@@ -111,6 +142,8 @@ class RunConfig:
     def __post_init__(self):
         self.model_dir = self.model_dir or os.path.join("runs", self.preset)
         self.keep_checkpoints = self.keep_checkpoints or max(5, self.average_last)
+        if self.eval_every is None:
+            self.eval_every = self.steps_per_checkpoint
 
     @property
     def local_files(self):

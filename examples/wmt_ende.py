@@ -13,11 +13,15 @@
 Stages, each skipped when already done in `--model_dir` (rerun the same
 command after a crash and it continues; after completion it only reports):
 data -> shared SentencePiece vocabulary (`spm.model`) -> training with the
-paper's recipe (checkpoints; resumes) -> average of the last checkpoints ->
-beam search on the valid and test sets -> sacreBLEU and the paper's
-tokenized, compound-split BLEU -> attention plots -> SavedModel for TF
-Serving -> a summary table. Every setting is a flag below; a preset sets
-several at once, and a flag overrides its preset.
+paper's recipe (checkpoints; resumes), scoring validation BLEU and chrF
+every checkpoint, keeping the best checkpoints and optionally stopping
+early -> the weights to export: the paper's average of the last
+checkpoints, the best checkpoint or the average of the best, chosen by
+validation BLEU -> beam search on the valid and test sets -> sacreBLEU,
+chrF and the paper's tokenized, compound-split BLEU -> attention plots and
+the validation curve -> SavedModel for TF Serving -> a summary table.
+Every setting is a flag below; a preset sets several at once, and a flag
+overrides its preset.
 """
 
 import dataclasses
@@ -38,6 +42,7 @@ from keras_transformer import training  # noqa: E402
 
 from attention_plots import plot_attention  # noqa: E402
 from bleu import bleu_scores  # noqa: E402
+from curve_plot import plot_validation_curve  # noqa: E402
 from wmt_config import parse_config  # noqa: E402
 
 TFDS_HOST = ("storage.googleapis.com", 443)
@@ -188,13 +193,37 @@ def model_stage(config, tokenizer):
 def _finished(trained, config):
     """Whether an earlier run's training (`training_done.json`) is what
     this one asks for: all of --train_steps, or the same --train_steps
-    stopped by the time budget."""
+    stopped by the time budget or by early stopping with the same
+    patience."""
     if trained["final_step"] >= config.train_steps:
         return True
+    if trained.get("stopped_early"):
+        return trained.get("patience") == config.early_stopping_patience
     return bool(trained.get("out_of_time")) and trained.get("train_steps") == config.train_steps
 
 
-def training_stage(config, model, tokenizer, train_pairs):
+def _evaluator(config, model, tokenizer, valid):
+    """The validation BLEU evaluator of training, if there is a valid set
+    and --eval_every is not 0."""
+    if not valid or not valid[0] or not config.eval_every:
+        return None
+    translator = kt.Translator(
+        model,
+        tokenizer,
+        beam_size=config.eval_beam_size,
+        alpha=config.alpha,
+        max_extra_length=config.max_extra_length,
+    )
+    return training.TranslationEvaluator(
+        translator,
+        *valid,
+        every=config.eval_every,
+        max_sentences=config.eval_sentences,
+        batch_size=config.eval_batch_size,
+    )
+
+
+def training_stage(config, model, tokenizer, train_pairs, valid):
     """Trains, resumes, or continues to a larger --train_steps; returns what
     `training_done.json` records."""
     done_marker = os.path.join(config.model_dir, "training_done.json")
@@ -220,8 +249,11 @@ def training_stage(config, model, tokenizer, train_pairs):
             max_length=config.max_length,
             input_context=input_context,
             vocab_size=tokenizer.vocab_size,
+            sampling_alpha=config.sampling_alpha,
         )
 
+    evaluator = _evaluator(config, model, tokenizer, valid)
+    keep_best = None if evaluator is None or config.keep_best == "none" else config.keep_best
     minutes = config.max_train_minutes
     result = training.train(
         model,
@@ -237,27 +269,82 @@ def training_stage(config, model, tokenizer, train_pairs):
         max_seconds=minutes and 60 * minutes,
         verbose=2,
         tokenizer=tokenizer,
+        evaluator=evaluator,
+        keep_best=keep_best,
+        keep_best_checkpoints=config.average_last,
+        early_stopping_patience=config.early_stopping_patience if keep_best else None,
+        ema_momentum=config.ema_momentum,
     )
     if result.initial_step:
         print(f"training: resumed from step {result.initial_step}")
+    evaluation_seconds = sum(e["seconds"] for e in evaluator.history) if evaluator else 0.0
     trained = {
         "initial_step": result.initial_step,
         "final_step": result.final_step,
         "seconds": result.seconds,
+        "evaluation_seconds": evaluation_seconds,
         "tokens_per_sec": float(np.mean(result.history.get("tokens_per_sec") or [0.0])),
         "out_of_time": result.out_of_time,
+        "stopped_early": result.stopped_early,
         "train_steps": config.train_steps,
+        "patience": config.early_stopping_patience,
+        "evaluations": result.evaluations,
+        "signatures": evaluator.signatures if evaluator else {},
     }
     _write_json(done_marker, trained)
     return trained
 
 
-def averaging_stage(config, model):
-    checkpoints = training.checkpoint_paths(config.model_dir)[-config.average_last :]
-    training.average_checkpoints(model, checkpoints)
-    names = ", ".join(os.path.basename(c) for c in checkpoints)
-    print(f"averaged {len(checkpoints)} checkpoint(s): {names}")
-    return checkpoints
+def _candidates(config):
+    """The weights the run can export, by name: checkpoint paths to average."""
+    last = training.checkpoint_paths(config.model_dir)[-config.average_last :]
+    candidates = {"average_last": last}
+    best = training.best_checkpoint_paths(config.model_dir)
+    if best:
+        candidates["best"] = best[:1]
+        if len(best) > 1:
+            candidates["average_best"] = best[: config.average_last]
+    return candidates
+
+
+def weights_stage(config, model, tokenizer, data):
+    """Loads the weights to evaluate and export (--export_weights); with
+    `auto`, the candidate with the best validation BLEU, scored as during
+    training. Returns what was chosen and why."""
+    candidates = _candidates(config)
+    names = {k: [os.path.basename(p) for p in v] for k, v in candidates.items()}
+    choice, scores = config.export_weights, {}
+    if choice == "auto" and len(candidates) > 1:
+        evaluator = _evaluator(config, model, tokenizer, data.valid)
+        evaluator.set_model(model)
+        evaluator.verbose = 0
+        for name, paths in candidates.items():
+            training.average_checkpoints(model, paths)
+            scores[name] = evaluator.evaluate(step=0)
+            print(f"weights {name}: validation BLEU {scores[name]['val_bleu']:.2f}")
+        choice = max(scores, key=lambda name: scores[name]["val_bleu"])
+        sentences = len(evaluator.sources)
+        reason = (
+            f"the best validation BLEU on {sentences} sentences (beam {config.eval_beam_size}) of "
+            + ", ".join(f"{k} {v['val_bleu']:.2f}" for k, v in scores.items())
+        )
+    elif choice == "auto":
+        choice, reason = "average_last", "no validation scores: the paper's average"
+    elif choice not in candidates:
+        sys.exit(
+            f"--export_weights {choice}: the run has no best checkpoints (they need a "
+            "validation set and --keep_best). Use --export_weights average_last."
+        )
+    else:
+        reason = "--export_weights"
+    training.average_checkpoints(model, candidates[choice])
+    print(f"weights: {choice} of {', '.join(names[choice])} ({reason})")
+    return {
+        "name": choice,
+        "checkpoints": names[choice],
+        "reason": reason,
+        "candidates": {k: {"checkpoints": v, **scores.get(k, {})} for k, v in names.items()},
+    }
 
 
 def evaluation_stage(config, translator, data):
@@ -276,28 +363,30 @@ def evaluation_stage(config, translator, data):
         with open(os.path.join(config.model_dir, f"hypotheses.{name}.txt"), "w") as f:
             f.write("\n".join(lines) + "\n")
         scores[name] = bleu_scores(hypotheses[name], references)
+        result = scores[name]
         print(
-            f"{name}: sacreBLEU {scores[name]['sacrebleu']:.2f} ({scores[name]['signature']}); "
-            "tokenized compound-split BLEU (the paper's measure) "
-            f"{scores[name]['tokenized_compound_split_bleu']:.2f}"
+            f"{name}: sacreBLEU {result['sacrebleu']:.2f} ({result['signature']}); chrF "
+            f"{result['chrf']:.2f} ({result['chrf_signature']}); tokenized compound-split BLEU "
+            f"(the paper's measure) {result['tokenized_compound_split_bleu']:.2f}"
         )
     return scores, hypotheses
 
 
 def plots_stage(config, model, tokenizer, data, hypotheses):
-    if "test" not in hypotheses:
-        return []
-    paths = plot_attention(
-        model, tokenizer, data.test[0][0], hypotheses["test"][0], config.model_dir
-    )
+    paths = [plot_validation_curve(training.read_evaluations(config.model_dir), config.model_dir)]
+    if "test" in hypotheses:
+        paths += plot_attention(
+            model, tokenizer, data.test[0][0], hypotheses["test"][0], config.model_dir
+        )
+    paths = [path for path in paths if path]
     for path in paths:
         print(f"attention plot: {path}")
     return paths
 
 
-def export_stage(config, translator, trained):
-    """Exports the averaged model, unless the export of these weights (the
-    same final step) exists."""
+def export_stage(config, translator, trained, weights):
+    """Exports the chosen weights, unless the export of these weights (the
+    same checkpoints) exists."""
     if not config.export_dir:
         return None
     marker = os.path.join(config.model_dir, "export.json")
@@ -305,12 +394,18 @@ def export_stage(config, translator, trained):
     if os.path.exists(marker):
         with open(marker) as f:
             exported = json.load(f)
-    if exported and exported.get("step", trained["final_step"]) == trained["final_step"]:
+    same = exported.get("step", trained["final_step"]) == trained["final_step"]
+    if (
+        exported
+        and same
+        and exported.get("checkpoints", weights["checkpoints"]) == weights["checkpoints"]
+    ):
         path = exported["path"]
         print(f"export: {path} (already exported)")
     else:
         path = kt.export.export_saved_model(translator, config.export_dir)
-        _write_json(marker, {"path": path, "step": trained["final_step"]})
+        step, checkpoints = trained["final_step"], weights["checkpoints"]
+        _write_json(marker, {"path": path, "step": step, "checkpoints": checkpoints})
         print(f"export: {path}")
     print(
         'try it: echo "A man is riding a bike." | python -m keras_transformer.translate '
@@ -331,10 +426,24 @@ def summary_stage(config, run):
         ("steps", steps + (" (time budget reached)" if trained.get("out_of_time") else "")),
         ("training wall time", f"{trained.get('seconds', 0) / 60:.1f} min (this run of training)"),
         ("training tokens/s", f"{trained.get('tokens_per_sec', 0):,.0f} target tokens/s"),
-        ("checkpoints averaged", str(run["checkpoints_averaged"])),
     ]
+    evaluations = [e for e in trained.get("evaluations", []) if "val_bleu" in e]
+    if evaluations:
+        evaluation_seconds = trained.get("evaluation_seconds", 0.0)
+        share = evaluation_seconds / max(trained.get("seconds", 0.0) - evaluation_seconds, 1e-9)
+        curve = ", ".join(f"{e['step']}: {e['val_bleu']:.1f}" for e in evaluations)
+        rows += [
+            ("validation BLEU by step", curve),
+            ("evaluation time", f"{evaluation_seconds:.0f} s, {100 * share:.1f}% of training"),
+        ]
+    if trained.get("stopped_early"):
+        rows.append(("early stopping", f"stopped at step {trained['final_step']:,}"))
+    weights = run["weights"]
+    rows.append(("exported weights", f"{weights['name']}: {', '.join(weights['checkpoints'])}"))
+    rows.append(("chosen because", weights["reason"]))
     for name, result in scores.items():
         rows.append((f"{name} sacreBLEU", f"{result['sacrebleu']:.2f}"))
+        rows.append((f"{name} chrF", f"{result['chrf']:.2f}"))
         compound_split = result["tokenized_compound_split_bleu"]
         rows.append((f"{name} tokenized compound-split BLEU", f"{compound_split:.2f}"))
     rows.append(("total wall time", f"{run['minutes']:.1f} min"))
@@ -353,11 +462,11 @@ def main(argv=None):
     start_run(config)
     tokenizer = tokenizer_stage(config, data.train)
     model = model_stage(config, tokenizer)
-    trained = training_stage(config, model, tokenizer, data.train)
-    checkpoints = averaging_stage(config, model)
+    trained = training_stage(config, model, tokenizer, data.train, data.valid)
     if not training.is_chief(model.distribute_strategy):
         print("training done; the chief evaluates and exports")
         return {}
+    weights = weights_stage(config, model, tokenizer, data)
     translator = kt.Translator(
         model,
         tokenizer,
@@ -367,7 +476,7 @@ def main(argv=None):
     )
     scores, hypotheses = evaluation_stage(config, translator, data)
     plots_stage(config, model, tokenizer, data, hypotheses)
-    export_path = export_stage(config, translator, trained)
+    export_path = export_stage(config, translator, trained, weights)
     summary_stage(
         config,
         {
@@ -378,7 +487,7 @@ def main(argv=None):
             "valid_sentences": len(data.valid[0]) if data.valid else 0,
             "vocabulary": tokenizer.vocab_size,
             "parameters": model.count_params(),
-            "checkpoints_averaged": len(checkpoints),
+            "weights": weights,
             "minutes": (time.time() - started) / 60,
         },
     )

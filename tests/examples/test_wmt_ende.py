@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+import tensorflow_text  # noqa: F401 (registers the SentencePiece op the export runs)
 
 from tests.examples.helpers import EXAMPLES
 from tests.examples.helpers import load_example
@@ -76,6 +77,19 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert 0.0 <= summary["results"]["test"]["sacrebleu"] <= 100.0
     assert len((model_dir / "hypotheses.test.txt").read_text().splitlines()) == 12
     assert (model_dir / "attention_cross.png").stat().st_size > 0
+    # Validation BLEU at each checkpoint, its curve, and the weights chosen by it.
+    evaluations = summary["training"]["evaluations"]
+    assert [e["step"] for e in evaluations] == [10, 20, 30]
+    assert all(0.0 <= e["val_bleu"] <= 100.0 and "val_chrf" in e for e in evaluations)
+    assert (model_dir / "validation_curve.png").stat().st_size > 0
+    weights = summary["weights"]
+    assert set(weights["candidates"]) == {"average_last", "best", "average_best"}
+    assert weights["name"] == max(
+        weights["candidates"], key=lambda k: weights["candidates"][k]["val_bleu"]
+    )
+    assert "validation BLEU" in weights["reason"]
+    assert "validation BLEU by step" in (model_dir / "summary.md").read_text()
+    assert "chrF" in first.stdout and 0.0 <= summary["results"]["test"]["chrf"] <= 100.0
     # The export reloads and translates without the script.
     serve = tf.saved_model.load(summary["export"]).signatures["serving_default"]
     assert serve(text=tf.constant(["a dog runs."]))["translation"].shape == (1,)
