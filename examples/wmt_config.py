@@ -122,6 +122,9 @@ class RunConfig:
     )  # fmt: skip
     eval_sentences: int = setting(1000, "validation sentences each evaluation", "evaluation")
     eval_beam_size: int = setting(1, "beam width of those evaluations (1: greedy)", "evaluation")
+    eval_max_extra_length: int = setting(
+        10, "output tokens beyond the source length in those evaluations", "evaluation"
+    )
     keep_best: str = setting(
         "val_bleu", "score the best checkpoints are kept by", "evaluation", KEEP_BEST
     )

@@ -202,17 +202,33 @@ def _finished(trained, config):
     return bool(trained.get("out_of_time")) and trained.get("train_steps") == config.train_steps
 
 
-def _evaluator(config, model, tokenizer, valid):
-    """The validation BLEU evaluator of training, if there is a valid set
-    and --eval_every is not 0."""
-    if not valid or not valid[0] or not config.eval_every:
-        return None
-    translator = kt.Translator(
+def _translator(config, model, tokenizer, beam_size, max_extra_length, jit_compile=False):
+    """A `Translator` with the run's length penalty."""
+    return kt.Translator(
         model,
         tokenizer,
-        beam_size=config.eval_beam_size,
+        beam_size=beam_size,
         alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
+        max_extra_length=max_extra_length,
+        jit_compile=jit_compile,
+    )
+
+
+def _evaluator(config, model, tokenizer, valid):
+    """The validation BLEU evaluator of training, if there is a valid set
+    and --eval_every is not 0. Its length limit is tighter than the final
+    evaluation's: a half-trained model's run-on hypotheses would otherwise
+    cost most of the time (Multi30k, step 647: 13 s instead of 34 s for the
+    same BLEU within 0.04), and it uses XLA where that pays (GPUs)."""
+    if not valid or not valid[0] or not config.eval_every:
+        return None
+    translator = _translator(
+        config,
+        model,
+        tokenizer,
+        config.eval_beam_size,
+        config.eval_max_extra_length,
+        jit_compile=training.recommended_jit_compile(),
     )
     return training.TranslationEvaluator(
         translator,
@@ -467,13 +483,7 @@ def main(argv=None):
         print("training done; the chief evaluates and exports")
         return {}
     weights = weights_stage(config, model, tokenizer, data)
-    translator = kt.Translator(
-        model,
-        tokenizer,
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
-    )
+    translator = _translator(config, model, tokenizer, config.beam_size, config.max_extra_length)
     scores, hypotheses = evaluation_stage(config, translator, data)
     plots_stage(config, model, tokenizer, data, hypotheses)
     export_path = export_stage(config, translator, trained, weights)

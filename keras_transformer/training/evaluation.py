@@ -81,8 +81,10 @@ class TranslationEvaluator(keras.callbacks.Callback):
     first `examples` translations (TensorBoard's Text tab).
 
     Args:
-        translator: a `keras_transformer.Translator` of the trained model
-            (`beam_size=1` for greedy search, the cheap default choice).
+        translator: a `keras_transformer.Translator` of the trained model.
+            Greedy search (`beam_size=1`) and a tight length limit
+            (`max_extra_length=10`) keep evaluations cheap: the run-on
+            outputs of a half-trained model otherwise cost most of the time.
         sources: the validation source sentences.
         references: one reference translation per source sentence.
         every: updates between evaluations; `None` evaluates at every
@@ -103,9 +105,8 @@ class TranslationEvaluator(keras.callbacks.Callback):
 
     Example:
 
-    >>> evaluator = TranslationEvaluator(
-    ...     Translator(model, tokenizer, beam_size=1), valid_sources, valid_references
-    ... )
+    >>> translator = Translator(model, tokenizer, beam_size=1, max_extra_length=10)
+    >>> evaluator = TranslationEvaluator(translator, valid_sources, valid_references)
     >>> train(model, batches, "runs/base", 100_000, evaluator=evaluator, keep_best="val_bleu")
     """
 
