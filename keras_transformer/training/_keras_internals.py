@@ -58,11 +58,12 @@ def multi_worker_fit(model, strategy):
 def moving_averages(optimizer):
     """The exponential moving averages of the trainable weights that a
     Keras optimizer built with `use_ema=True` keeps (in the order of the
-    variables it was built with), or `[]` without EMA. Keras exposes them
+    variables it was built with), or `[]` without EMA or without an
+    optimizer (`None`). Keras exposes them
     only through `finalize_variable_values`, which overwrites the weights
     for good at the end of `fit`; evaluation and checkpoints need to read
     them without losing the weights being trained."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)  # LossScaleOptimizer
-    if not getattr(inner, "use_ema", False) or not inner.built:
+    if not getattr(inner, "use_ema", False) or not getattr(inner, "built", False):
         return []
     return list(inner._model_variables_moving_average)

@@ -23,6 +23,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training._distribute import worker_id
 from keras_transformer.training.checkpoints import average_checkpoints
@@ -121,15 +122,18 @@ class KeepBestAndStopEarly(keras.callbacks.Callback):
         self.best = None  # the best score in the early-stopping sense
         self.wait = 0
         self.stopped_early = False
-        self._chief = True
 
     # State.
 
-    def load(self, resumed_step, chief=True):
+    @property
+    def _chief(self):
+        return is_chief(self.model.distribute_strategy)
+
+    def load(self, resumed_step):
         """Reads the run's evaluations and best checkpoints, dropping those
         past `resumed_step`, and removes stray best-checkpoint files (a
-        crash between writing them and recording them)."""
-        self._chief = chief
+        crash between writing them and recording them). Call after
+        `set_model`."""
         evaluations = read_evaluations(self.model_dir)
         self.evaluations = [e for e in evaluations if e["step"] <= resumed_step]
         scores = _read_json(os.path.join(self.directory, SCORES_FILE), {})
@@ -148,7 +152,7 @@ class KeepBestAndStopEarly(keras.callbacks.Callback):
                 RuntimeWarning,
                 stacklevel=2,
             )
-        if chief:
+        if self._chief:
             self._remove_unlisted_files()
         self.best, self.wait = None, 0
         for evaluation in self.evaluations:

@@ -37,8 +37,7 @@ def evaluated_weights(model):
     """`model.weights`, with the optimizer's moving average in place of
     each trainable weight when it keeps them (`use_ema=True`): the weights
     that evaluation scores and an export should use."""
-    optimizer = getattr(model, "optimizer", None)
-    averages = moving_averages(optimizer) if optimizer is not None else []
+    averages = moving_averages(getattr(model, "optimizer", None))
     if not averages:
         return list(model.weights)
     by_variable = {id(v): a for v, a in zip(model.trainable_variables, averages, strict=True)}

@@ -24,8 +24,7 @@ def evaluation_weights(model):
     block: the optimizer's moving averages when it keeps them
     (`use_ema=True`); otherwise the block runs on the weights as they are.
     The trained weights are back afterwards, also after an error."""
-    optimizer = getattr(model, "optimizer", None)
-    averages = moving_averages(optimizer) if optimizer is not None else []
+    averages = moving_averages(getattr(model, "optimizer", None))
     if not averages:
         yield
         return

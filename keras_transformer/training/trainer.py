@@ -393,7 +393,7 @@ def train(
         restore_best_weights,
     )
     watcher.set_model(model)
-    watcher.load(initial_step, chief=is_chief(strategy))
+    watcher.load(initial_step)
     if initial_step >= train_steps or watcher.should_stop:
         # The weights `fit` would have left: the moving averages, if kept.
         model.optimizer.finalize_variable_values(model.trainable_variables)
