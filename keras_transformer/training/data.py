@@ -126,7 +126,15 @@ def text_pairs_from_tfds(
 def bucket_boundaries(max_length, min_length=8, growth=1.1):
     """Length-bucket edges growing geometrically by `growth` from
     `min_length`, ending past `max_length` (tensor2tensor's scheme: a
-    batch's padding stays within ~10% of its longest sequence)."""
+    batch's padding stays within `growth - 1` of its longest sequence).
+
+    Example:
+
+    >>> bucket_boundaries(16, growth=1.1)
+    [8, 9, 10, 11, 13, 15, 17]
+    """
+    if not growth > 1:
+        raise ValueError(f"`growth` must be greater than 1. Received: growth={growth!r}")
     boundaries = []
     edge = min_length
     while edge <= max_length:
@@ -252,10 +260,13 @@ def make_batches(
     eos_id=None,
     pad_id=None,
     sampling_alpha=None,
+    cache_ids=False,
+    bucket_growth=1.05,
 ):
     """Tokenizes text pairs and batches them by a token budget.
 
-    Pairs are grouped into length buckets (`bucket_boundaries`); each
+    Pairs are grouped into length buckets (`bucket_boundaries` with
+    `bucket_growth`); each
     bucket's batch size is `batch_tokens // longest length in the bucket`,
     so no batch holds more than `batch_tokens` source positions or target
     positions, padding included (the paper's ~25,000 source + 25,000
@@ -298,6 +309,16 @@ def make_batches(
             unigram smoothing, or the BPE-dropout probability). Only for
             training data: evaluation, `Translator` and export always
             tokenize deterministically.
+        cache_ids: tokenize the pairs once, on the first pass, and keep
+            their ids in memory (about 4 bytes per token) for the later
+            passes, which still shuffle. For corpora that fit in memory;
+            not with `sampling_alpha`, which needs a new segmentation
+            every pass.
+        bucket_growth: how much longer each length bucket's longest
+            sequence is than the previous one's; a batch's padding stays
+            within `bucket_growth - 1` of its longest sequence (Multi30k,
+            4,096 tokens: 1.1 leaves 7.9% of the target positions padding,
+            1.05 leaves 5.2%).
 
     Returns:
         A dataset of `((source, target_in), target_out)` int32 batches.
@@ -330,6 +351,14 @@ def make_batches(
         def segment(strings):
             return tokenizer.sample_tokenize(strings, sampling_alpha)
 
+    if not isinstance(cache_ids, bool):
+        raise ValueError(f"`cache_ids` must be True or False. Received: cache_ids={cache_ids!r}")
+    if cache_ids and sampling_alpha is not None:
+        raise ValueError(
+            "`cache_ids` keeps one segmentation of every sentence, `sampling_alpha` draws a new "
+            f"one every pass: choose one. Received: cache_ids={cache_ids!r}, "
+            f"sampling_alpha={sampling_alpha!r}"
+        )
     if input_context is not None:
         pairs = pairs.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         batch_tokens = batch_tokens // input_context.num_replicas_in_sync
@@ -338,18 +367,22 @@ def make_batches(
             "`batch_tokens` (per replica) must hold one pair of `max_length` "
             f"tokens (max_length={max_length}). Received: batch_tokens={batch_tokens}"
         )
-    if shuffle:
-        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     keep = _keep_pair(max_length, long_pairs)
-    dataset = (
-        _tokenized(pairs, segment, vocab_size)
-        .filter(lambda s, t: keep(s, t)["kept"])
-        .map(
-            lambda s, t: _frame(s, t, max_length, long_pairs, bos_id, eos_id),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
+    if not cache_ids:
+        if shuffle:
+            pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        ids = _tokenized(pairs, segment, vocab_size).filter(lambda s, t: keep(s, t)["kept"])
+    else:
+        # Tokenized in file order, once; the ids are shuffled on every pass.
+        ids = _tokenized(pairs, segment, vocab_size).filter(lambda s, t: keep(s, t)["kept"])
+        ids = ids.cache()
+        if shuffle:
+            ids = ids.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    dataset = ids.map(
+        lambda s, t: _frame(s, t, max_length, long_pairs, bos_id, eos_id),
+        num_parallel_calls=tf.data.AUTOTUNE,
     )
-    boundaries = bucket_boundaries(max_length)
+    boundaries = bucket_boundaries(max_length, growth=bucket_growth)
     # Bucket i holds lengths < boundaries[i]; the extra last bucket is empty.
     batch_sizes = [max(1, batch_tokens // (edge - 1)) for edge in boundaries] + [1]
     dataset = dataset.bucket_by_sequence_length(
