@@ -3,6 +3,10 @@
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training.best import best_checkpoint_paths
 from keras_transformer.training.best import read_evaluations
+from keras_transformer.training.budget import BudgetSchedule
+from keras_transformer.training.budget import TimeBudget
+from keras_transformer.training.budget import averaging_checkpoint_paths
+from keras_transformer.training.budget import read_budget
 from keras_transformer.training.checkpoints import IncompatibleRunError
 from keras_transformer.training.checkpoints import average_checkpoints
 from keras_transformer.training.checkpoints import checkpoint_paths
@@ -24,7 +28,9 @@ from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
 from keras_transformer.training.schedules import TransformerSchedule
+from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer.training.schedules import paper_optimizer
+from keras_transformer.training.trainer import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.trainer import NoTrainingDataError
 from keras_transformer.training.trainer import TrainingDivergedError
 from keras_transformer.training.trainer import TrainResult
@@ -32,20 +38,25 @@ from keras_transformer.training.trainer import compile_for_training
 from keras_transformer.training.trainer import train
 
 __all__ = [
+    "BudgetSchedule",
     "MIXED_PRECISION",
     "STRATEGIES",
     "IncompatibleRunError",
+    "LEARNING_RATE_SCHEDULES",
     "LabelSmoothedCrossEntropy",
     "MaskedAccuracy",
     "NoTrainingDataError",
     "PairCounts",
     "Perplexity",
     "TokenCount",
+    "TimeBudget",
     "TrainResult",
     "TrainingDivergedError",
     "TransformerSchedule",
     "TranslationEvaluator",
+    "adam_optimizer",
     "average_checkpoints",
+    "averaging_checkpoint_paths",
     "best_checkpoint_paths",
     "bucket_boundaries",
     "checkpoint_paths",
@@ -56,6 +67,7 @@ __all__ = [
     "is_chief",
     "make_batches",
     "paper_optimizer",
+    "read_budget",
     "read_evaluations",
     "recommended_jit_compile",
     "text_pairs_from_files",

@@ -48,18 +48,22 @@ class CheckpointAndStop(keras.callbacks.Callback):
       finite, without writing another checkpoint (`diverged_at` is then the
       update count): the last checkpoint is always a good one;
     * once the optimizer has made `train_steps` updates;
-    * at the first update past `max_seconds` of wall time
-      (`out_of_time` is then `True`).
+    * at the first update past `max_seconds` of wall time, or past the
+      `budget`'s (a `TimeBudget`; `out_of_time` is then `True`).
+
+    It also checkpoints the updates the `budget` wants for averaging.
 
     Args:
         manager: the run's `tf.train.CheckpointManager`.
         step: the checkpointed update-count variable, set before each save.
         train_steps: the total number of updates of the run.
         max_seconds: an optional wall-time budget, from construction.
+        budget: an optional `TimeBudget`, in place of `max_seconds`.
     """
 
-    def __init__(self, manager, step, train_steps, max_seconds=None):
+    def __init__(self, manager, step, train_steps, max_seconds=None, budget=None):
         super().__init__()
+        self.budget = budget
         self.manager = manager
         self.step = step
         self.train_steps = train_steps
@@ -85,16 +89,30 @@ class CheckpointAndStop(keras.callbacks.Callback):
             self.model.stop_training = True
         elif self._updates() >= self.train_steps:
             self.model.stop_training = True
-        elif self.max_seconds and time.perf_counter() - self._start > self.max_seconds:
+        elif self._out_of_time():
             self.out_of_time = True
             self.model.stop_training = True
+        elif self.budget is not None and self.budget.wants_checkpoint(self._updates()):
+            self._save()
+
+    def _out_of_time(self):
+        if self.budget is not None:
+            return self.budget.left_seconds() < 0
+        return bool(self.max_seconds) and time.perf_counter() - self._start > self.max_seconds
 
     def on_epoch_end(self, epoch, logs=None):
         if self.diverged_at is not None or self.batches == self._batches_at_epoch_begin:
             return  # nothing good, or nothing trained, to save
+        self._save()
+
+    def _save(self):
+        """Checkpoints the current update if the weights are finite (and it
+        is not saved yet); stops training as diverged otherwise."""
         if not all_finite(self.model.trainable_weights):
             self.diverged_at = self._updates()
             self.model.stop_training = True
+            return
+        if self.last_saved is not None and read_int(self.step) == self._updates():
             return
         self.step.assign(self._updates())
         self.last_saved = self.manager.save(checkpoint_number=self._updates())

@@ -83,11 +83,23 @@ def paper_optimizer(
 
     >>> optimizer = paper_optimizer(d_model=512, accumulation_steps=4)
     """
+    schedule = TransformerSchedule(d_model, warmup_steps, scale, accumulation_steps)
+    return adam_optimizer(schedule, accumulation_steps, ema_momentum)
+
+
+def adam_optimizer(learning_rate, accumulation_steps=1, ema_momentum=None):
+    """The paper's Adam (β1 0.9, β2 0.98, ε 1e-9) on any learning rate or
+    schedule, with `paper_optimizer`'s accumulation and moving averages.
+
+    Example:
+
+    >>> optimizer = adam_optimizer(BudgetSchedule(1e-3, total_steps=2000))
+    """
     _validation.check_positive_int(accumulation_steps=accumulation_steps)
     if ema_momentum is not None:
         _validation.check_rate(ema_momentum=ema_momentum)
     return keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(d_model, warmup_steps, scale, accumulation_steps),
+        learning_rate=learning_rate,
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,

@@ -25,11 +25,15 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import _validation
+from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training._keras_internals import multi_worker_fit
 from keras_transformer.training.best import KeepBestAndStopEarly
+from keras_transformer.training.budget import BudgetSchedule
+from keras_transformer.training.budget import TimeBudget
+from keras_transformer.training.budget import read_budget
 from keras_transformer.training.callbacks import CheckpointAndStop
 from keras_transformer.training.callbacks import LogRates
 from keras_transformer.training.checkpoints import all_finite
@@ -45,9 +49,11 @@ from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
+from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer.training.schedules import paper_optimizer
 
 JIT_COMPILE = ("auto", True, False)
+LEARNING_RATE_SCHEDULES = ("auto", "paper", "budget")
 # The validation logs of `fit` with `validation_data` (`compile_for_training`'s metrics).
 VALIDATION_LOGS = ("val_loss", "val_accuracy", "val_perplexity")
 
@@ -80,6 +86,9 @@ class TrainResult:
         best_checkpoint: the best checkpoint by `keep_best`, or `None`.
         evaluations: every evaluation of the run so far (across restarts),
             oldest first: dicts of `step` and the `val_*` scores.
+        budget: with the budget schedule under `max_seconds`, its last
+            estimate (`read_budget`'s keys: `seconds_per_step`,
+            `total_steps`, `warmup_steps`, `averaging_from`); else `None`.
     """
 
     initial_step: int
@@ -91,6 +100,7 @@ class TrainResult:
     stopped_early: bool = False
     best_checkpoint: str | None = None
     evaluations: list = dataclasses.field(default_factory=list)
+    budget: dict | None = None
 
 
 def compile_for_training(
@@ -247,6 +257,12 @@ def train(
     early_stopping_min_delta=0.0,
     restore_best_weights=False,
     ema_momentum=None,
+    learning_rate_schedule="auto",
+    warmup_fraction=0.1,
+    decay="linear",
+    reserve_seconds=0.0,
+    averaging_checkpoints=None,
+    averaging_fraction=0.2,
 ):
     """Trains `model` with the paper's recipe for `train_steps` updates,
     resuming from `model_dir` if a previous run left checkpoints there.
@@ -302,6 +318,25 @@ def train(
             allows more patience (or none: `None`).
         restore_best_weights: when training stops early, leave the best
             checkpoint's weights in `model` (otherwise, the last weights).
+        learning_rate_schedule: `"paper"`: `TransformerSchedule` (warm-up
+            `warmup_steps`, then the inverse square root); `"budget"`: a
+            `BudgetSchedule` of the same peak that warms up for
+            `warmup_fraction` of the run's updates (at most `warmup_steps`)
+            and decays (`decay`: `"linear"` or `"cosine"`) to zero at its
+            end: at `train_steps`, or, with `max_seconds`, at the updates
+            the time budget allows, which a `TimeBudget` callback measures
+            and re-estimates as training runs. `"auto"` (default): the
+            budget schedule when `max_seconds` is set, the paper's
+            otherwise. Ignored when an `optimizer` is given.
+        reserve_seconds: with the budget schedule, time of `max_seconds`
+            to leave for what follows training (a number, or a function
+            of no argument re-read at every estimate, e.g. from measured
+            evaluation times).
+        averaging_checkpoints, averaging_fraction: with the budget
+            schedule under `max_seconds`, checkpoint `averaging_checkpoints`
+            (default `keep_checkpoints`) updates evenly spread over the
+            last `averaging_fraction` of the budget, beside the regular
+            ones; `averaging_checkpoint_paths` returns them.
 
     `model_dir/checkpoints/run.json` records the model's architecture and
     `accumulation_steps` (and the tokenizer's fingerprint): a rerun that
@@ -349,6 +384,24 @@ def train(
         early_stopping_patience=early_stopping_patience,
     )
     _validation.check_non_negative(early_stopping_min_delta=early_stopping_min_delta)
+    _validation.check_choice(LEARNING_RATE_SCHEDULES, learning_rate_schedule=learning_rate_schedule)
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"`max_seconds` must be positive. Received: max_seconds={max_seconds!r}")
+    budgeted = optimizer is None and (
+        learning_rate_schedule == "budget"
+        or (learning_rate_schedule == "auto" and max_seconds is not None)
+    )
+    if budgeted:
+        # The paper schedule's peak, reached after at most `warmup_steps`.
+        schedule = BudgetSchedule(
+            learning_rate_scale * (model.d_model * warmup_steps) ** -0.5,
+            train_steps,
+            warmup_fraction,
+            warmup_steps,
+            decay,
+            accumulation_steps,
+        )
+        optimizer = adam_optimizer(schedule, accumulation_steps, ema_momentum)
     _check_evaluation(
         model_dir,
         steps_per_checkpoint,
@@ -410,12 +463,28 @@ def train(
             evaluations=list(watcher.evaluations),
         )
 
-    stopper = CheckpointAndStop(manager, step, train_steps, max_seconds)
+    budget = None
+    if budgeted and max_seconds is not None:
+        budget = TimeBudget(
+            schedule,
+            max_seconds,
+            max_steps=train_steps,
+            reserve_seconds=reserve_seconds,
+            averaging_checkpoints=averaging_checkpoints or keep_checkpoints,
+            averaging_fraction=averaging_fraction,
+            model_dir=model_dir if is_chief(strategy) else None,
+        )
+        # A resumed run starts from the chief's last measured rate.
+        stored = (read_budget(model_dir) or {}).get("seconds_per_step") or 0.0
+        (stored,) = broadcast_from_chief(strategy, [stored])
+        budget.seconds_per_step = stored or None
+    stopper = CheckpointAndStop(manager, step, train_steps, max_seconds, budget)
     evaluation = [evaluator] if evaluator is not None else []
     if averaged and validation_data is not None:
         # `validation_data` is scored on the averages, as the evaluator's BLEU.
         evaluation.append(ValidateOnAverages())
-    all_callbacks = [LogRates(), stopper, *evaluation, watcher, *callbacks]
+    all_callbacks = [LogRates(), *([budget] if budget else []), stopper, *evaluation, watcher]
+    all_callbacks += list(callbacks)
     if tensorboard:
         all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(model_dir, "logs")))
     with multi_worker_fit(model, strategy):
@@ -460,4 +529,5 @@ def train(
         stopped_early=watcher.stopped_early,
         best_checkpoint=watcher.best_path(),
         evaluations=list(watcher.evaluations),
+        budget=read_budget(model_dir) if budget is not None else None,
     )

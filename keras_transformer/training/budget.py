@@ -1,0 +1,335 @@
+"""Training within a time budget: a schedule over the updates the budget
+allows, re-estimated while training runs.
+
+A fixed step-based schedule assumes a machine's speed: the same wall-time
+budget gives 557 updates on one CPU and 1,440 on another, and a warm-up of
+800 updates is then all of the first run and half of the second. Here the
+schedule is defined over the *budget*: `TimeBudget` measures the time an
+update takes (evaluations and checkpoints included), estimates the updates
+the remaining time allows, and sets `BudgetSchedule.total_steps`; the
+schedule warms up for a fraction of them and decays linearly to zero at the
+estimated end (Li et al., "Budget-Aware Training", ICLR 2020: schedules
+that reach zero at the budget's end beat step-based ones at every budget).
+The checkpoints to average are taken from the last part of the budget,
+never from the warm-up (`averaging_checkpoint_paths`).
+
+`train(..., max_seconds=...)` uses both unless told otherwise
+(`learning_rate_schedule`). `model_dir/budget.json` records the estimate,
+so that a resumed run starts from it.
+"""
+
+import json
+import math
+import os
+import time
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer import _validation
+from keras_transformer.training._distribute import broadcast_from_chief
+from keras_transformer.training._distribute import is_chief
+from keras_transformer.training._distribute import read_int
+from keras_transformer.training.checkpoints import checkpoint_paths
+from keras_transformer.training.checkpoints import write_json_atomically
+
+DECAYS = ("linear", "cosine")
+BUDGET_FILE = "budget.json"
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to `peak_learning_rate`, then decay to zero at
+    `total_steps`, which may change while training runs.
+
+        warmup = min(max_warmup_steps, warmup_fraction * total_steps)
+        lrate  = peak * step / warmup                          step < warmup
+        lrate  = peak * (total - step) / (total - warmup)      linear decay
+        lrate  = peak * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2
+                                                               cosine decay
+
+    and 0 from `total_steps` on. `total_steps` is a variable: `TimeBudget`
+    sets it to the updates a wall-time budget allows (`set_total_steps`);
+    for a fixed number of updates, leave it. Steps count optimizer updates
+    (`iterations // accumulation_steps`), from 1, as `TransformerSchedule`.
+
+    Args:
+        peak_learning_rate: the rate at the end of the warm-up, e.g. the
+            paper's peak `(d_model * 4000) ** -0.5`.
+        total_steps: the updates of the run (a first estimate under a
+            time budget).
+        warmup_fraction: the part of `total_steps` spent warming up.
+        max_warmup_steps: a cap on the warm-up (the paper's 4,000).
+        decay: `"linear"` or `"cosine"`.
+        accumulation_steps: micro-batches per update.
+
+    Example:
+
+    >>> schedule = BudgetSchedule(1e-3, total_steps=1000, warmup_fraction=0.1)
+    >>> float(schedule(100)), float(schedule(550)), float(schedule(1000))
+    (0.001, 0.0005, 0.0)
+    """
+
+    def __init__(
+        self,
+        peak_learning_rate,
+        total_steps,
+        warmup_fraction=0.1,
+        max_warmup_steps=4000,
+        decay="linear",
+        accumulation_steps=1,
+    ):
+        _validation.check_positive_int(
+            total_steps=total_steps,
+            max_warmup_steps=max_warmup_steps,
+            accumulation_steps=accumulation_steps,
+        )
+        _validation.check_choice(DECAYS, decay=decay)
+        if not peak_learning_rate > 0:
+            raise ValueError(
+                f"`peak_learning_rate` must be positive. Received: "
+                f"peak_learning_rate={peak_learning_rate!r}"
+            )
+        if not 0 <= warmup_fraction < 1:
+            raise ValueError(
+                "`warmup_fraction` must be in [0, 1). Received: "
+                f"warmup_fraction={warmup_fraction!r}"
+            )
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.warmup_fraction = float(warmup_fraction)
+        self.max_warmup_steps = max_warmup_steps
+        self.decay = decay
+        self.accumulation_steps = accumulation_steps
+        self.total_steps = tf.Variable(
+            float(total_steps),
+            trainable=False,
+            dtype=tf.float32,
+            name="budget_total_steps",
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
+
+    def set_total_steps(self, total_steps):
+        """Moves the end of the decay to `total_steps` updates."""
+        self.total_steps.assign(float(max(1, total_steps)))
+
+    def warmup_steps(self, total_steps=None):
+        """The warm-up's length in updates for `total_steps` (default: the
+        current estimate)."""
+        if total_steps is None:
+            total_steps = float(self.total_steps.numpy())
+        return max(1, min(self.max_warmup_steps, round(self.warmup_fraction * total_steps)))
+
+    def __call__(self, step):
+        step = ops.floor_divide(ops.cast(step, "int64"), self.accumulation_steps)
+        step = ops.cast(ops.maximum(step, 1), "float32")
+        total = ops.convert_to_tensor(self.total_steps)
+        warmup = ops.clip(ops.round(self.warmup_fraction * total), 1.0, self.max_warmup_steps)
+        progress = ops.clip((step - warmup) / ops.maximum(total - warmup, 1.0), 0.0, 1.0)
+        if self.decay == "linear":
+            decayed = 1.0 - progress
+        else:
+            decayed = 0.5 * (1.0 + ops.cos(math.pi * progress))
+        ramp = ops.minimum(step / warmup, 1.0)
+        return self.peak_learning_rate * ops.where(step < warmup, ramp, decayed)
+
+    def get_config(self):
+        # `LearningRateSchedule.get_config` raises NotImplementedError: there
+        # is no base configuration to extend.
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": max(1, round(float(self.total_steps.numpy()))),
+            "warmup_fraction": self.warmup_fraction,
+            "max_warmup_steps": self.max_warmup_steps,
+            "decay": self.decay,
+            "accumulation_steps": self.accumulation_steps,
+        }
+
+
+def read_budget(model_dir):
+    """`model_dir/budget.json`, what the last `TimeBudget` estimated (keys
+    `seconds_per_step`, `total_steps`, `warmup_steps`, `averaging_from`),
+    or `None` when the run has none."""
+    path = os.path.join(model_dir, BUDGET_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Fits a `BudgetSchedule` to a wall-time budget while training runs.
+
+    After `measure_after` updates (the first ones pay for tracing), and
+    then every `every` updates, it measures the wall time per update since
+    then (everything `fit` does between updates included: evaluations,
+    checkpoints), estimates the updates left in `seconds` (less
+    `reserve_seconds`, a number or a function re-read at every estimate),
+    and moves the schedule's end there (never beyond `max_steps`). The
+    chief's estimate is used on every worker.
+
+    It also asks for the checkpoints to average: `averaging_checkpoints`
+    of them, evenly spaced over the last `averaging_fraction` of the
+    estimated updates (`wants_checkpoint`, which `train` follows), and
+    records the estimate in `model_dir/budget.json` (`read_budget`).
+
+    Args:
+        schedule: the optimizer's `BudgetSchedule`.
+        seconds: the budget, from `on_train_begin`.
+        max_steps: a cap on the updates (`train`'s `train_steps`).
+        reserve_seconds: time to leave at the end, or a function of no
+            argument that returns it.
+        averaging_checkpoints: checkpoints wanted in the last part.
+        averaging_fraction: that part of the updates.
+        model_dir: where `budget.json` goes (the chief writes it).
+        measure_after, every: updates before the first estimate, and
+            between estimates.
+
+    Example:
+
+    >>> budget = TimeBudget(schedule, seconds=1800, max_steps=100_000)
+    >>> model.fit(batches, epochs=1000, steps_per_epoch=100, callbacks=[budget])
+    """
+
+    def __init__(
+        self,
+        schedule,
+        seconds,
+        max_steps=None,
+        reserve_seconds=0.0,
+        averaging_checkpoints=5,
+        averaging_fraction=0.2,
+        model_dir=None,
+        measure_after=5,
+        every=10,
+    ):
+        super().__init__()
+        if not isinstance(schedule, BudgetSchedule):
+            raise ValueError(
+                "`schedule` must be a keras_transformer.training.BudgetSchedule. "
+                f"Received: schedule={schedule!r}"
+            )
+        if not seconds > 0:
+            raise ValueError(f"`seconds` must be positive. Received: seconds={seconds!r}")
+        _validation.check_positive_int(
+            averaging_checkpoints=averaging_checkpoints, measure_after=measure_after, every=every
+        )
+        _validation.check_positive_int(allow_none=True, max_steps=max_steps)
+        if not 0 < averaging_fraction <= 1:
+            raise ValueError(
+                "`averaging_fraction` must be in (0, 1]. Received: "
+                f"averaging_fraction={averaging_fraction!r}"
+            )
+        self.schedule = schedule
+        self.seconds = float(seconds)
+        self.max_steps = max_steps
+        self.reserve_seconds = reserve_seconds
+        self.averaging_checkpoints = averaging_checkpoints
+        self.averaging_fraction = averaging_fraction
+        self.model_dir = model_dir
+        self.measure_after = measure_after
+        self.every = every
+        self.seconds_per_step = None
+        self._start = None
+        self._reference = None
+        self._batches = 0
+        self._last_wanted = None
+
+    def _reserve(self):
+        reserve = self.reserve_seconds
+        return float(reserve() if callable(reserve) else reserve)
+
+    def _step(self):
+        return read_int(self.model.optimizer.iterations)  # updates, not micro-batches
+
+    @property
+    def total_steps(self):
+        """The current estimate of the run's updates."""
+        return max(1, round(float(self.schedule.total_steps.numpy())))
+
+    def left_seconds(self):
+        """Wall time left for training: the budget less the time spent
+        and the reserve."""
+        return self.seconds - (time.perf_counter() - self._start) - self._reserve()
+
+    def on_train_begin(self, logs=None):
+        self._start = time.perf_counter()
+        self._batches = 0
+        self._reference = None
+        if self.seconds_per_step:  # a resumed run: the last estimate until measured
+            self._estimate(self._step())
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches += 1
+        if self._batches == self.measure_after:
+            self._reference = (time.perf_counter(), self._step())
+        elif self._reference and (self._batches - self.measure_after) % self.every == 0:
+            start, first = self._reference
+            step = self._step()
+            if step > first:
+                self.seconds_per_step = (time.perf_counter() - start) / (step - first)
+            self._estimate(step)
+
+    def _estimate(self, step):
+        left = max(0.0, self.left_seconds())
+        total = step + max(1, math.floor(left / self.seconds_per_step))
+        if self.max_steps is not None:
+            total = min(total, self.max_steps)
+        strategy = self.model.distribute_strategy
+        (total,) = broadcast_from_chief(strategy, [total])
+        self.schedule.set_total_steps(round(total))
+        if self.model_dir and is_chief(strategy):
+            os.makedirs(self.model_dir, exist_ok=True)
+            write_json_atomically(
+                os.path.join(self.model_dir, BUDGET_FILE),
+                {
+                    "seconds_per_step": self.seconds_per_step,
+                    "total_steps": self.total_steps,
+                    "warmup_steps": self.schedule.warmup_steps(),
+                    "averaging_from": self.averaging_from(),
+                },
+            )
+
+    def averaging_from(self):
+        """The first update of the averaging window: the last
+        `averaging_fraction` of the estimated updates, after the warm-up."""
+        total = self.total_steps
+        start = total - math.floor(self.averaging_fraction * total) + 1
+        return max(start, self.schedule.warmup_steps(total) + 1)
+
+    def wants_checkpoint(self, step):
+        """Whether update `step` should be checkpointed for averaging: it
+        lies in the averaging window, at least `1 / averaging_checkpoints`
+        of the window after the last one wanted (the run's last update is
+        checkpointed anyway)."""
+        if self.seconds_per_step is None or step < self.averaging_from():
+            return False
+        window = max(1, self.total_steps - self.averaging_from() + 1)
+        spacing = max(1, window // self.averaging_checkpoints)
+        if self._last_wanted is not None and step - self._last_wanted < spacing:
+            return False
+        self._last_wanted = step
+        return True
+
+
+def averaging_checkpoint_paths(model_dir, count):
+    """The newest `count` checkpoints of `model_dir` (`checkpoint_paths`)
+    that lie in the averaging window a `TimeBudget` recorded (never in the
+    warm-up); at least the newest one. Without a recorded budget, the
+    newest `count` (the paper's average of the last checkpoints).
+
+    Example:
+
+    >>> average_checkpoints(model, averaging_checkpoint_paths("runs/small", 5))
+    """
+    _validation.check_positive_int(count=count)
+    paths = checkpoint_paths(model_dir)
+    budget = read_budget(model_dir)
+    if budget is None:
+        return paths[-count:]
+    inside = [p for p in paths if _step_of(p) >= budget["averaging_from"]]
+    return (inside or paths[-1:])[-count:]
+
+
+def _step_of(path):
+    return int(path.rsplit("-", 1)[-1])

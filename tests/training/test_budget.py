@@ -1,0 +1,190 @@
+import json
+import math
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import training
+from keras_transformer.training import BudgetSchedule
+from keras_transformer.training import TimeBudget
+from keras_transformer.training import TransformerSchedule
+from keras_transformer.training import averaging_checkpoint_paths
+from keras_transformer.training import budget as budget_module
+from tests.training.helpers import tiny_model
+from tests.training.helpers import train_tiny
+
+
+def reference(step, peak, total, fraction, cap, decay):
+    """The schedule written out in plain Python."""
+    step = max(step, 1)
+    warmup = min(cap, max(1, round(fraction * total)))
+    if step < warmup:
+        return peak * step / warmup
+    progress = min(1.0, max(0.0, (step - warmup) / max(total - warmup, 1)))
+    if decay == "linear":
+        return peak * (1 - progress)
+    return peak * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine"])
+@pytest.mark.parametrize("total, fraction, cap", [(1000, 0.1, 4000), (20_000, 0.1, 800)])
+def test_schedule_equals_the_formula(decay, total, fraction, cap):
+    schedule = BudgetSchedule(2e-3, total, fraction, cap, decay)
+    steps = np.unique(np.linspace(0, 1.2 * total, 97).astype(int))
+    rates = keras.ops.convert_to_numpy(schedule(steps))
+    expected = [reference(int(s), 2e-3, total, fraction, cap, decay) for s in steps]
+    np.testing.assert_allclose(rates, expected, rtol=1e-5, atol=1e-9)
+    assert schedule.warmup_steps() == min(cap, round(fraction * total))
+    assert float(schedule(total)) == 0.0 and float(schedule(2 * total)) == 0.0
+
+
+def test_moving_the_end_rescales_warmup_and_decay():
+    schedule = BudgetSchedule(1e-3, 10_000, warmup_fraction=0.2)
+    schedule.set_total_steps(500)
+    assert schedule.warmup_steps() == 100
+    np.testing.assert_allclose(float(schedule(100)), 1e-3, rtol=1e-6)  # the peak
+    np.testing.assert_allclose(float(schedule(300)), 0.5e-3, rtol=1e-6)  # half-way down
+    assert float(schedule(500)) == 0.0
+
+
+def test_accumulation_counts_updates():
+    schedule = BudgetSchedule(1e-3, 100, warmup_fraction=0.1, accumulation_steps=4)
+    for micro in (20, 21, 23):  # update 5, half of the warm-up
+        np.testing.assert_allclose(float(schedule(micro)), 0.5e-3, rtol=1e-6)
+
+
+def test_serialization_keeps_the_current_end():
+    schedule = BudgetSchedule(1e-3, 10_000, 0.05, 300, "cosine", 2)
+    schedule.set_total_steps(1234)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert isinstance(restored, BudgetSchedule)
+    assert restored.get_config() == schedule.get_config()
+    steps = np.arange(0, 3000, 7)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(restored(steps)), keras.ops.convert_to_numpy(schedule(steps))
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(peak_learning_rate=0), "peak_learning_rate"),
+        (dict(total_steps=0), "total_steps"),
+        (dict(warmup_fraction=1.0), "warmup_fraction"),
+        (dict(decay="step"), "decay"),
+        (dict(max_warmup_steps=0), "max_warmup_steps"),
+    ],
+)
+def test_bad_schedule_arguments(kwargs, name):
+    arguments = {"peak_learning_rate": 1e-3, "total_steps": 100, **kwargs}
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        BudgetSchedule(**arguments)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def fake_model(iterations):
+    optimizer = types.SimpleNamespace(iterations=iterations)
+    return types.SimpleNamespace(
+        optimizer=optimizer, distribute_strategy=tf.distribute.get_strategy()
+    )
+
+
+def run_budget(monkeypatch, tmp_path, seconds_per_step, updates, **options):
+    """Drives a `TimeBudget` through `updates` updates that each take
+    `seconds_per_step` of a fake clock; returns it and the updates it
+    wanted checkpointed."""
+    clock = FakeClock()
+    monkeypatch.setattr(budget_module.time, "perf_counter", clock)
+    iterations = tf.Variable(0, dtype=tf.int64)
+    schedule = BudgetSchedule(1e-3, 100_000, warmup_fraction=0.1, max_warmup_steps=4000)
+    budget = TimeBudget(schedule, model_dir=str(tmp_path), **options)
+    budget.set_model(fake_model(iterations))
+    budget.on_train_begin()
+    wanted = []
+    for batch in range(updates):
+        clock.now += seconds_per_step
+        iterations.assign_add(1)
+        budget.on_train_batch_end(batch)
+        if budget.left_seconds() < 0:
+            break
+        if budget.wants_checkpoint(int(iterations.numpy())):
+            wanted.append(int(iterations.numpy()))
+    return budget, wanted
+
+
+def test_estimates_the_updates_the_budget_allows(monkeypatch, tmp_path):
+    # 1,000 s at 2 s an update, 200 s kept in reserve: 400 updates.
+    budget, wanted = run_budget(
+        monkeypatch, tmp_path, 2.0, 10_000, seconds=1000, reserve_seconds=lambda: 200
+    )
+    assert budget.total_steps == 400 and budget.schedule.warmup_steps() == 40
+    assert budget.seconds_per_step == pytest.approx(2.0)
+    # Averaging: 5 checkpoints spread over the last 20% (updates 321-400).
+    assert budget.averaging_from() == 321
+    assert wanted == [321, 337, 353, 369, 385]
+    recorded = json.loads((tmp_path / "budget.json").read_text())
+    assert recorded == {
+        "seconds_per_step": pytest.approx(2.0),
+        "total_steps": 400,
+        "warmup_steps": 40,
+        "averaging_from": 321,
+    }
+
+
+def test_a_slower_machine_gets_a_shorter_schedule(monkeypatch, tmp_path):
+    fast, _ = run_budget(monkeypatch, tmp_path, 1.0, 10_000, seconds=600)
+    slow, _ = run_budget(monkeypatch, tmp_path, 2.6, 10_000, seconds=600)
+    assert (fast.total_steps, slow.total_steps) == (600, 230)
+    # The warm-up stays the same fraction, the averaging window never
+    # reaches into it.
+    assert (fast.schedule.warmup_steps(), slow.schedule.warmup_steps()) == (60, 23)
+    assert slow.averaging_from() > slow.schedule.warmup_steps()
+
+
+def test_max_steps_caps_the_estimate(monkeypatch, tmp_path):
+    budget, _ = run_budget(monkeypatch, tmp_path, 1.0, 100, seconds=1000, max_steps=50)
+    assert budget.total_steps == 50
+
+
+def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
+    # The time budget is ample, so `train_steps` ends the run: the
+    # schedule reaches zero there and the averaging checkpoints lie in its
+    # last 20%, whatever the machine's speed.
+    result = train_tiny(
+        tmp_path,
+        30,
+        steps_per_checkpoint=10,
+        max_seconds=3600,
+        averaging_checkpoints=3,
+    )
+    schedule = training.read_budget(str(tmp_path))
+    assert result.budget == schedule and schedule["total_steps"] == 30
+    assert schedule["warmup_steps"] == 3 and schedule["averaging_from"] == 25
+    steps = [int(p.rsplit("-", 1)[1]) for p in averaging_checkpoint_paths(str(tmp_path), 3)]
+    assert steps == [27, 29, 30]
+    assert all(s >= 25 for s in steps)
+
+
+def test_step_bounded_runs_keep_the_papers_schedule_unless_asked(tmp_path):
+    paper, budget = tiny_model(), tiny_model()
+    train_tiny(tmp_path / "paper", 2, paper)
+    assert isinstance(paper.optimizer._learning_rate, TransformerSchedule)
+    result = train_tiny(tmp_path / "budget", 4, budget, learning_rate_schedule="budget")
+    assert isinstance(budget.optimizer._learning_rate, BudgetSchedule)
+    assert float(budget.optimizer.learning_rate) == 0.0  # decayed to zero at train_steps
+    assert result.budget is None  # nothing estimated without a time budget
+    # Without a recorded budget, the paper's newest checkpoints.
+    assert (
+        averaging_checkpoint_paths(str(tmp_path / "paper"), 5)
+        == training.checkpoint_paths(str(tmp_path / "paper"))[-5:]
+    )
