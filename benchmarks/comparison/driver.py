@@ -89,6 +89,15 @@ def run_subprocess(spec, timeout):
     return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
 
 
+def _native_bf16():
+    """Whether bf16 runs natively here: a GPU, or a CPU with bf16 units."""
+    import tensorflow as tf
+
+    from keras_transformer.training import cpu_has_native_bf16
+
+    return bool(tf.config.list_physical_devices("GPU")) or cpu_has_native_bf16()
+
+
 def installed(peer):
     return importlib.util.find_spec(PEER_MODULES[peer]) is not None
 
@@ -136,6 +145,13 @@ def _parser(description):
     parser.add_argument("--only", nargs="+", default=implementations, choices=implementations)
     parser.add_argument("--memory_calls", type=int, default=1000, help="0: no memory check")
     parser.add_argument("--copy_steps", type=int, default=200, help="0: no bf16 copy-task check")
+    parser.add_argument(
+        "--bf16",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="bf16 rows (auto: only where the CPU multiplies bf16 natively or a GPU is present; "
+        "elsewhere TensorFlow emulates it and each row takes up to --timeout)",
+    )
     parser.add_argument("--json", help="results file (default: compare_<config>.json)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per measurement")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -157,10 +173,20 @@ def main(description=None):
     machine = {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
     report = dict(config=dict(cfg, name=args.config), machine=machine, steps=args.steps)
     report.update(warmup=args.warmup, skipped=skipped, ceilings={}, rows=[])
+    precisions = ("fp32", "bf16")
+    if args.bf16 == "no" or (args.bf16 == "auto" and not _native_bf16()):
+        precisions = ("fp32",)
+        report["bf16_skipped"] = (
+            "bf16 rows skipped: --bf16 no"
+            if args.bf16 == "no"
+            else "bf16 rows skipped: this CPU has no native bf16 (no AMX, AVX512-BF16 or Arm "
+            "BF16) and no GPU is visible; TensorFlow would emulate it (--bf16 yes runs them)"
+        )
+        print(report["bf16_skipped"], flush=True)
     started = time.perf_counter()
 
     def ceilings(when):
-        for precision in ("fp32", "bf16"):
+        for precision in precisions:
             result = run_subprocess(dict(worker="ceiling", precision=precision), args.timeout)
             report["ceilings"][f"{precision}_{when}"] = result
             gflops = result.get("gflops", float("nan"))
@@ -168,9 +194,10 @@ def main(description=None):
 
     ceilings("start")
     for label, spec in plan(args):
-        report["rows"].append(_measure_row(cfg, label, spec, args.timeout))
+        if label[2] in precisions or label[2] == "int8":
+            report["rows"].append(_measure_row(cfg, label, spec, args.timeout))
     ids = special_ids()
-    if "ours" in args.only and args.copy_steps:
+    if "ours" in args.only and args.copy_steps and "bf16" in precisions:
         copy = dict(worker="ours/copy", copy_steps=args.copy_steps, copy_vocab=30, copy_length=8)
         report["bf16_copy_task"] = {
             precision: run_subprocess(dict(copy, precision=precision, ids=ids), args.timeout)

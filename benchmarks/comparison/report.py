@@ -88,6 +88,8 @@ def format_report(report):
         )
     elif memory:
         lines.append(f"memory check failed: {memory}")
+    if report.get("bf16_skipped"):
+        lines.append(report["bf16_skipped"])
     if report["skipped"]:
         lines.append("not installed, skipped: " + ", ".join(report["skipped"]))
     return "\n".join(lines)

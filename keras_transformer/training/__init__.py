@@ -19,9 +19,11 @@ from keras_transformer.training.data import text_pairs_from_lists
 from keras_transformer.training.data import text_pairs_from_tfds
 from keras_transformer.training.devices import MIXED_PRECISION
 from keras_transformer.training.devices import STRATEGIES
+from keras_transformer.training.devices import cpu_has_native_bf16
 from keras_transformer.training.devices import dtype_policy
 from keras_transformer.training.devices import get_strategy
 from keras_transformer.training.devices import recommended_jit_compile
+from keras_transformer.training.devices import recommended_mixed_precision
 from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
@@ -61,6 +63,7 @@ __all__ = [
     "bucket_boundaries",
     "checkpoint_paths",
     "compile_for_training",
+    "cpu_has_native_bf16",
     "count_pairs",
     "dtype_policy",
     "get_strategy",
@@ -70,6 +73,7 @@ __all__ = [
     "read_budget",
     "read_evaluations",
     "recommended_jit_compile",
+    "recommended_mixed_precision",
     "text_pairs_from_files",
     "text_pairs_from_lists",
     "text_pairs_from_tfds",

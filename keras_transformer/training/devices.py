@@ -1,11 +1,16 @@
 """Where and in which precision to train: strategies, dtype policies, XLA."""
 
+import platform
+import warnings
+
 import tensorflow as tf
 
 from keras_transformer import _validation
 
 STRATEGIES = ("auto", "mirrored", "multiworker", "one_device")
 MIXED_PRECISION = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+# CPU flags (Linux /proc/cpuinfo) of native bfloat16 matrix products.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 
 def get_strategy(name="auto"):
@@ -33,18 +38,81 @@ def get_strategy(name="auto"):
     return tf.distribute.get_strategy()
 
 
+def _cpu_flags():
+    """The CPU's feature flags (Linux `/proc/cpuinfo`; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_has_native_bf16():
+    """Whether this CPU multiplies bfloat16 matrices natively (x86 AMX or
+    AVX512-BF16, Arm BF16), where mixed bfloat16 makes training faster;
+    elsewhere TensorFlow emulates it, about ten times slower than float32.
+    Apple silicon, whose flags are not in `/proc/cpuinfo`, counts as
+    without.
+
+    Example:
+
+    >>> cpu_has_native_bf16()
+    True
+    """
+    if platform.system() != "Linux":
+        return False
+    return bool(_cpu_flags() & set(BF16_CPU_FLAGS))
+
+
+def recommended_mixed_precision():
+    """The precision that trains fastest here without hurting quality:
+    `"bf16"` on GPUs that have it (compute capability 8.0 or more) and on
+    CPUs with native bfloat16 (`cpu_has_native_bf16`), `"fp16"` on older
+    GPUs, `"none"` (float32) elsewhere.
+
+    Example:
+
+    >>> policy = dtype_policy(recommended_mixed_precision())
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+        return "bf16" if capability is None or capability >= (8, 0) else "fp16"
+    return "bf16" if cpu_has_native_bf16() else "none"
+
+
 def dtype_policy(mixed_precision="none"):
-    """The Keras dtype policy for `"none"`, `"bf16"` or `"fp16"`.
+    """The Keras dtype policy for `"none"`, `"bf16"`, `"fp16"` or `"auto"`
+    (`recommended_mixed_precision()`).
 
     Pass it as `Transformer(..., dtype=policy)`; under `"fp16"` Keras wraps
     the optimizer in a `LossScaleOptimizer` when the model is compiled.
+    Asking for `"bf16"` on a CPU without native bfloat16 (and no GPU)
+    warns: it is emulated there, and trains about ten times slower.
 
     Example:
 
     >>> dtype_policy("bf16")
     'mixed_bfloat16'
     """
-    _validation.check_choice(tuple(MIXED_PRECISION), mixed_precision=mixed_precision)
+    _validation.check_choice(("auto", *MIXED_PRECISION), mixed_precision=mixed_precision)
+    if mixed_precision == "auto":
+        return MIXED_PRECISION[recommended_mixed_precision()]
+    if (
+        mixed_precision == "bf16"
+        and not tf.config.list_physical_devices("GPU")
+        and not cpu_has_native_bf16()
+    ):
+        warnings.warn(
+            "mixed_precision='bf16' on a CPU without native bfloat16 (no AMX, AVX512-BF16 or "
+            "Arm BF16 in its flags): TensorFlow emulates it, about ten times slower than "
+            "float32. Use 'none' or 'auto' here.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return MIXED_PRECISION[mixed_precision]
 
 
