@@ -61,6 +61,13 @@ class RunConfig:
     preset: str = setting("base", "run preset: sets the values it names below", "run")
     model_dir: str | None = setting(None, "checkpoints, logs, results", "run", shown="runs/PRESET")
     export_dir: str | None = setting(None, "TF Serving base directory", "run", shown="no export")
+    budget_minutes: float | None = setting(
+        None,
+        "wall-time budget of the whole command (vocabulary, training, averaging, evaluation, "
+        "export): training gets what is left after the estimated time of the stages after it",
+        "run",
+        shown="none",
+    )
     train_src: str | None = data_file("training", "sources")
     train_tgt: str | None = data_file("training", "targets")
     valid_src: str | None = data_file("validation", "sources")
@@ -77,7 +84,10 @@ class RunConfig:
     )
     strategy: str = setting("auto", "tf.distribute strategy", "devices", training.STRATEGIES)
     mixed_precision: str = setting(
-        "none", "dtype policy", "devices", tuple(training.MIXED_PRECISION)
+        "auto",
+        "dtype policy (auto: bf16 on GPUs and on CPUs with native bf16, else none)",
+        "devices",
+        ("auto", *training.MIXED_PRECISION),
     )
     model: str = setting(
         "base", "Transformer preset", "model", tuple(kt.models.PRESETS), frozen=True
@@ -97,7 +107,20 @@ class RunConfig:
     )
     batch_tokens: int = setting(4096, "tokens per micro-batch and replica", "training")
     update_tokens: int = setting(25000, "tokens per update, by accumulation", "training")
-    warmup_steps: int = setting(4000, "learning-rate warm-up", "training")
+    learning_rate_schedule: str = setting(
+        "auto",
+        "paper: warm-up then inverse square root; budget: warm-up for --warmup_fraction of the "
+        "updates, then linear decay to zero at the end of the time budget or of --train_steps; "
+        "auto: budget under a time budget, else paper",
+        "training",
+        training.LEARNING_RATE_SCHEDULES,
+    )
+    warmup_steps: int = setting(
+        4000, "learning-rate warm-up (budget schedule: its longest, and the peak's)", "training"
+    )
+    warmup_fraction: float = setting(
+        0.1, "budget schedule: part of the updates warming up", "training"
+    )
     learning_rate_scale: float = setting(1.0, "learning-rate factor", "training")
     label_smoothing: float = setting(0.1, "epsilon_ls", "training")
     train_steps: int = setting(100_000, "updates", "training")
@@ -106,6 +129,10 @@ class RunConfig:
         None, "checkpoints kept", "training", shown="max(5, average_last)"
     )
     average_last: int = setting(5, "checkpoints averaged at the end", "training")
+    averaging_fraction: float = setting(
+        0.2, "budget schedule: last part of the updates the averaged checkpoints come from",
+        "training",
+    )  # fmt: skip
     max_train_minutes: float | None = setting(
         None, "wall-time budget of training", "training", shown="none"
     )

@@ -24,6 +24,7 @@ Every setting is a flag below; a preset sets several at once, and a flag
 overrides its preset.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -46,6 +47,38 @@ from curve_plot import plot_validation_curve  # noqa: E402
 from wmt_config import parse_config  # noqa: E402
 
 TFDS_HOST = ("storage.googleapis.com", 443)
+# What the stages after training cost, for the time they are reserved
+# under --budget_minutes, against a greedy validation evaluation's time per
+# sentence (measured on Multi30k with the small preset, 2-core CPU): beam k
+# with the final length limit takes BEAM_COST[k] times as long per sentence;
+# before the first evaluation, GREEDY_SECONDS_PER_SENTENCE stands in for it.
+# The export and the plots take about EXPORT_SECONDS.
+BEAM_COST = {1: 1.3, 2: 2.0, 3: 2.5, 4: 3.0}
+GREEDY_SECONDS_PER_SENTENCE = 0.02
+EXPORT_SECONDS = 45.0
+
+
+class Stopwatch:
+    """The wall time of each stage, and what is left of --budget_minutes."""
+
+    def __init__(self, budget_minutes=None):
+        self.started = time.time()
+        self.budget = None if budget_minutes is None else 60.0 * budget_minutes
+        self.seconds = {}
+
+    @contextlib.contextmanager
+    def stage(self, name):
+        start = time.time()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - start
+
+    def left(self):
+        """Seconds left of the budget (`None` without one)."""
+        if self.budget is None:
+            return None
+        return self.budget - (time.time() - self.started)
 
 
 # Stages.
@@ -166,9 +199,11 @@ def tokenizer_stage(config, train_pairs):
         print(f"tokenizer: {path} (already trained)")
         return kt.tokenization.SentencePieceTokenizer.from_file(path)
     start = time.time()
+    batches = train_pairs.take(config.tokenizer_sentences).batch(4096).as_numpy_iterator()
     sample = (
         (s.decode("utf-8", errors="replace"), t.decode("utf-8", errors="replace"))
-        for s, t in train_pairs.take(config.tokenizer_sentences).as_numpy_iterator()
+        for sources, targets in batches  # batched: per pair, reading is the slow part
+        for s, t in zip(sources, targets, strict=True)
     )
     tokenizer = kt.tokenization.train_sentencepiece(sample, config.vocab_size, seed=config.seed)
     tokenizer.save(path + ".tmp")
@@ -239,9 +274,42 @@ def _evaluator(config, model, tokenizer, valid):
     )
 
 
-def training_stage(config, model, tokenizer, train_pairs, valid):
+def _after_training_seconds(config, evaluator, data):
+    """The estimated wall time of the stages after training: scoring the
+    candidate weights, beam search on the valid and test sets, the plots
+    and the export, from the last validation evaluation's time per
+    sentence (a guess before the first)."""
+    per_sentence = GREEDY_SECONDS_PER_SENTENCE
+    if evaluator is not None and evaluator.history:
+        per_sentence = evaluator.history[-1]["seconds"] / max(1, len(evaluator.sources))
+    sentences = len(data.test[0]) + (len(data.valid[0]) if data.valid else 0)
+    beam = BEAM_COST.get(config.beam_size, 0.75 * config.beam_size)
+    seconds = sentences * per_sentence * beam
+    if evaluator is not None and config.export_weights == "auto":
+        seconds += 2 * len(evaluator.sources) * per_sentence  # two averages scored
+    return 1.1 * seconds + (EXPORT_SECONDS if config.export_dir else 10.0)
+
+
+def _training_seconds(config, stopwatch):
+    """This run's training time limit: --max_train_minutes, and what is
+    left of --budget_minutes (the stages after training are reserved
+    within `train`)."""
+    limits = [60.0 * config.max_train_minutes] if config.max_train_minutes else []
+    if stopwatch.budget is not None:
+        left = stopwatch.left()
+        if left <= 0:
+            sys.exit(
+                f"--budget_minutes {config.budget_minutes}: no time left for training after "
+                f"{stopwatch.budget - left:.0f} s of the stages before it."
+            )
+        limits.append(left)
+    return min(limits) if limits else None
+
+
+def training_stage(config, model, tokenizer, data, stopwatch):
     """Trains, resumes, or continues to a larger --train_steps; returns what
     `training_done.json` records."""
+    train_pairs, valid = data.train, data.valid
     done_marker = os.path.join(config.model_dir, "training_done.json")
     if os.path.exists(done_marker):
         with open(done_marker) as f:
@@ -266,11 +334,19 @@ def training_stage(config, model, tokenizer, train_pairs, valid):
             input_context=input_context,
             vocab_size=tokenizer.vocab_size,
             sampling_alpha=config.sampling_alpha,
+            # Tokenize once (unless every pass samples a new segmentation).
+            cache_ids=config.sampling_alpha is None,
         )
 
     evaluator = _evaluator(config, model, tokenizer, valid)
     keep_best = None if evaluator is None or config.keep_best == "none" else config.keep_best
-    minutes = config.max_train_minutes
+    max_seconds = _training_seconds(config, stopwatch)
+    reserve = 0.0
+    if stopwatch.budget is not None:
+
+        def reserve():
+            return _after_training_seconds(config, evaluator, data)
+
     result = training.train(
         model,
         train_batches,
@@ -282,7 +358,12 @@ def training_stage(config, model, tokenizer, train_pairs, valid):
         learning_rate_scale=config.learning_rate_scale,
         accumulation_steps=accumulation,
         label_smoothing=config.label_smoothing,
-        max_seconds=minutes and 60 * minutes,
+        max_seconds=max_seconds,
+        learning_rate_schedule=config.learning_rate_schedule,
+        warmup_fraction=config.warmup_fraction,
+        reserve_seconds=reserve,
+        averaging_checkpoints=config.average_last,
+        averaging_fraction=config.averaging_fraction,
         verbose=2,
         tokenizer=tokenizer,
         evaluator=evaluator,
@@ -294,12 +375,16 @@ def training_stage(config, model, tokenizer, train_pairs, valid):
     if result.initial_step:
         print(f"training: resumed from step {result.initial_step}")
     evaluation_seconds = sum(e["seconds"] for e in evaluator.history) if evaluator else 0.0
+    # Target tokens over the wall time of training without its evaluations
+    # (checkpoints, tracing and the input pipeline included).
+    tokens = float(np.sum(result.history.get("tokens") or [0.0]))
     trained = {
         "initial_step": result.initial_step,
         "final_step": result.final_step,
         "seconds": result.seconds,
         "evaluation_seconds": evaluation_seconds,
-        "tokens_per_sec": float(np.mean(result.history.get("tokens_per_sec") or [0.0])),
+        "tokens_per_sec": tokens / max(result.seconds - evaluation_seconds, 1e-9),
+        "budget": result.budget,
         "out_of_time": result.out_of_time,
         "stopped_early": result.stopped_early,
         "train_steps": config.train_steps,
@@ -312,15 +397,35 @@ def training_stage(config, model, tokenizer, train_pairs, valid):
 
 
 def _candidates(config):
-    """The weights the run can export, by name: checkpoint paths to average."""
-    last = training.checkpoint_paths(config.model_dir)[-config.average_last :]
-    candidates = {"average_last": last}
+    """The weights the run can export, by name: checkpoint paths to average.
+    The average comes from the last part of a time budget (never from its
+    warm-up), or else from the last checkpoints; sets of the same
+    checkpoints appear once."""
+    candidates = {"average_last": training.averaging_checkpoint_paths(
+        config.model_dir, config.average_last
+    )}  # fmt: skip
     best = training.best_checkpoint_paths(config.model_dir)
     if best:
         candidates["best"] = best[:1]
         if len(best) > 1:
             candidates["average_best"] = best[: config.average_last]
-    return candidates
+    unique = {}
+    for name, paths in candidates.items():
+        if sorted(paths) not in [sorted(p) for p in unique.values()]:
+            unique[name] = paths
+    return unique
+
+
+def _recorded_score(config, paths):
+    """The validation scores training recorded for the weights of a single
+    checkpoint (the same evaluation, so not repeated), or `None`."""
+    if len(paths) != 1:
+        return None
+    step = int(paths[0].rsplit("-", 1)[1])
+    for evaluation in training.read_evaluations(config.model_dir):
+        if evaluation["step"] == step and "val_bleu" in evaluation:
+            return {k: v for k, v in evaluation.items() if k.startswith("val_")}
+    return None
 
 
 def weights_stage(config, model, tokenizer, data):
@@ -335,8 +440,11 @@ def weights_stage(config, model, tokenizer, data):
         evaluator.set_model(model)
         evaluator.verbose = 0
         for name, paths in candidates.items():
-            training.average_checkpoints(model, paths)
-            scores[name] = evaluator.evaluate(step=0)
+            recorded = _recorded_score(config, paths)
+            if recorded is None:
+                training.average_checkpoints(model, paths)
+                recorded = evaluator.evaluate(step=0)
+            scores[name] = recorded
             print(f"weights {name}: validation BLEU {scores[name]['val_bleu']:.2f}")
         choice = max(scores, key=lambda name: scores[name]["val_bleu"])
         sentences = len(evaluator.sources)
@@ -439,6 +547,7 @@ def summary_stage(config, run):
         ("test / valid sentences", f"{run['test_sentences']} / {run['valid_sentences']}"),
         ("vocabulary", f"{run['vocabulary']:,} shared SentencePiece pieces"),
         ("parameters", f"{run['parameters']:,}"),
+        ("precision", run.get("precision", "float32")),
         ("steps", steps + (" (time budget reached)" if trained.get("out_of_time") else "")),
         ("training wall time", f"{trained.get('seconds', 0) / 60:.1f} min (this run of training)"),
         ("training tokens/s", f"{trained.get('tokens_per_sec', 0):,.0f} target tokens/s"),
@@ -452,6 +561,16 @@ def summary_stage(config, run):
             ("validation BLEU by step", curve),
             ("evaluation time", f"{evaluation_seconds:.0f} s, {100 * share:.1f}% of training"),
         ]
+    budget = trained.get("budget")
+    if budget:
+        rows.append(
+            (
+                "schedule over the budget",
+                f"warm-up {budget['warmup_steps']:,} updates, linear decay to zero at "
+                f"{budget['total_steps']:,}; averaging window from update "
+                f"{budget['averaging_from']:,}",
+            )
+        )
     if trained.get("stopped_early"):
         rows.append(("early stopping", f"stopped at step {trained['final_step']:,}"))
     weights = run["weights"]
@@ -462,7 +581,13 @@ def summary_stage(config, run):
         rows.append((f"{name} chrF", f"{result['chrf']:.2f}"))
         compound_split = result["tokenized_compound_split_bleu"]
         rows.append((f"{name} tokenized compound-split BLEU", f"{compound_split:.2f}"))
-    rows.append(("total wall time", f"{run['minutes']:.1f} min"))
+    stages = run.get("stage_seconds", {})
+    if stages:
+        by_stage = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
+        rows.append(("wall time by stage (min)", by_stage))
+    budget_minutes = config.budget_minutes
+    within = f" (budget {budget_minutes:g} min)" if budget_minutes else ""
+    rows.append(("total wall time", f"{run['minutes']:.1f} min" + within))
     table = "| | |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     print("\n" + table)
     with open(os.path.join(config.model_dir, "summary.md"), "w") as f:
@@ -472,21 +597,28 @@ def summary_stage(config, run):
 
 
 def main(argv=None):
-    started = time.time()
     config = parse_config(argv, __doc__)
-    data = data_stage(config)
-    start_run(config)
-    tokenizer = tokenizer_stage(config, data.train)
+    stopwatch = Stopwatch(config.budget_minutes)
+    with stopwatch.stage("data"):
+        data = data_stage(config)
+        start_run(config)
+    with stopwatch.stage("vocabulary"):
+        tokenizer = tokenizer_stage(config, data.train)
     model = model_stage(config, tokenizer)
-    trained = training_stage(config, model, tokenizer, data.train, data.valid)
+    with stopwatch.stage("training"):
+        trained = training_stage(config, model, tokenizer, data, stopwatch)
     if not training.is_chief(model.distribute_strategy):
         print("training done; the chief evaluates and exports")
         return {}
-    weights = weights_stage(config, model, tokenizer, data)
+    with stopwatch.stage("averaging"):
+        weights = weights_stage(config, model, tokenizer, data)
     translator = _translator(config, model, tokenizer, config.beam_size, config.max_extra_length)
-    scores, hypotheses = evaluation_stage(config, translator, data)
-    plots_stage(config, model, tokenizer, data, hypotheses)
-    export_path = export_stage(config, translator, trained, weights)
+    with stopwatch.stage("evaluation"):
+        scores, hypotheses = evaluation_stage(config, translator, data)
+    with stopwatch.stage("plots"):
+        plots_stage(config, model, tokenizer, data, hypotheses)
+    with stopwatch.stage("export"):
+        export_path = export_stage(config, translator, trained, weights)
     summary_stage(
         config,
         {
@@ -497,8 +629,10 @@ def main(argv=None):
             "valid_sentences": len(data.valid[0]) if data.valid else 0,
             "vocabulary": tokenizer.vocab_size,
             "parameters": model.count_params(),
+            "precision": model.dtype_policy.name,
             "weights": weights,
-            "minutes": (time.time() - started) / 60,
+            "stage_seconds": stopwatch.seconds,
+            "minutes": (time.time() - stopwatch.started) / 60,
         },
     )
     return scores

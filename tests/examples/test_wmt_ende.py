@@ -67,7 +67,7 @@ def run_script(args, **kwargs):
 def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     model_dir, export_dir = tmp_path / "run", tmp_path / "export"
     extra = f"--export_dir {export_dir} --train_steps 30 --steps_per_checkpoint 10"
-    args = local_args(corpus, model_dir, extra)
+    args = local_args(corpus, model_dir, extra + " --budget_minutes 20")
     first = run_script(args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "test: sacreBLEU" in first.stdout and "compound-split BLEU" in first.stdout
@@ -82,8 +82,22 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert [e["step"] for e in evaluations] == [10, 20, 30]
     assert all(0.0 <= e["val_bleu"] <= 100.0 and "val_chrf" in e for e in evaluations)
     assert (model_dir / "validation_curve.png").stat().st_size > 0
+    # Under --budget_minutes: the schedule over the budget (the budget is
+    # ample, so it ends at --train_steps), the averaged checkpoints from
+    # its last 20%, and each stage's wall time.
+    assert summary["training"]["budget"]["total_steps"] == 30
+    assert summary["training"]["budget"]["averaging_from"] == 25
+    stages = summary["stage_seconds"]
+    assert list(stages) == [
+        "data", "vocabulary", "training", "averaging", "evaluation", "plots", "export"
+    ]  # fmt: skip
+    assert sum(stages.values()) <= 60 * summary["minutes"] <= 20 * 60
+    assert "wall time by stage" in (model_dir / "summary.md").read_text()
     weights = summary["weights"]
-    assert set(weights["candidates"]) == {"average_last", "best", "average_best"}
+    assert weights["candidates"]["average_last"]["checkpoints"] == ["ckpt-28", "ckpt-30"]
+    assert {"average_last", "best"} <= set(weights["candidates"])
+    averages = [sorted(c["checkpoints"]) for k, c in weights["candidates"].items() if k != "best"]
+    assert len(averages) == len({str(a) for a in averages})  # each set of weights once
     assert weights["name"] == max(
         weights["candidates"], key=lambda k: weights["candidates"][k]["val_bleu"]
     )
