@@ -98,6 +98,19 @@ def _native_bf16():
     return bool(tf.config.list_physical_devices("GPU")) or cpu_has_native_bf16()
 
 
+def measured_precisions(bf16):
+    """The precisions to measure for `--bf16 auto|yes|no`, and the note that
+    says why bf16 is left out (`None` when it is not)."""
+    if bf16 == "yes" or (bf16 == "auto" and _native_bf16()):
+        return ("fp32", "bf16"), None
+    if bf16 == "no":
+        return ("fp32",), "bf16 rows skipped: --bf16 no"
+    return ("fp32",), (
+        "bf16 rows skipped: this CPU has no native bf16 (no AMX, AVX512-BF16 or Arm BF16) and "
+        "no GPU is visible, so TensorFlow would emulate it (--bf16 yes runs them)"
+    )
+
+
 def installed(peer):
     return importlib.util.find_spec(PEER_MODULES[peer]) is not None
 
@@ -109,7 +122,7 @@ def plan(args):
     return [
         ((task, impl, precision), dict(base, worker=worker, precision=precision, search=search))
         for task, impl, precision, worker, search in ROWS
-        if impl in args.only
+        if impl in args.only and task in args.tasks
     ]
 
 
@@ -143,6 +156,8 @@ def _parser(description):
     parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement (>= 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--only", nargs="+", default=implementations, choices=implementations)
+    tasks = ("train", "greedy", "beam4")
+    parser.add_argument("--tasks", nargs="+", default=list(tasks), choices=tasks)
     parser.add_argument("--memory_calls", type=int, default=1000, help="0: no memory check")
     parser.add_argument("--copy_steps", type=int, default=200, help="0: no bf16 copy-task check")
     parser.add_argument(
@@ -173,16 +188,10 @@ def main(description=None):
     machine = {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
     report = dict(config=dict(cfg, name=args.config), machine=machine, steps=args.steps)
     report.update(warmup=args.warmup, skipped=skipped, ceilings={}, rows=[])
-    precisions = ("fp32", "bf16")
-    if args.bf16 == "no" or (args.bf16 == "auto" and not _native_bf16()):
-        precisions = ("fp32",)
-        report["bf16_skipped"] = (
-            "bf16 rows skipped: --bf16 no"
-            if args.bf16 == "no"
-            else "bf16 rows skipped: this CPU has no native bf16 (no AMX, AVX512-BF16 or Arm "
-            "BF16) and no GPU is visible; TensorFlow would emulate it (--bf16 yes runs them)"
-        )
-        print(report["bf16_skipped"], flush=True)
+    precisions, note = measured_precisions(args.bf16)
+    if note:
+        report["bf16_skipped"] = note
+        print(note, flush=True)
     started = time.perf_counter()
 
     def ceilings(when):

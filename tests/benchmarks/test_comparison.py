@@ -84,8 +84,27 @@ def test_missing_peer_is_reported_as_not_installed(monkeypatch):
     assert driver.installed("keras_hub") == expected
 
 
+def test_bf16_rows_only_where_bf16_is_native(monkeypatch):
+    monkeypatch.setattr(driver, "_native_bf16", lambda: False)
+    precisions, note = driver.measured_precisions("auto")
+    assert precisions == ("fp32",) and "no native bf16" in note
+    assert driver.measured_precisions("yes") == (("fp32", "bf16"), None)
+    monkeypatch.setattr(driver, "_native_bf16", lambda: True)
+    assert driver.measured_precisions("auto") == (("fp32", "bf16"), None)
+    assert driver.measured_precisions("no")[0] == ("fp32",)
+    table = report.format_report(
+        {
+            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
+            **dict(steps=5, warmup=2, skipped=[], ceilings={}, rows=[], bf16_skipped=note),
+        }
+    )
+    assert table.endswith(note)
+
+
 def test_plan_runs_each_implementation_in_order_with_the_special_ids():
-    args = type("Args", (), dict(config="tiny", warmup=1, steps=5, only=["ours", "torch"]))
+    tasks = ["train", "greedy", "beam4"]
+    options = dict(config="tiny", warmup=1, steps=5, only=["ours", "torch"], tasks=tasks)
+    args = type("Args", (), options)
     labels = [label for label, _ in driver.plan(args)]
     assert labels == [
         ("train", "ours", "fp32"),
@@ -98,6 +117,13 @@ def test_plan_runs_each_implementation_in_order_with_the_special_ids():
     assert all(
         spec["ids"]["eos"] == 3 and spec["ids"]["first"] == 4 for _, spec in driver.plan(args)
     )
+    args.tasks = ["train"]
+    assert [label for label, _ in driver.plan(args)] == [
+        ("train", "ours", "fp32"),
+        ("train", "ours", "bf16"),
+        ("train", "torch", "fp32"),
+        ("train", "torch", "bf16"),
+    ]
 
 
 def test_entry_point_loads_the_package():
