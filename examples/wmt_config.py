@@ -205,8 +205,10 @@ class RunConfig:
 RUN_PRESETS = {
     "base": {},
     "big": dict(model="big", train_steps=300_000, average_last=20),
-    "small": dict(model="small", vocab_size=8000, update_tokens=4096, warmup_steps=800,
-                  train_steps=20_000, steps_per_checkpoint=100, max_length=128),
+    "small": dict(model="small", vocab_size=8000, norm_first=True, batch_tokens=1024,
+                  update_tokens=1024, warmup_steps=800, learning_rate_scale=0.5,
+                  train_steps=50_000, steps_per_checkpoint=100, eval_every=200,
+                  eval_sentences=500, max_length=128),
     "tiny": dict(model="tiny", vocab_size=400, batch_tokens=1024, update_tokens=1024,
                  warmup_steps=100, train_steps=40, steps_per_checkpoint=20, average_last=2,
                  max_length=64),
