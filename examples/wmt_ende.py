@@ -426,7 +426,7 @@ def _recorded_score(config, paths):
     checkpoint (the same evaluation, so not repeated), or `None`."""
     if len(paths) != 1:
         return None
-    step = int(paths[0].rsplit("-", 1)[1])
+    step = training.checkpoint_step(paths[0])
     for evaluation in training.read_evaluations(config.model_dir):
         if evaluation["step"] == step and "val_bleu" in evaluation:
             return {k: v for k, v in evaluation.items() if k.startswith("val_")}

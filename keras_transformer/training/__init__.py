@@ -10,6 +10,7 @@ from keras_transformer.training.budget import read_budget
 from keras_transformer.training.checkpoints import IncompatibleRunError
 from keras_transformer.training.checkpoints import average_checkpoints
 from keras_transformer.training.checkpoints import checkpoint_paths
+from keras_transformer.training.checkpoints import checkpoint_step
 from keras_transformer.training.data import PairCounts
 from keras_transformer.training.data import bucket_boundaries
 from keras_transformer.training.data import count_pairs
@@ -62,6 +63,7 @@ __all__ = [
     "best_checkpoint_paths",
     "bucket_boundaries",
     "checkpoint_paths",
+    "checkpoint_step",
     "compile_for_training",
     "cpu_has_native_bf16",
     "count_pairs",

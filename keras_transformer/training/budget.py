@@ -32,6 +32,7 @@ from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training.checkpoints import checkpoint_paths
+from keras_transformer.training.checkpoints import checkpoint_step
 from keras_transformer.training.checkpoints import write_json_atomically
 
 DECAYS = ("linear", "cosine")
@@ -327,9 +328,5 @@ def averaging_checkpoint_paths(model_dir, count):
     budget = read_budget(model_dir)
     if budget is None:
         return paths[-count:]
-    inside = [p for p in paths if _step_of(p) >= budget["averaging_from"]]
+    inside = [p for p in paths if checkpoint_step(p) >= budget["averaging_from"]]
     return (inside or paths[-1:])[-count:]
-
-
-def _step_of(path):
-    return int(path.rsplit("-", 1)[-1])

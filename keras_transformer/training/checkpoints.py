@@ -88,6 +88,19 @@ def checkpoint_manager(checkpoint, model_dir, strategy, max_to_keep):
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
 
 
+def checkpoint_step(path):
+    """The update count in a checkpoint prefix `.../ckpt-<step>`, or `None`
+    for a path not named so.
+
+    Example:
+
+    >>> checkpoint_step("runs/base/checkpoints/ckpt-1200")
+    1200
+    """
+    match = re.search(r"ckpt-(\d+)$", str(path))
+    return int(match.group(1)) if match else None
+
+
 def _steps_and_prefixes(directory):
     """`(step, prefix)` of every checkpoint in `directory`, newest first:
     those the state file lists and those whose index file is there (a
@@ -99,10 +112,10 @@ def _steps_and_prefixes(directory):
     prefixes.update(path[: -len(".index")] for path in glob.glob(f"{directory}/ckpt-*.index"))
     numbered = []
     for prefix in prefixes:
-        match = re.search(r"ckpt-(\d+)$", prefix)
-        if match:
+        step = checkpoint_step(prefix)
+        if step is not None:
             path = prefix if os.path.isabs(prefix) else os.path.join(directory, prefix)
-            numbered.append((int(match.group(1)), path))
+            numbered.append((step, path))
     return sorted(numbered, reverse=True)
 
 

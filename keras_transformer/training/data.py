@@ -368,13 +368,11 @@ def make_batches(
             f"tokens (max_length={max_length}). Received: batch_tokens={batch_tokens}"
         )
     keep = _keep_pair(max_length, long_pairs)
-    if not cache_ids:
-        if shuffle:
-            pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-        ids = _tokenized(pairs, segment, vocab_size).filter(lambda s, t: keep(s, t)["kept"])
-    else:
+    if shuffle and not cache_ids:
+        pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ids = _tokenized(pairs, segment, vocab_size).filter(lambda s, t: keep(s, t)["kept"])
+    if cache_ids:
         # Tokenized in file order, once; the ids are shuffled on every pass.
-        ids = _tokenized(pairs, segment, vocab_size).filter(lambda s, t: keep(s, t)["kept"])
         ids = ids.cache()
         if shuffle:
             ids = ids.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
