@@ -54,18 +54,24 @@ def make_decoder(model, search, cached, length):
                 return logits[:, -1], cache
 
         else:
+            # The prefix belongs to a hypothesis; the encoder output is
+            # repeated per row too, as a decoder without a cache sees it.
             cache = {
-                "prefix": tf.zeros([batch, length], tf.int32),
-                "encoder_output": encoder_output,
-                "mask": mask,
+                "per_hypothesis": {
+                    "prefix": tf.zeros([batch, length], tf.int32),
+                    "encoder_output": encoder_output,
+                    "mask": mask,
+                },
+                "per_sentence": {},
             }
 
             def step(ids, cache, index):
+                state = cache["per_hypothesis"]
                 column = tf.equal(tf.range(length), index)[None]
-                prefix = tf.where(column, ids, cache["prefix"])  # write the token at index
-                logits = model.decode(prefix, cache["encoder_output"], cache["mask"])
+                prefix = tf.where(column, ids, state["prefix"])  # write the token at index
+                logits = model.decode(prefix, state["encoder_output"], state["mask"])
                 logits = tf.gather(logits, index, axis=1)  # (n, vocab) at this position
-                return logits, {**cache, "prefix": prefix}
+                return logits, {**cache, "per_hypothesis": {**state, "prefix": prefix}}
 
         step = forced_length(step, length, EOS_ID)
         if search == "greedy":

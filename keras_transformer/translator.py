@@ -128,7 +128,7 @@ class Translator(tf.Module):
         special = dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
         if self.beam_size == 1:
             ids, log_probs = greedy_search(
-                tokens_to_logits, cache, batch_size, max_length, max_lengths=limits, **special
+                tokens_to_logits, cache, batch_size, max_length, length_limits=limits, **special
             )
             lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), axis=1)
             return ids[:, None], (log_probs / length_penalty(lengths, self.alpha))[:, None]
@@ -139,7 +139,7 @@ class Translator(tf.Module):
             max_length,
             beam_size=self.beam_size,
             alpha=self.alpha,
-            max_lengths=limits,
+            length_limits=limits,
             num_results=num_results,
             **special,
         )

@@ -26,7 +26,9 @@ def test_scores_and_n_best(trained):
     model, tokenizer = trained
     sources, _ = letter_reversal_corpus(6, seed=2)
     text = tf.constant(sources)
-    greedy = Translator(model, tokenizer, beam_size=1).translate_with_scores(text)
+    # Held in a name: a tf.function method keeps only a weak reference.
+    greedy_translator = Translator(model, tokenizer, beam_size=1)
+    greedy = greedy_translator.translate_with_scores(text)
     beam = Translator(model, tokenizer, beam_size=4)
     best = beam.translate_with_scores(text)
     n_best = beam.translate_n_best(text)

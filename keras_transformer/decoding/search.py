@@ -4,17 +4,32 @@ Both searches know nothing of the model. They call
 
     logits, cache = tokens_to_logits(token_ids, cache, index)
 
-with `token_ids` `(n, 1)` int32 (the token at position `index`), a cache
-whose tensors all have the batch as their first axis, and `index` a scalar
-int32; it returns float32 `logits` `(n, vocab)` for position `index + 1`
-and the updated cache. Everything runs in one `tf.while_loop` over
-fixed-shape state, so the searches trace once per input signature, run
-under `tf.function(jit_compile=True)`, and export in a SavedModel.
+with `token_ids` `(rows, 1)` int32 (the token at position `index`) and
+`index` a scalar int32; it returns float32 `logits` `(rows, vocab)` for
+position `index + 1` and the updated cache. The cache is a dict of two
+parts (what `Transformer.init_cache` returns), each a nest of tensors with
+the batch as their first axis:
+
+* `"per_hypothesis"`: the state of one output prefix (for a Transformer,
+  the self-attention keys and values). Beam search repeats it `beam_size`
+  times per sentence (the beams of a sentence on consecutive rows) and
+  reorders it whenever it reorders its hypotheses.
+* `"per_sentence"`: what depends on the source only (the encoder keys and
+  values, the source mask). It keeps one row per sentence and is never
+  reordered; `tokens_to_logits` lets the rows of a sentence share it.
+
+Greedy search passes the cache through as it is. Everything runs in one
+`tf.while_loop` over fixed-shape state, so the searches trace once per
+input signature, run under `tf.function(jit_compile=True)`, and export in
+a SavedModel.
 
 Outputs never include BOS; a hypothesis ends with EOS and is padded with
-`pad_id` after it. Every sentence has its own length limit (`max_lengths`,
-e.g. source length + 50); when it is reached, only EOS may follow.
+`pad_id` after it. The output buffer holds `max_length` tokens; every
+sentence may also have its own, smaller limit (`length_limits`, e.g. its
+source length + 50); when it is reached, only EOS may follow.
 """
+
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -31,12 +46,12 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def _limits(batch_size, max_length, max_lengths):
+def _limits(batch_size, max_length, length_limits):
     """Per-sentence limits `(batch,)`, capped by the buffer `max_length`."""
     max_length = tf.convert_to_tensor(max_length, tf.int32)
-    if max_lengths is None:
+    if length_limits is None:
         return tf.fill([batch_size], max_length)
-    return tf.minimum(tf.cast(max_lengths, tf.int32), max_length)
+    return tf.minimum(tf.cast(length_limits, tf.int32), max_length)
 
 
 def _only_eos_at_limit(log_probs, step, limits, eos_id):
@@ -55,7 +70,7 @@ def greedy_search(
     cache,
     batch_size,
     max_length,
-    max_lengths=None,
+    length_limits=None,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
@@ -64,11 +79,12 @@ def greedy_search(
 
     Args:
         tokens_to_logits: the next-token function (module docstring).
-        cache: the initial cache, batch `batch_size`.
+        cache: the initial cache, batch `batch_size`, passed through.
         batch_size: number of sentences (int or scalar tensor).
         max_length: size of the output buffer, the most tokens any sentence
             may get (EOS included).
-        max_lengths: optional per-sentence limits `(batch,)`.
+        length_limits: optional per-sentence limits `(batch,)`, each at
+            most `max_length`.
         bos_id: the first decoder input.
         eos_id: the token that ends a sentence.
         pad_id: what follows EOS in the output.
@@ -81,7 +97,7 @@ def greedy_search(
 
     >>> ids, scores = greedy_search(step_fn, cache, batch_size=2, max_length=20)
     """
-    limits = _limits(batch_size, max_length, max_lengths)
+    limits = _limits(batch_size, max_length, length_limits)
     sequences = tf.concat(
         [tf.fill([batch_size, 1], bos_id), tf.fill([batch_size, max_length], pad_id)], 1
     )  # (batch, BOS + max_length tokens)
@@ -119,21 +135,42 @@ def greedy_search(
     return sequences[:, 1:], scores
 
 
-def _gather_cache(cache, beams, beam_size, read_only):
-    """Reorders a cache of `batch * beam_size` rows: row `(b, i)` becomes
-    the old row `(b, beams[b, i])`.
+CACHE_PARTS = ("per_hypothesis", "per_sentence")
 
-    Entries flagged in `read_only` (a structure of booleans like `cache`)
-    are left as they are: they were tiled from one row per sentence and
-    never written, so every beam of a sentence holds the same values and
-    the reordering would copy them onto themselves (for a Transformer,
-    the encoder-decoder keys and values: half of the cache).
-    """
+
+class BeamState(NamedTuple):
+    """Beam search's loop state, for `batch` sentences, `k` beams and
+    `width = 1 + max_length` positions (BOS first). Hypotheses are sorted,
+    best first; an empty slot has log-probability or score `NEG_INF`."""
+
+    step: tf.Tensor  # () int32: position of the last token in `alive_ids`
+    alive_ids: tf.Tensor  # (batch, k, width) int32: live hypotheses
+    alive_log_probs: tf.Tensor  # (batch, k) float32: their log-probabilities
+    finished_ids: tf.Tensor  # (batch, k, width) int32: ended with EOS
+    finished_scores: tf.Tensor  # (batch, k) float32: length-penalized scores
+    cache: dict  # "per_hypothesis": rows batch * k; "per_sentence": rows batch
+
+
+def _check_beam_cache(cache):
+    if not isinstance(cache, dict) or set(cache) != set(CACHE_PARTS):
+        received = sorted(cache) if isinstance(cache, dict) else type(cache).__name__
+        raise ValueError(
+            f"beam_search needs `cache` as a dict with exactly the keys {list(CACHE_PARTS)} "
+            f"(what it reorders per hypothesis, and what stays one per sentence). "
+            f"Received: cache with {received}"
+        )
+
+
+def _reorder_hypotheses(cache, beams, beam_size):
+    """The cache with its per-hypothesis rows reordered: row `(b, i)`
+    becomes the old row `(b, beams[b, i])`. The per-sentence part is left
+    as it is."""
     batch_size = tf.shape(beams)[0]
     rows = tf.reshape(tf.range(batch_size)[:, None] * beam_size + beams, [-1])
-    return tf.nest.map_structure(
-        lambda t, keep: t if keep else tf.gather(t, rows, axis=0), cache, read_only
+    per_hypothesis = tf.nest.map_structure(
+        lambda t: tf.gather(t, rows, axis=0), cache["per_hypothesis"]
     )
+    return {**cache, "per_hypothesis": per_hypothesis}
 
 
 def beam_search(
@@ -143,7 +180,7 @@ def beam_search(
     max_length,
     beam_size=4,
     alpha=0.6,
-    max_lengths=None,
+    length_limits=None,
     num_results=1,
     bos_id=BOS_ID,
     eos_id=EOS_ID,
@@ -161,12 +198,15 @@ def beam_search(
     Args:
         tokens_to_logits: the next-token function (module docstring); it
             sees `batch_size * beam_size` rows, beams of a sentence together.
-        cache: the initial cache, batch `batch_size`; it is tiled per beam.
+        cache: the initial cache, batch `batch_size`, a dict with
+            `"per_hypothesis"` (repeated per beam, reordered with the beams)
+            and `"per_sentence"` (left as it is).
         batch_size: number of sentences (int or scalar tensor).
         max_length: size of the output buffer (EOS included).
         beam_size: hypotheses kept per sentence, 4 in the paper.
         alpha: length-penalty exponent, 0.6 in the paper (0: none).
-        max_lengths: optional per-sentence limits `(batch,)`.
+        length_limits: optional per-sentence limits `(batch,)`, each at
+            most `max_length`.
         num_results: how many finished hypotheses to return, best first
             (at most `beam_size`).
         bos_id: the first decoder input.
@@ -187,64 +227,66 @@ def beam_search(
             f"`num_results` must be in [1, beam_size={beam_size}]. "
             f"Received: num_results={num_results}"
         )
+    _check_beam_cache(cache)
     k = beam_size
-    limits = _limits(batch_size, max_length, max_lengths)
+    limits = _limits(batch_size, max_length, length_limits)
     max_penalty = length_penalty(limits, alpha)  # (batch,)
     width = tf.convert_to_tensor(max_length) + 1  # BOS + tokens
-
-    cache = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), cache)
-    alive = tf.concat(
-        [tf.fill([batch_size, k, 1], bos_id), tf.fill([batch_size, k, width - 1], pad_id)], 2
+    empty = tf.fill([batch_size, k, width], pad_id)
+    initial = BeamState(
+        step=tf.constant(0),
+        alive_ids=tf.concat([tf.fill([batch_size, k, 1], bos_id), empty[:, :, 1:]], 2),
+        # Only the first beam is live at the start; the others are copies.
+        alive_log_probs=tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1]),
+        finished_ids=empty,
+        finished_scores=tf.fill([batch_size, k], NEG_INF),
+        cache={
+            **cache,
+            "per_hypothesis": tf.nest.map_structure(
+                lambda t: tf.repeat(t, k, axis=0), cache["per_hypothesis"]
+            ),
+        },
     )
-    # Only the first beam is live at the start; the others are copies.
-    alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1])
-    finished = tf.fill([batch_size, k, width], pad_id)
-    finished_scores = tf.fill([batch_size, k], NEG_INF)
 
-    def sentence_done(step, alive_log_probs, finished_scores):
-        reached_limit = step >= limits
-        best_possible = alive_log_probs[:, 0] / max_penalty  # alive is sorted
-        worst_kept = finished_scores[:, num_results - 1]  # finished is sorted
+    def sentence_done(state):
+        reached_limit = state.step >= limits
+        best_possible = state.alive_log_probs[:, 0] / max_penalty  # alive is sorted
+        worst_kept = state.finished_scores[:, num_results - 1]  # finished is sorted
         return tf.logical_or(reached_limit, worst_kept >= best_possible)
 
-    def cond(step, alive, alive_log_probs, finished, finished_scores, cache):
-        done = sentence_done(step, alive_log_probs, finished_scores)
-        return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(done)))
+    def cond(state):
+        done = sentence_done(state)
+        return tf.logical_and(state.step < max_length, tf.logical_not(tf.reduce_all(done)))
 
-    def body(step, alive, alive_log_probs, finished, finished_scores, cache):
-        state = (alive, alive_log_probs, finished, finished_scores, cache)
-        outputs = _step(step, *state)
+    def body(state):
+        new_state = _step(state)
         # Gathers forget static shapes (a static batch size included) that
         # the loop requires to stay the same: restore them.
-        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), outputs, state)
-        return (step + 1, *outputs)
+        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), new_state, state)
+        return (new_state,)
 
-    def _step(step, alive, alive_log_probs, finished, finished_scores, cache):
-        tokens = tf.reshape(tf.gather(alive, step, axis=2), [-1, 1])  # (batch * k, 1)
-        logits, new_cache = tokens_to_logits(tokens, cache, step)
-        # What `tokens_to_logits` hands back untouched is never written.
-        read_only = tf.nest.map_structure(lambda new, old: new is old, new_cache, cache)
-        cache = new_cache
+    def _step(state):
+        step = state.step
+        tokens = tf.reshape(tf.gather(state.alive_ids, step, axis=2), [-1, 1])  # (batch * k, 1)
+        logits, cache = tokens_to_logits(tokens, state.cache, step)
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
         log_probs = _only_eos_at_limit(log_probs, step, limits, eos_id)
-        candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
+        candidates = tf.reshape(state.alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
 
         # 2k candidates: enough for k live ones even if k of them end here.
         top_log_probs, top_indices = tf.math.top_k(candidates, 2 * k)  # (batch, 2k)
         top_beams, top_tokens = top_indices // vocab, top_indices % vocab
         column = tf.equal(tf.range(width), step + 1)[None, None, :]
-        top_sequences = tf.where(
-            column, top_tokens[:, :, None], tf.gather(alive, top_beams, batch_dims=1)
-        )
+        top_ids = tf.where(
+            column, top_tokens[:, :, None], tf.gather(state.alive_ids, top_beams, batch_dims=1)
+        )  # (batch, 2k, width)
         ends = tf.equal(top_tokens, eos_id)
 
         # The k best candidates that go on.
-        live_log_probs = tf.where(ends, NEG_INF, top_log_probs)
-        live_log_probs, live = tf.math.top_k(live_log_probs, k)
-        alive = tf.gather(top_sequences, live, batch_dims=1)
-        cache = _gather_cache(cache, tf.gather(top_beams, live, batch_dims=1), k, read_only)
+        live_log_probs, live = tf.math.top_k(tf.where(ends, NEG_INF, top_log_probs), k)
+        cache = _reorder_hypotheses(cache, tf.gather(top_beams, live, batch_dims=1), k)
 
         # The k best finished hypotheses so far, including those ending here.
         # An ending counts only if it ranks among the k best candidates, so
@@ -253,17 +295,17 @@ def beam_search(
         new_scores = tf.where(
             tf.logical_and(ends, in_beam), top_log_probs / length_penalty(step + 1, alpha), NEG_INF
         )
-        done = sentence_done(step, alive_log_probs, finished_scores)
-        new_scores = tf.where(done[:, None], NEG_INF, new_scores)  # stopped: frozen
-        merged_scores = tf.concat([finished_scores, new_scores], 1)
-        merged = tf.concat([finished, top_sequences], 1)
-        finished_scores, keep = tf.math.top_k(merged_scores, k)
-        finished = tf.gather(merged, keep, batch_dims=1)
-        return alive, live_log_probs, finished, finished_scores, cache
+        new_scores = tf.where(sentence_done(state)[:, None], NEG_INF, new_scores)  # stopped
+        finished_scores, keep = tf.math.top_k(tf.concat([state.finished_scores, new_scores], 1), k)
+        finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], 1), keep, batch_dims=1)
+        return BeamState(
+            step=step + 1,
+            alive_ids=tf.gather(top_ids, live, batch_dims=1),
+            alive_log_probs=live_log_probs,
+            finished_ids=finished_ids,
+            finished_scores=finished_scores,
+            cache=cache,
+        )
 
-    _, _, _, finished, finished_scores, _ = tf.while_loop(
-        cond,
-        body,
-        (tf.constant(0), alive, alive_log_probs, finished, finished_scores, cache),
-    )
-    return finished[:, :num_results, 1:], finished_scores[:, :num_results]
+    (final,) = tf.while_loop(cond, body, (initial,))
+    return final.finished_ids[:, :num_results, 1:], final.finished_scores[:, :num_results]

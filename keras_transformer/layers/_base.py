@@ -112,6 +112,19 @@ class TransformerLayerBase(keras.layers.Layer):
         config.update(self.layer_arguments())
         return config
 
+    def _build_for(self, *inputs):
+        """Builds the layer for `inputs` if a method other than `call` is
+        its first use."""
+        if not self.built:
+            self.build(*(tuple(x.shape) for x in inputs))
+
+    def _require_built(self, method):
+        if not self.built:
+            raise ValueError(
+                f"Layer {self.name} has no weights yet: call it once or `build` it before "
+                f"`{method}`. Received: an unbuilt layer"
+            )
+
     # Sub-layer factories, used by the subclasses' `build`.
 
     def _head_dims(self, d_model):
@@ -192,6 +205,13 @@ class TransformerLayerBase(keras.layers.Layer):
         y = x + dropout(y, training=training)
         return y if self.norm_first else norm(y)
 
+    def _feed_forward_block(self, x, training):
+        """The last sub-layer of both layer kinds, in its residual connection."""
+        y = self.feed_forward(self._sublayer_input(x, self.feed_forward_norm), training=training)
+        return self._sublayer_output(
+            x, y, self.feed_forward_norm, self.feed_forward_dropout, training
+        )
+
 
 class LayerStackBase(TransformerLayerBase):
     """What `Encoder` and `Decoder` share: `num_layers` identical layers
@@ -223,6 +243,10 @@ class LayerStackBase(TransformerLayerBase):
         self.final_norm = (
             self._make_norm("final_norm", input_shapes[0]) if self.norm_first else None
         )
+
+    def _final(self, x):
+        """The stack's output: `x`, normalized once more when pre-norm."""
+        return x if self.final_norm is None else self.final_norm(x)
 
 
 def _stack_signature():

@@ -29,3 +29,15 @@ def sublayer_seed(seed, name):
     if seed is None:
         return None
     return (seed * 1_000_003 + zlib.crc32(name.encode("utf-8"))) % 2**31
+
+
+def check_cache_keys(cache, argument, keys):
+    """Raises a `ValueError` naming `argument` unless `cache` is a dict
+    with every one of `keys` (a decoding cache passed in the wrong shape)."""
+    missing = [k for k in keys if not isinstance(cache, dict) or k not in cache]
+    if missing:
+        received = sorted(cache) if isinstance(cache, dict) else type(cache).__name__
+        raise ValueError(
+            f"`{argument}` must be a dict with the keys {list(keys)} (missing {missing}). "
+            f"Received: {argument} with {received}"
+        )

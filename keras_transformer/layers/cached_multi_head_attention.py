@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer import _validation
+from keras_transformer.layers._utils import check_cache_keys
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.masking import causal_mask
@@ -16,23 +17,22 @@ from keras_transformer.layers.masking import merge_masks
 _MASKED_LOGIT = -1e9
 
 
-def _write_at(cache, update, index):
-    """`cache` `(batch, heads, length, depth)` with `update` `(batch, heads,
+def _write_at(buffer, update, index):
+    """`buffer` `(batch, heads, length, depth)` with `update` `(batch, heads,
     steps, depth)` written at positions `index .. index + steps - 1`.
 
-    Places the update with a one-hot product and selects, rather than using
-    `ops.slice_update`: on TensorFlow that lowers to `XlaDynamicUpdateSlice`,
-    which runs only where TensorFlow's XLA JIT is linked and enabled (stock
-    TF Serving leaves XLA:CPU off), so an exported model would depend on it.
-    The product is exact (each value is multiplied by 1 and added to 0s) and
-    compiles under XLA, unlike a pad by a tensor amount.
+    A select against the positions, not `ops.slice_update`: on TensorFlow
+    that lowers to `XlaDynamicUpdateSlice`, which runs only where
+    TensorFlow's XLA JIT is linked and enabled (stock TF Serving leaves
+    XLA:CPU off), so an exported model would depend on it. One step (the
+    usual case) is broadcast along the positions; several are gathered.
     """
-    length, steps = ops.shape(cache)[2], ops.shape(update)[2]
-    targets = ops.expand_dims(index + ops.arange(steps), 1)  # (steps, 1)
-    one_hot = ops.equal(targets, ops.expand_dims(ops.arange(length), 0))  # (steps, length)
-    placed = ops.einsum("bhtd,tl->bhld", update, ops.cast(one_hot, update.dtype))
-    written = ops.any(one_hot, axis=0)  # (length,)
-    return ops.where(written[None, None, :, None], placed, cache)
+    length, steps = ops.shape(buffer)[2], ops.shape(update)[2]
+    offsets = ops.arange(length) - index  # position p takes update[p - index]
+    written = ops.logical_and(offsets >= 0, offsets < steps)
+    if update.shape[2] != 1:
+        update = ops.take(update, ops.clip(offsets, 0, steps - 1), axis=2)
+    return ops.where(written[None, None, :, None], update, buffer)
 
 
 def _softmax_over_keys(logits):
@@ -53,9 +53,9 @@ class CachedMultiHeadAttention(keras.layers.Layer):
     back to the query's feature size (or `output_dim`). The softmax is
     computed in float32 under any dtype policy.
 
-    Not Keras's `keras.layers.MultiHeadAttention`: this layer adds a
-    fixed-shape key/value cache for incremental decoding and zero outputs
-    for fully masked rows, and takes only the constructor arguments below.
+    Not Keras's `keras.layers.MultiHeadAttention`: this layer adds cached
+    incremental decoding and zero outputs for fully masked rows, and takes
+    only the constructor arguments below.
 
     Masking: a key is attended to only where every given mask allows it.
     Masks are boolean, `True` meaning "may attend": `attention_mask`
@@ -64,17 +64,18 @@ class CachedMultiHeadAttention(keras.layers.Layer):
     `key_mask`), and a causal mask with `use_causal_mask=True`. A query row
     whose keys are all hidden returns zeros (never NaN).
 
-    Incremental decoding: pass `cache=(key_cache, value_cache)`, each
-    `(batch, num_heads, cache_len, head_dim)` (see `project_key_value`).
-    With `cache_update_index=i`, the keys/values of `value`/`key` are
-    written into the cache at positions `i, i+1, ...` and the query attends
-    to the whole cache (with `use_causal_mask=True`, only to positions up to
-    its own); this is decoder self-attention. Without `cache_update_index`
-    the cache is used as the keys/values as they are, which is
-    encoder-decoder attention over keys computed once per source
-    (`value_mask` then describes the cache positions). When writing into a
-    cache, the masks of `value`/`key` are ignored; pass `attention_mask` of
-    shape `(batch, query_len, cache_len)` to hide cache positions.
+    Besides `call` (the full pass), three methods serve decoding and plots;
+    a cache is a dict `{"key": (batch, num_heads, length, key_dim),
+    "value": (batch, num_heads, length, value_dim)}`:
+
+    * `call_with_cache(query, cache, index)`: causal self-attention of new
+      positions `index, index + 1, ...` over a fixed-size cache
+      (`initial_cache`), which it returns with their keys and values written;
+    * `call_with_memory(query, memory, memory_mask)`: attention over keys and
+      values projected once (`project_memory`), e.g. an encoder output; the
+      query rows may be a multiple of the memory's batch (beams of a
+      sentence, rows together), and share its one copy;
+    * `attention_scores(...)`: the attention probabilities of `call`.
 
     Args:
         num_heads: number of attention heads, `h` in the paper.
@@ -96,18 +97,11 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         value_mask: optional boolean `(batch, key_len)`.
         key_mask: optional boolean `(batch, key_len)`.
         attention_mask: optional boolean `(batch, query_len, key_len)`.
-        use_causal_mask: whether query `i` may only see keys `j <= i`
-            (offset by `cache_update_index` when decoding with a cache).
-        return_attention_scores: also return the attention probabilities
-            `(batch, num_heads, query_len, key_len)`.
+        use_causal_mask: whether query `i` may only see keys `j <= i`.
         training: whether dropout is active.
-        cache: optional `(key_cache, value_cache)` tuple, see above.
-        cache_update_index: int or scalar tensor, where to write in `cache`.
 
     Returns:
-        `output` `(batch, query_len, output_dim)`; `(output, scores)` if
-        `return_attention_scores`; with a `cache`, the (updated) cache is
-        appended: `(output, cache)` or `(output, scores, cache)`.
+        `(batch, query_len, output_dim)`.
 
     Example:
 
@@ -115,6 +109,8 @@ class CachedMultiHeadAttention(keras.layers.Layer):
     >>> x = keras.random.normal((2, 10, 512))
     >>> layer(x, x, use_causal_mask=True).shape
     TensorShape([2, 10, 512])
+    >>> cache = layer.initial_cache(batch_size=2, length=10)
+    >>> y, cache = layer.call_with_cache(x[:, :1], cache, index=0)
     """
 
     def __init__(
@@ -174,48 +170,7 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         )
         self.built = True
 
-    def _split_heads(self, x, head_dim):
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
-        return ops.transpose(x, (0, 2, 1, 3))  # (batch, heads, seq, depth)
-
-    def project_key_value(self, value, key=None):
-        """Projects `value` (and `key`, default `value`) into per-head keys
-        and values, `(batch, num_heads, key_len, head_dim)` each.
-
-        This is the `cache` format: encoder-decoder attention computes it
-        once per source; a self-attention cache starts as zeros of the same
-        shape with `cache_len` positions.
-        """
-        key = value if key is None else key
-        keys = self._split_heads(self.key_dense(key), self.key_dim)
-        values = self._split_heads(self.value_dense(value), self.value_dim)
-        return keys, values
-
-    def _attention_mask(
-        self,
-        query_length,
-        key_length,
-        query_mask,
-        value_mask,
-        key_mask,
-        attention_mask,
-        use_causal_mask,
-        causal_offset,
-    ):
-        """Merges every mask into one boolean `(batch|1, q_len, k_len)`."""
-        if query_mask is not None:
-            query_mask = ops.expand_dims(query_mask, -1)  # (batch, q, 1)
-        if value_mask is not None:
-            value_mask = ops.expand_dims(value_mask, -2)  # (batch, 1, k)
-        if key_mask is not None:
-            key_mask = ops.expand_dims(key_mask, -2)  # (batch, 1, k)
-        causal = None
-        if use_causal_mask:
-            causal = ops.expand_dims(
-                causal_mask(query_length, key_length, causal_offset), 0
-            )  # (1, q, k)
-        return merge_masks(query_mask, value_mask, key_mask, attention_mask, causal)
+    # The paper's attention.
 
     def call(
         self,
@@ -227,65 +182,167 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         key_mask=None,
         attention_mask=None,
         use_causal_mask=False,
-        return_attention_scores=False,
         training=None,
-        cache=None,
-        cache_update_index=None,
     ):
-        queries = self._split_heads(self.query_dense(query), self.key_dim)
-        if cache is not None and cache_update_index is None:
-            keys, values = cache  # precomputed, e.g. encoder-decoder attention
-        else:
-            keys, values = self.project_key_value(value, key)
-            if cache is not None:
-                keys = _write_at(cache[0], keys, cache_update_index)
-                values = _write_at(cache[1], values, cache_update_index)
-                cache = (keys, values)
-        if cache_update_index is not None:
-            value_mask = key_mask = None  # they describe `value`, not the cache
-
+        memory = self.project_memory(value, key)
         mask = self._attention_mask(
-            ops.shape(queries)[2],
-            ops.shape(keys)[2],
-            query_mask,
-            value_mask,
-            key_mask,
-            attention_mask,
-            use_causal_mask,
-            0 if cache_update_index is None else cache_update_index,
+            query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
         )
+        return self._attend(self._project_query(query), memory, mask, training)
 
-        # Scaling q before the product is cheaper than scaling the logits.
-        queries = queries * ops.cast(1.0 / math.sqrt(self.key_dim), queries.dtype)
+    def _project_query(self, query):
+        """`(batch, query_len, features)` to scaled per-head queries `(batch,
+        num_heads, query_len, key_dim)`; scaling q is cheaper than the logits."""
+        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        return queries * ops.cast(1.0 / math.sqrt(self.key_dim), queries.dtype)
+
+    def project_memory(self, value, key=None):
+        """Per-head keys and values of `value` (and `key`, default `value`):
+        `{"key": (batch, num_heads, key_len, key_dim), "value": (batch,
+        num_heads, key_len, value_dim)}`, the memory `call_with_memory`
+        attends to (for a decoder: the encoder output, projected once)."""
+        if not self.built:
+            raise ValueError(
+                f"Layer {self.name} has no weights yet: call it once or `build` it before "
+                "`project_memory`. Received: an unbuilt layer"
+            )
+        key = value if key is None else key
+        return {
+            "key": self._split_heads(self.key_dense(key), self.key_dim),
+            "value": self._split_heads(self.value_dense(value), self.value_dim),
+        }
+
+    def _split_heads(self, x, head_dim):
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
+        return ops.transpose(x, (0, 2, 1, 3))  # (batch, heads, seq, depth)
+
+    def _attention_mask(
+        self, query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+    ):
+        """Merges every mask into one boolean `(batch|1, q_len, k_len)`."""
+        if query_mask is not None:
+            query_mask = ops.expand_dims(query_mask, -1)  # (batch, q, 1)
+        if value_mask is not None:
+            value_mask = ops.expand_dims(value_mask, -2)  # (batch, 1, k)
+        if key_mask is not None:
+            key_mask = ops.expand_dims(key_mask, -2)  # (batch, 1, k)
+        causal = None
+        if use_causal_mask:
+            key_length = ops.shape(memory["key"])[2]
+            causal = ops.expand_dims(causal_mask(ops.shape(query)[1], key_length), 0)
+        return merge_masks(query_mask, value_mask, key_mask, attention_mask, causal)
+
+    def _probabilities(self, queries, keys, mask):
+        """softmax(QKᵀ) `(batch, heads, q, k)` (queries already scaled),
+        zero where `mask` `(batch|1, q, k)` hides every key of a query."""
         logits = ops.matmul(queries, ops.swapaxes(keys, -1, -2))  # (b, h, q, k)
         logits = ops.cast(logits, "float32")
-        if mask is not None:
-            mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
-            logits = ops.where(mask, logits, _MASKED_LOGIT)
-        scores = _softmax_over_keys(logits)
-        if mask is not None:
-            # A query row with no visible key attends to nothing.
-            has_key = ops.any(mask, axis=-1, keepdims=True)  # (b, 1, q, 1)
-            scores = scores * ops.cast(has_key, scores.dtype)
-        scores = ops.cast(scores, self.compute_dtype)
-        context = ops.matmul(
-            self.dropout_layer(scores, training=training), values
-        )  # (batch, heads, q, value_dim)
+        if mask is None:
+            return ops.cast(_softmax_over_keys(logits), self.compute_dtype)
+        mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
+        scores = _softmax_over_keys(ops.where(mask, logits, _MASKED_LOGIT))
+        scores = scores * ops.cast(ops.any(mask, axis=-1, keepdims=True), scores.dtype)
+        return ops.cast(scores, self.compute_dtype)
 
+    def _attend(self, queries, memory, mask, training):
+        """The heads' weighted values, concatenated and projected: the
+        output `(batch, q_len, output_dim)`."""
+        scores = self._probabilities(queries, memory["key"], mask)
+        context = ops.matmul(self.dropout_layer(scores, training=training), memory["value"])
         batch, length = ops.shape(context)[0], ops.shape(context)[2]
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
         context = ops.reshape(context, (batch, length, self.num_heads * self.value_dim))
         output = self.output_dense(context)
-        if mask is not None:
-            has_key = ops.cast(ops.squeeze(has_key, 1), output.dtype)  # (b|1, q, 1)
-            output = output * has_key
+        if mask is None:
+            return output
+        # A query row with no visible key attends to nothing.
+        return output * ops.cast(ops.any(mask, axis=-1, keepdims=True), output.dtype)
 
-        outputs = (output,)
-        if return_attention_scores:
-            outputs += (scores,)
-        if cache is not None:
-            outputs += (cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
+    # Decoding and plots.
+
+    def attention_scores(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+    ):
+        """The attention probabilities of `call` with the same arguments
+        (dropout off): `(batch, num_heads, query_len, key_len)`, zero for
+        hidden keys and for query rows that see no key."""
+        if not self.built:
+            self.build(query.shape, value.shape, None if key is None else key.shape)
+        memory = self.project_memory(value, key)
+        mask = self._attention_mask(
+            query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+        )
+        return self._probabilities(self._project_query(query), memory["key"], mask)
+
+    def initial_cache(self, batch_size, length):
+        """An empty self-attention cache for `length` positions: zeros
+        `{"key": (batch_size, num_heads, length, key_dim), "value": ...}`."""
+        shape = (batch_size, self.num_heads, length)
+        return {
+            "key": ops.zeros(shape + (self.key_dim,), self.compute_dtype),
+            "value": ops.zeros(shape + (self.value_dim,), self.compute_dtype),
+        }
+
+    def call_with_cache(self, query, cache, index):
+        """Causal self-attention of `query` `(batch, steps, features)`, the
+        positions `index .. index + steps - 1`, over `cache` (from
+        `initial_cache`), with their own keys and values written into it.
+
+        Each position sees the cache up to itself, so feeding a sequence in
+        pieces gives `call(x, x, use_causal_mask=True)` of the whole.
+
+        Returns:
+            `(output, cache)`: `(batch, steps, output_dim)` and the cache with
+            these positions written (same shapes).
+        """
+        check_cache_keys(cache, "cache", ("key", "value"))
+        if index is None:
+            raise ValueError(
+                "`call_with_cache` needs `index`, the position of `query[:, 0]` "
+                "in the cache. Received: index=None"
+            )
+        if not self.built:
+            self.build(query.shape, query.shape)
+        new = self.project_memory(query)
+        cache = {name: _write_at(cache[name], new[name], index) for name in ("key", "value")}
+        steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
+        mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
+        return self._attend(self._project_query(query), cache, mask, training=False), cache
+
+    def call_with_memory(self, query, memory, memory_mask=None):
+        """Attention of `query` `(rows, steps, features)` over `memory` (from
+        `project_memory`, batch `sentences`), hiding the memory positions
+        where `memory_mask` `(sentences, key_len)` is `False`.
+
+        `rows` may be `sentences` or a multiple of it: rows `i * g .. i * g +
+        g - 1` then all attend to sentence `i` (the beams of a sentence in
+        a beam search), as `g * steps` queries of one attention, over one
+        copy of its keys and values.
+
+        Returns:
+            `(rows, steps, output_dim)`.
+        """
+        check_cache_keys(memory, "memory", ("key", "value"))
+        rows, sentences = query.shape[0], memory["key"].shape[0]
+        if rows is not None and sentences is not None and rows % sentences:
+            raise ValueError(
+                f"`query` must have a multiple of the memory's {sentences} rows (the beams of "
+                f"a sentence together). Received: query with {rows} rows"
+            )
+        steps, features = ops.shape(query)[1], query.shape[-1]
+        grouped = ops.reshape(query, (ops.shape(memory["key"])[0], -1, features))
+        mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
+        output = self._attend(self._project_query(grouped), memory, mask, training=False)
+        return ops.reshape(output, (ops.shape(query)[0], steps, output.shape[-1]))
 
     def get_config(self):
         config = super().get_config()
@@ -304,23 +361,8 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         )
         return config
 
-    def compute_output_spec(
-        self, query, value, key=None, return_attention_scores=False, cache=None, **unused
-    ):
-        # The masks, `training` and `cache_update_index` change no shape.
-        key_len = value.shape[1] if cache is None else cache[0].shape[2]
-        output = keras.KerasTensor(
-            query.shape[:-1] + (self.output_dim or query.shape[-1],),
-            dtype=self.compute_dtype,
+    def compute_output_spec(self, query, value, key=None, **unused):
+        # The masks and `training` change no shape.
+        return keras.KerasTensor(
+            query.shape[:-1] + (self.output_dim or query.shape[-1],), dtype=self.compute_dtype
         )
-        outputs = (output,)
-        if return_attention_scores:
-            outputs += (
-                keras.KerasTensor(
-                    (query.shape[0], self.num_heads, query.shape[1], key_len),
-                    dtype=self.compute_dtype,
-                ),
-            )
-        if cache is not None:
-            outputs += (tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache),)
-        return outputs[0] if len(outputs) == 1 else outputs

@@ -5,23 +5,30 @@ from keras import ops
 
 from keras_transformer.layers._base import LayerStackBase
 from keras_transformer.layers._base import document_layer_arguments
+from keras_transformer.layers._utils import check_cache_keys
+from keras_transformer.layers.decoder_layer import CACHE_KEYS
 from keras_transformer.layers.decoder_layer import DecoderLayer
+from keras_transformer.layers.decoder_layer import _check_encoder_sequence
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 @document_layer_arguments
 class Decoder(LayerStackBase):
-    """`num_layers` `DecoderLayer`s (N = 6 in the paper), with caches for
-    incremental decoding.
+    """`num_layers` `DecoderLayer`s (N = 6 in the paper).
 
     Takes embedded targets and the encoder output; with `norm_first=True` a
     final `LayerNormalization` follows the stack.
 
-    Incremental decoding keeps two caches, each a tuple with one
-    `(keys, values)` pair per layer: `initial_self_attention_cache` (zeros,
-    filled one position per step) and `cross_attention_cache` (the encoder
-    output projected once per source). Their shapes never change, so a
-    decoding loop traces once.
+    `call` is the full (training) pass. Incremental decoding goes through
+    `call_with_cache(decoder_sequence, cache, index)`, where `cache` is a
+    dict (from `initial_cache`) whose shapes never change, so a decoding
+    loop traces once:
+
+    * `"self_attention"`: per layer, a `"key"`/`"value"` dict of `cache_len`
+      target positions, filled one step at a time;
+    * `"cross_attention"`: per layer, a `"key"`/`"value"` dict of the encoder
+      output, projected once per source;
+    * `"encoder_padding_mask"`: boolean `(batch, source_len)`.
 
     Args:
         num_layers: number of layers N (6 in the paper).
@@ -29,20 +36,15 @@ class Decoder(LayerStackBase):
 
     Call arguments:
         decoder_sequence: `(batch, target_len, d_model)`.
-        encoder_sequence: `(batch, source_len, d_model)`; not needed when a
-            `cross_attention_cache` is given.
+        encoder_sequence: `(batch, source_len, d_model)`.
         decoder_padding_mask: optional boolean `(batch, target_len)`.
         encoder_padding_mask: optional boolean `(batch, source_len)`.
-        self_attention_cache: optional per-layer self-attention caches.
-        cross_attention_cache: optional per-layer encoder keys/values.
-        cache_update_index: position of `decoder_sequence[:, 0]`.
         training: whether dropout is active.
-        return_attention_scores: also return a list with each layer's
-            `{"self_attention": ..., "cross_attention": ...}` probabilities.
 
     Returns:
-        `(batch, target_len, d_model)`; the scores follow if asked, then the
-        updated self-attention cache if one is given.
+        `(batch, target_len, d_model)`. `attention_scores` (same arguments,
+        no `training`) gives each layer's `{"self_attention": ...,
+        "cross_attention": ...}` probabilities.
 
     Example:
 
@@ -50,31 +52,13 @@ class Decoder(LayerStackBase):
     >>> memory = keras.random.normal((2, 10, 512))
     >>> decoder(keras.random.normal((2, 7, 512)), memory).shape
     TensorShape([2, 7, 512])
+    >>> cache = decoder.initial_cache(memory, ops.ones((2, 10), "bool"), cache_length=20)
+    >>> step, cache = decoder.call_with_cache(keras.random.normal((2, 1, 512)), cache, 0)
     """
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         self._make_stack(DecoderLayer, decoder_sequence_shape, encoder_sequence_shape)
         self.built = True
-
-    def initial_self_attention_cache(self, batch_size, cache_length):
-        """Zero self-attention caches for `cache_length` target positions."""
-        cache = []
-        for layer in self.stack:
-            attention = layer.self_attention
-            shape = (batch_size, attention.num_heads, cache_length)
-            cache.append(
-                (
-                    ops.zeros(shape + (attention.key_dim,), self.compute_dtype),
-                    ops.zeros(shape + (attention.value_dim,), self.compute_dtype),
-                )
-            )
-        return tuple(cache)
-
-    def cross_attention_cache(self, encoder_sequence):
-        """Per-layer keys and values of `encoder_sequence`, computed once."""
-        return tuple(
-            layer.cross_attention.project_key_value(encoder_sequence) for layer in self.stack
-        )
 
     def call(
         self,
@@ -82,42 +66,85 @@ class Decoder(LayerStackBase):
         encoder_sequence=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
-        self_attention_cache=None,
-        cross_attention_cache=None,
-        cache_update_index=None,
         training=None,
-        return_attention_scores=False,
     ):
+        _check_encoder_sequence(encoder_sequence)
         x = decoder_sequence
-        new_cache, scores = [], []
-        for i, layer in enumerate(self.stack):
-            outputs = layer(
+        for layer in self.stack:
+            x = layer(
                 x,
                 encoder_sequence,
                 decoder_padding_mask=decoder_padding_mask,
                 encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=(
-                    None if self_attention_cache is None else self_attention_cache[i]
-                ),
-                cross_attention_cache=(
-                    None if cross_attention_cache is None else cross_attention_cache[i]
-                ),
-                cache_update_index=cache_update_index,
                 training=training,
-                return_attention_scores=True,
             )
-            x, layer_scores = outputs[0], outputs[1]
-            scores.append(layer_scores)
-            if self_attention_cache is not None:
-                new_cache.append(outputs[2])
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        outputs = (x,)
-        if return_attention_scores:
-            outputs += (scores,)
-        if self_attention_cache is not None:
-            outputs += (tuple(new_cache),)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return self._final(x)
+
+    def initial_cache(self, encoder_sequence, encoder_padding_mask, cache_length, batch_size=None):
+        """The cache of `call_with_cache` before the first step: empty
+        self-attention caches for `cache_length` positions and `batch_size`
+        rows (default the encoder batch), and the encoder keys/values."""
+        self._require_built("initial_cache")
+        if batch_size is None:
+            batch_size = ops.shape(encoder_sequence)[0]
+        return {
+            "self_attention": tuple(
+                layer.self_attention.initial_cache(batch_size, cache_length) for layer in self.stack
+            ),
+            "cross_attention": tuple(
+                layer.cross_attention.project_memory(encoder_sequence) for layer in self.stack
+            ),
+            "encoder_padding_mask": encoder_padding_mask,
+        }
+
+    def call_with_cache(self, decoder_sequence, cache, index):
+        """`call` for target positions `index .. index + steps - 1` of
+        `decoder_sequence` `(batch, steps, d_model)` through `cache` (see
+        the class docstring); dropout off.
+
+        Returns:
+            `(outputs, cache)`: `(batch, steps, d_model)` and the cache with
+            these positions written.
+        """
+        self._require_built("call_with_cache")
+        check_cache_keys(cache, "cache", CACHE_KEYS)
+        for entry in ("self_attention", "cross_attention"):
+            if len(cache[entry]) != len(self.stack):
+                raise ValueError(
+                    f'`cache["{entry}"]` must have one entry per layer ({len(self.stack)}). '
+                    f"Received: {len(cache[entry])} entries"
+                )
+        x, self_attention = decoder_sequence, []
+        for layer, layer_self, layer_cross in zip(
+            self.stack, cache["self_attention"], cache["cross_attention"], strict=True
+        ):
+            layer_cache = {
+                "self_attention": layer_self,
+                "cross_attention": layer_cross,
+                "encoder_padding_mask": cache["encoder_padding_mask"],
+            }
+            x, layer_cache = layer.call_with_cache(x, layer_cache, index)
+            self_attention.append(layer_cache["self_attention"])
+        return self._final(x), {**cache, "self_attention": tuple(self_attention)}
+
+    def attention_scores(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+    ):
+        """Each layer's attention probabilities in `call` (dropout off): a
+        list of `{"self_attention": ..., "cross_attention": ...}`."""
+        self._build_for(decoder_sequence, encoder_sequence)
+        x, scores = decoder_sequence, []
+        masks = dict(
+            decoder_padding_mask=decoder_padding_mask, encoder_padding_mask=encoder_padding_mask
+        )
+        for layer in self.stack:
+            scores.append(layer.attention_scores(x, encoder_sequence, **masks))
+            x = layer(x, encoder_sequence, training=False, **masks)
+        return scores
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape

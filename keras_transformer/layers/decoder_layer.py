@@ -5,6 +5,7 @@ import keras
 
 from keras_transformer.layers._base import TransformerLayerBase
 from keras_transformer.layers._base import document_layer_arguments
+from keras_transformer.layers._utils import check_cache_keys
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -14,11 +15,18 @@ class DecoderLayer(TransformerLayerBase):
     feed-forward network, each in a residual connection with dropout and
     layer normalization (post-norm as in the paper, or `norm_first`).
 
-    For incremental decoding pass `self_attention_cache` (zeros from
-    `CachedMultiHeadAttention.project_key_value`'s shape, `cache_len` positions)
-    with `cache_update_index`, and `cross_attention_cache` (the encoder
-    output projected once by `self.cross_attention.project_key_value`);
-    `encoder_sequence` is then not needed.
+    `call` is the full (training) pass. Incremental decoding goes through
+    `call_with_cache(decoder_sequence, cache, index)`, where `cache` is a
+    dict:
+
+    * `"self_attention"`: a `"key"`/`"value"` dict of `cache_len` target
+      positions, zeros at first (`self.self_attention.initial_cache`);
+    * `"cross_attention"`: a `"key"`/`"value"` dict of the encoder output, from
+      `self.cross_attention.project_memory(encoder_sequence)`;
+    * `"encoder_padding_mask"`: boolean `(batch, source_len)`.
+
+    Its rows may be a multiple of the cross-attention batch (the beams of a
+    sentence, rows together, share one copy of the encoder keys/values).
 
     Args:
         {layer_arguments}
@@ -28,18 +36,12 @@ class DecoderLayer(TransformerLayerBase):
         encoder_sequence: `(batch, source_len, encoder_dim)`.
         decoder_padding_mask: optional boolean `(batch, target_len)`.
         encoder_padding_mask: optional boolean `(batch, source_len)`.
-        self_attention_cache: optional `(keys, values)` self-attention cache.
-        cross_attention_cache: optional `(keys, values)` of the encoder
-            output.
-        cache_update_index: where the new positions go in the cache.
         training: whether dropout is active.
-        return_attention_scores: also return `{"self_attention": ...,
-            "cross_attention": ...}`, the probabilities `(batch, num_heads,
-            target_len, key_len)` of both attentions.
 
     Returns:
-        `(batch, target_len, d_model)`; the scores dict follows if asked,
-        then the self-attention cache if one is given.
+        `(batch, target_len, d_model)`. `attention_scores` (same arguments,
+        no `training`) gives `{"self_attention": ..., "cross_attention":
+        ...}`, the probabilities `(batch, num_heads, target_len, key_len)`.
 
     Example:
 
@@ -68,58 +70,88 @@ class DecoderLayer(TransformerLayerBase):
         encoder_sequence=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
-        self_attention_cache=None,
-        cross_attention_cache=None,
-        cache_update_index=None,
         training=None,
-        return_attention_scores=False,
     ):
-        if encoder_sequence is None and cross_attention_cache is None:
-            raise ValueError("DecoderLayer needs `encoder_sequence` or `cross_attention_cache`.")
+        _check_encoder_sequence(encoder_sequence)
         x = decoder_sequence
         y = self._sublayer_input(x, self.self_attention_norm)
         y = self.self_attention(
-            y,
-            y,
-            value_mask=decoder_padding_mask,
-            use_causal_mask=True,
-            training=training,
-            cache=self_attention_cache,
-            cache_update_index=cache_update_index,
-            return_attention_scores=True,
+            y, y, value_mask=decoder_padding_mask, use_causal_mask=True, training=training
         )
-        if self_attention_cache is not None:
-            y, self_scores, self_attention_cache = y
-        else:
-            y, self_scores = y
         x = self._sublayer_output(
             x, y, self.self_attention_norm, self.self_attention_dropout, training
         )
-
         y = self._sublayer_input(x, self.cross_attention_norm)
         y = self.cross_attention(
-            y,
-            encoder_sequence,
-            value_mask=encoder_padding_mask,
-            attention_mask=None,
-            training=training,
-            cache=cross_attention_cache,
-            return_attention_scores=True,
+            y, encoder_sequence, value_mask=encoder_padding_mask, training=training
         )
-        y, cross_scores = y[0], y[1]
         x = self._sublayer_output(
             x, y, self.cross_attention_norm, self.cross_attention_dropout, training
         )
+        return self._feed_forward_block(x, training)
 
-        y = self._sublayer_input(x, self.feed_forward_norm)
-        y = self.feed_forward(y, training=training)
-        x = self._sublayer_output(x, y, self.feed_forward_norm, self.feed_forward_dropout, training)
-        outputs = (x,)
-        if return_attention_scores:
-            outputs += ({"self_attention": self_scores, "cross_attention": cross_scores},)
-        if self_attention_cache is not None:
-            outputs += (self_attention_cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
+    def call_with_cache(self, decoder_sequence, cache, index):
+        """`call` for target positions `index .. index + steps - 1` of
+        `decoder_sequence` `(batch, steps, d_model)`, attending to earlier
+        positions through `cache` (see the class docstring); dropout off.
+
+        Returns:
+            `(outputs, cache)`: `(batch, steps, d_model)` and the cache with
+            these positions' self-attention keys and values written.
+        """
+        self._require_built("call_with_cache")
+        check_cache_keys(cache, "cache", CACHE_KEYS)
+        x = decoder_sequence
+        y = self._sublayer_input(x, self.self_attention_norm)
+        y, self_attention = self.self_attention.call_with_cache(y, cache["self_attention"], index)
+        x = self._sublayer_output(
+            x, y, self.self_attention_norm, self.self_attention_dropout, False
+        )
+        y = self._sublayer_input(x, self.cross_attention_norm)
+        y = self.cross_attention.call_with_memory(
+            y, cache["cross_attention"], cache["encoder_padding_mask"]
+        )
+        x = self._sublayer_output(
+            x, y, self.cross_attention_norm, self.cross_attention_dropout, False
+        )
+        return self._feed_forward_block(x, False), {**cache, "self_attention": self_attention}
+
+    def attention_scores(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+    ):
+        """Both attentions' probabilities in `call` (dropout off):
+        `{"self_attention": (batch, heads, target_len, target_len),
+        "cross_attention": (batch, heads, target_len, source_len)}`."""
+        self._build_for(decoder_sequence, encoder_sequence)
+        x = decoder_sequence
+        y = self._sublayer_input(x, self.self_attention_norm)
+        self_scores = self.self_attention.attention_scores(
+            y, y, value_mask=decoder_padding_mask, use_causal_mask=True
+        )
+        y = self.self_attention(y, y, value_mask=decoder_padding_mask, use_causal_mask=True)
+        x = self._sublayer_output(
+            x, y, self.self_attention_norm, self.self_attention_dropout, False
+        )
+        y = self._sublayer_input(x, self.cross_attention_norm)
+        cross_scores = self.cross_attention.attention_scores(
+            y, encoder_sequence, value_mask=encoder_padding_mask
+        )
+        return {"self_attention": self_scores, "cross_attention": cross_scores}
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape
+
+
+CACHE_KEYS = ("self_attention", "cross_attention", "encoder_padding_mask")
+
+
+def _check_encoder_sequence(encoder_sequence):
+    if encoder_sequence is None:
+        raise ValueError(
+            "The decoder's `call` needs `encoder_sequence`; for decoding with a cache of the "
+            "encoder keys and values use `call_with_cache`. Received: encoder_sequence=None"
+        )

@@ -25,11 +25,10 @@ class Encoder(LayerStackBase):
         padding_mask: optional boolean `(batch, seq_len)`, `True` at real
             tokens.
         training: whether dropout is active.
-        return_attention_scores: also return a list with each layer's
-            self-attention probabilities.
 
     Returns:
-        `(batch, seq_len, d_model)`, or `(outputs, scores)`.
+        `(batch, seq_len, d_model)`. `attention_scores` (same arguments, no
+        `training`) gives each layer's self-attention probabilities.
 
     Example:
 
@@ -42,16 +41,21 @@ class Encoder(LayerStackBase):
         self._make_stack(EncoderLayer, inputs_shape)
         self.built = True
 
-    def call(self, inputs, padding_mask=None, training=None, return_attention_scores=False):
+    def call(self, inputs, padding_mask=None, training=None):
+        x = inputs
+        for layer in self.stack:
+            x = layer(x, padding_mask=padding_mask, training=training)
+        return self._final(x)
+
+    def attention_scores(self, inputs, padding_mask=None):
+        """Each layer's self-attention probabilities in `call` (dropout
+        off): a list of `(batch, num_heads, seq_len, seq_len)`."""
+        self._build_for(inputs)
         x, scores = inputs, []
         for layer in self.stack:
-            x, layer_scores = layer(
-                x, padding_mask=padding_mask, training=training, return_attention_scores=True
-            )
-            scores.append(layer_scores)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return (x, scores) if return_attention_scores else x
+            scores.append(layer.attention_scores(x, padding_mask=padding_mask))
+            x = layer(x, padding_mask=padding_mask, training=False)
+        return scores
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

@@ -26,11 +26,11 @@ class EncoderLayer(TransformerLayerBase):
             tokens; pad positions are hidden as keys.
         attention_mask: optional boolean `(batch, seq_len, seq_len)`.
         training: whether dropout is active.
-        return_attention_scores: also return the self-attention
-            probabilities `(batch, num_heads, seq_len, seq_len)`.
 
     Returns:
-        `(batch, seq_len, d_model)`, or `(outputs, scores)`.
+        `(batch, seq_len, d_model)`. `attention_scores` (same arguments, no
+        `training`) gives the self-attention probabilities `(batch,
+        num_heads, seq_len, seq_len)`.
 
     Example:
 
@@ -46,31 +46,25 @@ class EncoderLayer(TransformerLayerBase):
         self._build_feed_forward(inputs_shape)
         self.built = True
 
-    def call(
-        self,
-        inputs,
-        padding_mask=None,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-    ):
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
         x = inputs
         y = self._sublayer_input(x, self.self_attention_norm)
-        y, scores = self.self_attention(
-            y,
-            y,
-            value_mask=padding_mask,
-            attention_mask=attention_mask,
-            training=training,
-            return_attention_scores=True,
+        y = self.self_attention(
+            y, y, value_mask=padding_mask, attention_mask=attention_mask, training=training
         )
         x = self._sublayer_output(
             x, y, self.self_attention_norm, self.self_attention_dropout, training
         )
-        y = self._sublayer_input(x, self.feed_forward_norm)
-        y = self.feed_forward(y, training=training)
-        x = self._sublayer_output(x, y, self.feed_forward_norm, self.feed_forward_dropout, training)
-        return (x, scores) if return_attention_scores else x
+        return self._feed_forward_block(x, training)
+
+    def attention_scores(self, inputs, padding_mask=None, attention_mask=None):
+        """The self-attention probabilities of `call` (dropout off):
+        `(batch, num_heads, seq_len, seq_len)`."""
+        self._build_for(inputs)
+        y = self._sublayer_input(inputs, self.self_attention_norm)
+        return self.self_attention.attention_scores(
+            y, y, value_mask=padding_mask, attention_mask=attention_mask
+        )
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

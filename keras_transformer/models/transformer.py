@@ -5,6 +5,7 @@ import inspect
 import keras
 from keras import ops
 
+from keras_transformer.layers._utils import check_cache_keys
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
@@ -30,11 +31,11 @@ class Transformer(keras.Model):
     padding never changes a logit at a real position.
 
     For generation, `encode` runs the encoder once; `init_cache` prepares
-    fixed-shape caches (decoder self-attention keys/values, zeros; and
-    encoder-decoder keys/values, computed once); `decode_step` feeds one or
-    more target tokens at a position and returns their logits and the
-    updated cache. Shapes never change, so a `tf.while_loop` over
-    `decode_step` traces once.
+    a fixed-shape cache in two named parts, what a search must reorder with
+    its hypotheses and what stays one per sentence (see `init_cache`);
+    `decode_step` feeds one or more target tokens at a position and
+    returns their logits and the updated cache. Shapes never change, so a
+    `tf.while_loop` over `decode_step` traces once.
 
     Args:
         vocab_size: shared vocabulary size (source = target).
@@ -331,17 +332,14 @@ class Transformer(keras.Model):
         """
         source_mask = padding_mask(source_ids, self.pad_id)
         x = self._embed(source_ids, self.source_embedding, self.source_positions, 0, False)
-        encoder_output, encoder_scores = self.encoder(
-            x, padding_mask=source_mask, training=False, return_attention_scores=True
-        )
+        encoder_scores = self.encoder.attention_scores(x, padding_mask=source_mask)
+        encoder_output = self.encoder(x, padding_mask=source_mask, training=False)
         y = self._embed(target_ids, self._target_embedding(), self.target_positions, 0, False)
-        _, decoder_scores = self.decoder(
+        decoder_scores = self.decoder.attention_scores(
             y,
             encoder_output,
             decoder_padding_mask=padding_mask(target_ids, self.pad_id),
             encoder_padding_mask=source_mask,
-            training=False,
-            return_attention_scores=True,
         )
         return {
             "encoder": encoder_scores,
@@ -350,7 +348,20 @@ class Transformer(keras.Model):
         }
 
     def init_cache(self, encoder_output, source_padding_mask, max_length=None):
-        """Fixed-shape decoding state for `decode_step`.
+        """Fixed-shape decoding state for `decode_step`, in two parts:
+
+        * `"per_hypothesis"`: what belongs to one output prefix, and what a
+          beam search must reorder whenever it reorders its hypotheses:
+          `{"self_attention": per layer {"key", "value"}}`, `(batch,
+          num_heads, max_length, head_dim)` each, zeros at first;
+        * `"per_sentence"`: what depends on the source only and is never
+          written: `{"cross_attention": per layer {"key", "value"},
+          "encoder_padding_mask": (batch, source_len)}`.
+
+        A search may repeat the per-hypothesis part `k` times per sentence
+        (rows of a sentence together) and keep the per-sentence part as it
+        is: `decode_step` then lets the `k` rows of a sentence share its
+        one copy of the encoder keys/values.
 
         Args:
             encoder_output: `(batch, source_len, d_model)` from `encode`.
@@ -359,39 +370,41 @@ class Transformer(keras.Model):
                 `self.max_length`).
 
         Returns:
-            A dict of tensors, each with the batch as its first axis (so a
-            beam search can reorder or tile it with one gather):
-            `"self_attention"` and `"cross_attention"` (per-layer key/value
-            pairs) and `"source_padding_mask"`.
+            `{"per_hypothesis": ..., "per_sentence": ...}` as above; every
+            tensor has the batch as its first axis.
         """
-        batch_size = ops.shape(encoder_output)[0]
+        decoder_cache = self.decoder.initial_cache(
+            encoder_output,
+            source_padding_mask,
+            cache_length=self.max_length if max_length is None else max_length,
+        )
         return {
-            "self_attention": self.decoder.initial_self_attention_cache(
-                batch_size, self.max_length if max_length is None else max_length
-            ),
-            "cross_attention": self.decoder.cross_attention_cache(encoder_output),
-            "source_padding_mask": source_padding_mask,
+            "per_hypothesis": {"self_attention": decoder_cache["self_attention"]},
+            "per_sentence": {
+                "cross_attention": decoder_cache["cross_attention"],
+                "encoder_padding_mask": decoder_cache["encoder_padding_mask"],
+            },
         }
 
     def decode_step(self, target_ids, cache, index):
-        """Decodes `target_ids` `(batch, steps)` placed at positions
+        """Decodes `target_ids` `(rows, steps)` placed at positions
         `index .. index + steps - 1`, reusing and updating `cache`.
 
+        `rows` is the per-hypothesis batch of `cache`, a multiple of its
+        per-sentence batch (beams of a sentence on consecutive rows).
+
         Returns:
-            `(logits, cache)`: float32 logits `(batch, steps, vocab)`, equal
+            `(logits, cache)`: float32 logits `(rows, steps, vocab)`, equal
             to those of the full forward pass at these positions, and the
             cache with these positions written.
         """
+        check_cache_keys(cache, "cache", ("per_hypothesis", "per_sentence"))
         x = self._embed(target_ids, self._target_embedding(), self.target_positions, index, False)
-        x, self_attention = self.decoder(
-            x,
-            encoder_padding_mask=cache["source_padding_mask"],
-            self_attention_cache=cache["self_attention"],
-            cross_attention_cache=cache["cross_attention"],
-            cache_update_index=index,
-            training=False,
+        x, decoder_cache = self.decoder.call_with_cache(
+            x, {**cache["per_hypothesis"], **cache["per_sentence"]}, index
         )
-        return self._logits(x), {**cache, "self_attention": self_attention}
+        per_hypothesis = {"self_attention": decoder_cache["self_attention"]}
+        return self._logits(x), {**cache, "per_hypothesis": per_hypothesis}
 
     def compute_output_spec(self, inputs, training=None):
         source_ids, target_ids = inputs

@@ -11,22 +11,39 @@ from keras_transformer.special_ids import EOS_ID
 
 VOCAB = 6
 RNG = np.random.default_rng(0)
-# A Markov "model": the next-token logits depend on the last token only.
+# A Markov "model": the next-token logits depend on the last token only, or
+# (TABLE2) on the last two.
 TABLE = (RNG.normal(size=(3, VOCAB, VOCAB)) * 2).astype("float32")
-TABLE[:, :, 0] = -30.0  # never pad
-TABLE[:, :, 2] = -30.0  # never BOS
+TABLE2 = (RNG.normal(size=(3, VOCAB, VOCAB, VOCAB)) * 2).astype("float32")
+for table in (TABLE, TABLE2):
+    table[..., 0] = -30.0  # never pad
+    table[..., 2] = -30.0  # never BOS
 
 
-def markov(batch):
-    """`tokens_to_logits` for sentence b using TABLE[b % 3]; the cache
-    counts the calls per row (so a wrongly reordered cache shows)."""
+def markov(batch, order=1):
+    """`tokens_to_logits` for sentence b using TABLE[b % 3] (or TABLE2).
+
+    The sentence number is per-sentence state (one row per sentence, read
+    by all the rows of its beams); the token before `ids` is per-hypothesis
+    state: with `order=2` the logits depend on it, so a cache reordered
+    wrongly changes the result."""
 
     def step(ids, cache, index):
-        rows = cache["sentence"]
-        logits = tf.gather_nd(TABLE, tf.stack([rows, ids[:, 0]], axis=1))
-        return logits, {"sentence": rows, "calls": cache["calls"] + 1}
+        sentences = cache["per_sentence"]["sentence"]
+        rows_per_sentence = tf.shape(ids)[0] // tf.shape(sentences)[0]
+        sentence = tf.repeat(sentences, rows_per_sentence)
+        previous = cache["per_hypothesis"]["previous"]
+        if order == 1:
+            logits = tf.gather_nd(TABLE, tf.stack([sentence, ids[:, 0]], axis=1))
+        else:
+            logits = tf.gather_nd(TABLE2, tf.stack([sentence, previous, ids[:, 0]], axis=1))
+        return logits, {**cache, "per_hypothesis": {"previous": ids[:, 0]}}
 
-    return step, {"sentence": tf.range(batch) % 3, "calls": tf.zeros([batch], tf.int32)}
+    cache = {
+        "per_hypothesis": {"previous": tf.fill([batch], 2)},  # BOS before BOS
+        "per_sentence": {"sentence": tf.range(batch) % 3},
+    }
+    return step, cache
 
 
 def log_softmax(x):
@@ -34,22 +51,26 @@ def log_softmax(x):
     return x - np.log(np.exp(x).sum())
 
 
-def sequence_log_prob(sentence, tokens):
-    previous, total = 2, 0.0
+def sequence_log_prob(sentence, tokens, order=1):
+    before, previous, total = 2, 2, 0.0
     for token in tokens:
-        total += log_softmax(TABLE[sentence % 3, previous].astype(np.float64))[token]
-        previous = token
+        if order == 1:
+            logits = TABLE[sentence % 3, previous]
+        else:
+            logits = TABLE2[sentence % 3, before, previous]
+        total += log_softmax(logits.astype(np.float64))[token]
+        before, previous = previous, token
     return total
 
 
-def brute_force_best(sentence, limit, alpha):
+def brute_force_best(sentence, limit, alpha, order=1):
     """The best length-penalized hypothesis over every sequence that ends
     with EOS within `limit` tokens."""
     best = (-np.inf, None)
     for length in range(1, limit + 1):
         for prefix in itertools.product([1, 4, 5], repeat=length - 1):
             tokens = list(prefix) + [EOS_ID]
-            score = sequence_log_prob(sentence, tokens) / ((5 + length) / 6) ** alpha
+            score = sequence_log_prob(sentence, tokens, order) / ((5 + length) / 6) ** alpha
             best = max(best, (score, tokens), key=lambda x: x[0])
     return best
 
@@ -79,24 +100,25 @@ def test_greedy_equals_a_numpy_rollout():
 
 def test_beam_one_equals_greedy():
     step, cache = markov(3)
-    greedy, _ = greedy_search(step, cache, batch_size=3, max_length=12, max_lengths=[12, 4, 7])
+    greedy, _ = greedy_search(step, cache, batch_size=3, max_length=12, length_limits=[12, 4, 7])
     beam, _ = beam_search(
-        step, cache, batch_size=3, max_length=12, beam_size=1, alpha=0.0, max_lengths=[12, 4, 7]
+        step, cache, batch_size=3, max_length=12, beam_size=1, alpha=0.0, length_limits=[12, 4, 7]
     )
     np.testing.assert_array_equal(beam[:, 0].numpy(), greedy.numpy())
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-def test_wide_beam_finds_the_brute_force_optimum(alpha):
+@pytest.mark.parametrize("alpha, order", [(0.0, 1), (0.6, 1), (1.0, 1), (0.6, 2)])
+def test_wide_beam_finds_the_brute_force_optimum(alpha, order):
     # Tokens 0 and 2 are (nearly) impossible, so 3 real choices per step: a
-    # beam of 3^4 keeps every prefix of length <= 4 and is exact.
-    step, cache = markov(3)
+    # beam of 3^4 keeps every prefix of length <= 4 and is exact. With
+    # order 2 the per-hypothesis cache must follow every reordering.
+    step, cache = markov(3, order)
     limits = [5, 3, 4]
     ids, scores = beam_search(
-        step, cache, batch_size=3, max_length=5, beam_size=81, alpha=alpha, max_lengths=limits
+        step, cache, batch_size=3, max_length=5, beam_size=81, alpha=alpha, length_limits=limits
     )
     for b in range(3):
-        best_score, best_tokens = brute_force_best(b, limits[b], alpha)
+        best_score, best_tokens = brute_force_best(b, limits[b], alpha, order)
         assert strip(ids[b, 0].numpy()) == best_tokens
         assert float(scores[b, 0]) == pytest.approx(best_score, rel=1e-4)
 
@@ -121,7 +143,7 @@ def test_beam_four_scores_at_least_greedy():
 def test_limits_force_eos():
     step, cache = markov(3)
     ids, _ = beam_search(
-        step, cache, batch_size=3, max_length=6, beam_size=3, max_lengths=[1, 2, 6]
+        step, cache, batch_size=3, max_length=6, beam_size=3, length_limits=[1, 2, 6]
     )
     lengths = [len(strip(ids[b, 0].numpy())) for b in range(3)]
     assert lengths[0] == 1 and lengths[1] <= 2 and lengths[2] <= 6
@@ -180,3 +202,17 @@ def test_static_batch_under_xla(search):
         return beam_search(uses_shapes, cache, batch_size=batch, max_length=9, beam_size=2)[0][:, 0]
 
     assert run(fixed).shape == (3, 9)
+
+
+@pytest.mark.parametrize(
+    "cache",
+    [
+        {"previous": tf.zeros([2], tf.int32)},
+        {"per_hypothesis": {}},
+        (tf.zeros([2]),),
+    ],
+)
+def test_beam_cache_without_its_two_parts_is_refused(cache):
+    step, _ = markov(2)
+    with pytest.raises(ValueError, match="per_hypothesis.*per_sentence"):
+        beam_search(step, cache, batch_size=2, max_length=5)

@@ -29,16 +29,27 @@ def test_layer_contract():
     )
 
 
-def test_layer_contract_with_scores_and_value_dim():
+def test_layer_contract_with_value_dim():
     query, value = _inputs()
     run_layer_test(
         CachedMultiHeadAttention,
         dict(num_heads=2, key_dim=8, value_dim=3, output_dim=6),
         {"query": query, "value": value},
-        call_kwargs={"return_attention_scores": True},
-        expected_output_shape=((2, 5, 6), (2, 2, 5, 7)),
+        expected_output_shape=(2, 5, 6),
         expected_num_trainable_weights=weight_counts.ATTENTION,
     )
+
+
+def test_attention_scores_equal_numpy_probabilities():
+    query, value = _inputs()
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, dropout=0.5)
+    value_mask = np.array([[1] * 7, [1] * 4 + [0] * 3], bool)
+    scores = ops.convert_to_numpy(layer.attention_scores(query, value, value_mask=value_mask))
+    q = reference.dense(query, layer.query_dense).reshape(2, 5, 2, 8).transpose(0, 2, 1, 3)
+    k = reference.dense(value, layer.key_dense).reshape(2, 7, 2, 8).transpose(0, 2, 1, 3)
+    logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(8)
+    logits = np.where(value_mask[:, None, None, :], logits, -np.inf)
+    assert_close(scores, reference.softmax(logits), atol=1e-6)
 
 
 @pytest.mark.parametrize("k_len", [7, 1])
@@ -65,8 +76,8 @@ def test_fully_masked_rows_are_zero_not_nan():
     layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, bias_initializer="ones")
     mask = np.zeros((2, 5, 7), bool)
     mask[:, :2] = True
-    out, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
-    out = ops.convert_to_numpy(out)
+    out = ops.convert_to_numpy(layer(query, value, attention_mask=mask))
+    scores = layer.attention_scores(query, value, attention_mask=mask)
     assert np.all(np.isfinite(out))
     np.testing.assert_array_equal(out[:, 2:], 0.0)
     np.testing.assert_array_equal(ops.convert_to_numpy(scores)[:, :, 2:], 0.0)
@@ -86,7 +97,7 @@ def test_keras_masks_are_honoured():
     )
     assert_close(implicit, explicit, atol=0)
     # Pad keys get no attention weight.
-    _, scores = layer(embedded, embedded, return_attention_scores=True)
+    scores = layer.attention_scores(embedded, embedded, value_mask=ids != 0)
     np.testing.assert_array_equal(ops.convert_to_numpy(scores)[1, :, :, 2:], 0.0)
 
 
@@ -102,28 +113,65 @@ def test_cache_step_by_step_equals_full_causal_pass():
     x, _ = _inputs(q_len=6)
     layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, value_dim=4)
     full = ops.convert_to_numpy(layer(x, x, use_causal_mask=True))
-    cache = (np.zeros((2, 2, 9, 8), "float32"), np.zeros((2, 2, 9, 4), "float32"))
+    cache = layer.initial_cache(batch_size=2, length=9)
+    assert tuple(cache["value"].shape) == (2, 2, 9, 4)
     for t in range(6):
-        step, cache = layer(
-            x[:, t : t + 1],
-            x[:, t : t + 1],
-            use_causal_mask=True,
-            cache=cache,
-            cache_update_index=t,
-        )
+        step, cache = layer.call_with_cache(x[:, t : t + 1], cache, t)
         assert_close(step[:, 0], full[:, t], atol=1e-5)
-    keys, _ = layer.project_key_value(x)
-    assert_close(cache[0][:, :, :6], keys, atol=1e-6)
-    np.testing.assert_array_equal(ops.convert_to_numpy(cache[0])[:, :, 6:], 0.0)
+    keys = layer.project_memory(x)["key"]
+    assert_close(cache["key"][:, :, :6], keys, atol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(cache["key"])[:, :, 6:], 0.0)
 
 
-def test_static_cache_equals_cross_attention():
+def test_cache_written_several_positions_at_a_time():
+    x, _ = _inputs(q_len=6)
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8)
+    full = ops.convert_to_numpy(layer(x, x, use_causal_mask=True))
+    cache = layer.initial_cache(batch_size=2, length=9)
+    first, cache = layer.call_with_cache(x[:, :2], cache, 0)
+    rest, cache = layer.call_with_cache(x[:, 2:6], cache, 2)
+    assert_close(ops.concatenate([first, rest], 1), full, atol=1e-5)
+    assert_close(cache["value"][:, :, :6], layer.project_memory(x)["value"], atol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(cache["value"])[:, :, 6:], 0.0)
+
+
+def test_memory_equals_cross_attention():
     query, value = _inputs()
     layer = CachedMultiHeadAttention(num_heads=4, key_dim=4)
     value_mask = np.array([[1] * 7, [1] * 3 + [0] * 4], bool)
     direct = layer(query, value, value_mask=value_mask)
-    cached, _ = layer(query, None, value_mask=value_mask, cache=layer.project_key_value(value))
-    assert_close(cached, direct, atol=1e-6)
+    memory = layer.project_memory(value)
+    assert_close(layer.call_with_memory(query, memory, value_mask), direct, atol=1e-6)
+
+
+def test_memory_is_shared_by_the_rows_of_a_sentence():
+    query, value = _inputs(batch=2, q_len=3)
+    layer = CachedMultiHeadAttention(num_heads=4, key_dim=4)
+    value_mask = np.array([[1] * 7, [1] * 3 + [0] * 4], bool)
+    beams = np.concatenate([query, query[:, ::-1], query * 2], 0)[[0, 2, 4, 1, 3, 5]]
+    repeated = layer(beams, np.repeat(value, 3, 0), value_mask=np.repeat(value_mask, 3, 0))
+    grouped = layer.call_with_memory(beams, layer.project_memory(value), value_mask)
+    assert_close(grouped, repeated, atol=1e-5)
+    with pytest.raises(ValueError, match="multiple of the memory's 2 rows"):
+        layer.call_with_memory(beams[:5], layer.project_memory(value), value_mask)
+
+
+@pytest.mark.parametrize(
+    "method, cache, match",
+    [
+        ("call_with_cache", {"key": None}, "missing \\['value'\\]"),
+        ("call_with_cache", (None, None), "Received: cache with tuple"),
+        ("call_with_memory", {"value": None}, "`memory` must be a dict"),
+    ],
+)
+def test_cache_misuse_says_what_is_missing(method, cache, match):
+    query, _ = _inputs()
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8)
+    layer(query, query)
+    with pytest.raises(ValueError, match=match):
+        getattr(layer, method)(query, cache, 0)
+    with pytest.raises(ValueError, match="Received: index=None"):
+        layer.call_with_cache(query, layer.initial_cache(2, 9), None)
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
@@ -134,7 +182,8 @@ def test_mixed_precision_matches_float32(policy):
     mixed = CachedMultiHeadAttention(num_heads=4, key_dim=4, dtype=policy)
     mixed.build(query.shape, value.shape)
     mixed.set_weights(exact.get_weights())
-    out, scores = mixed(query, value, return_attention_scores=True)
+    out = mixed(query, value)
+    scores = mixed.attention_scores(query, value)
     assert out.dtype == mixed.compute_dtype
     # Probabilities were normalized in float32 before the cast.
     sums = ops.convert_to_numpy(ops.sum(ops.cast(scores, "float32"), -1))

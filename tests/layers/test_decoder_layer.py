@@ -47,10 +47,10 @@ def test_future_positions_are_invisible():
     assert not np.allclose(b[:, 3:], a[:, 3:])
 
 
-def test_needs_encoder_sequence_or_cache():
+def test_needs_encoder_sequence():
     layer = DecoderLayer(num_heads=4, d_ff=32)
     layer(TARGET, MEMORY)
-    with pytest.raises(ValueError, match="encoder_sequence"):
+    with pytest.raises(ValueError, match="call_with_cache.*Received: encoder_sequence=None"):
         layer(TARGET)
 
 
@@ -69,15 +69,65 @@ def test_decoder_stack_contract():
 def test_cached_steps_equal_full_pass(norm_first):
     decoder = Decoder(num_layers=2, num_heads=4, d_ff=32, norm_first=norm_first)
     full = ops.convert_to_numpy(decoder(TARGET, MEMORY, encoder_padding_mask=MEMORY_MASK))
-    self_cache = decoder.initial_self_attention_cache(2, 8)
-    cross_cache = decoder.cross_attention_cache(MEMORY)
+    cache = decoder.initial_cache(MEMORY, MEMORY_MASK, cache_length=8)
     for t in range(5):
-        step, self_cache = decoder(
-            TARGET[:, t : t + 1],
-            encoder_padding_mask=MEMORY_MASK,
-            self_attention_cache=self_cache,
-            cross_attention_cache=cross_cache,
-            cache_update_index=t,
-        )
+        step, cache = decoder.call_with_cache(TARGET[:, t : t + 1], cache, t)
         assert_close(step[:, 0], full[:, t], atol=1e-4)
-    assert tuple(self_cache[0][0].shape) == (2, 4, 8, 4)
+    assert tuple(cache["self_attention"][0]["key"].shape) == (2, 4, 8, 4)
+    # Two positions at once, into a fresh cache, give the same.
+    cache = decoder.initial_cache(MEMORY, MEMORY_MASK, cache_length=8)
+    _, cache = decoder.call_with_cache(TARGET[:, :3], cache, 0)
+    pair, _ = decoder.call_with_cache(TARGET[:, 3:5], cache, 3)
+    assert_close(pair, full[:, 3:5], atol=1e-4)
+
+
+def test_grouped_rows_share_the_encoder_cache():
+    """Three rows per sentence against one copy of each sentence's encoder
+    keys/values equal the same rows against a repeated copy."""
+    layer = DecoderLayer(num_heads=4, d_ff=32)
+    layer(TARGET, MEMORY)
+    rows = RNG.normal(size=(6, 1, 16)).astype("float32")
+    attention = layer.self_attention
+    shared = {
+        "self_attention": attention.initial_cache(6, 4),
+        "cross_attention": layer.cross_attention.project_memory(MEMORY),
+        "encoder_padding_mask": MEMORY_MASK,
+    }
+    repeated = {
+        "self_attention": attention.initial_cache(6, 4),
+        "cross_attention": layer.cross_attention.project_memory(np.repeat(MEMORY, 3, 0)),
+        "encoder_padding_mask": np.repeat(MEMORY_MASK, 3, 0),
+    }
+    grouped, _ = layer.call_with_cache(rows, shared, 0)
+    expected, _ = layer.call_with_cache(rows, repeated, 0)
+    assert_close(grouped, expected, atol=1e-5)
+
+
+def test_attention_scores_equal_the_sublayers_probabilities():
+    layer = DecoderLayer(num_heads=4, d_ff=32, norm_first=True)
+    scores = layer.attention_scores(TARGET, MEMORY, encoder_padding_mask=MEMORY_MASK)
+    self_scores = ops.convert_to_numpy(scores["self_attention"])
+    cross = ops.convert_to_numpy(scores["cross_attention"])
+    assert self_scores.shape == (2, 4, 5, 5) and cross.shape == (2, 4, 5, 7)
+    np.testing.assert_array_equal(np.triu(self_scores, 1), 0.0)  # causal
+    np.testing.assert_array_equal(cross[1, :, :, 3:], 0.0)  # hidden source positions
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+    # The first sub-layer sees the normalized input (pre-norm).
+    y = reference.layer_norm(TARGET, layer.self_attention_norm)
+    expected = layer.self_attention.attention_scores(y, y, use_causal_mask=True)
+    assert_close(self_scores, expected, atol=1e-6)
+
+
+def test_cache_misuse_says_what_is_missing():
+    decoder = Decoder(num_layers=2, num_heads=4, d_ff=32)
+    decoder(TARGET, MEMORY)
+    cache = decoder.initial_cache(MEMORY, MEMORY_MASK, cache_length=8)
+    with pytest.raises(ValueError, match="missing \\['encoder_padding_mask'\\]"):
+        without_mask = {k: v for k, v in cache.items() if k != "encoder_padding_mask"}
+        decoder.call_with_cache(TARGET[:, :1], without_mask, 0)
+    with pytest.raises(ValueError, match="one entry per layer"):
+        decoder.call_with_cache(
+            TARGET[:, :1], {**cache, "self_attention": cache["self_attention"][:1]}, 0
+        )
+    with pytest.raises(ValueError, match="Received: index=None"):
+        decoder.call_with_cache(TARGET[:, :1], cache, None)

@@ -104,6 +104,32 @@ def test_cached_decoding_equals_full_pass(position_encoding):
         assert_close(logits[:, 0], full[:, t], atol=1e-4)
 
 
+def test_beams_share_the_per_sentence_cache():
+    """Two rows per sentence (the per-hypothesis part repeated, the
+    per-sentence part not) give each sentence's full-pass logits."""
+    model = tiny(norm_first=True)
+    source, target = batch()
+    full = ops.convert_to_numpy(model((source, target)))
+    cache = model.init_cache(model.encode(source), source != 0, max_length=8)
+    assert set(cache) == {"per_hypothesis", "per_sentence"}
+    assert set(cache["per_sentence"]) == {"cross_attention", "encoder_padding_mask"}
+    cache["per_hypothesis"] = tf.nest.map_structure(
+        lambda t: tf.repeat(t, 2, axis=0), cache["per_hypothesis"]
+    )
+    for t in range(5):
+        logits, cache = model.decode_step(np.repeat(target[:, t : t + 1], 2, 0), cache, t)
+        assert_close(logits[0::2, 0], full[:, t], atol=1e-4)
+        assert_close(logits[1::2, 0], full[:, t], atol=1e-4)
+
+
+def test_decode_step_refuses_a_cache_without_its_parts():
+    model = tiny()
+    source, _ = batch()
+    cache = model.init_cache(model.encode(source), source != 0, max_length=8)
+    with pytest.raises(ValueError, match="missing \\['per_sentence'\\]"):
+        model.decode_step(source[:, :1], {"per_hypothesis": cache["per_hypothesis"]}, 0)
+
+
 def test_decode_step_traces_once_in_a_while_loop():
     model = tiny()
     source, target = batch()
