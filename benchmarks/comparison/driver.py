@@ -22,8 +22,8 @@ from comparison import peer_keras_hub
 from comparison import peer_torch
 from comparison.measure import peak_rss_mib
 from comparison.report import format_report
-from comparison.workload import BEAM
 from comparison.workload import CONFIGS
+from comparison.workload import DECODE_SHAPES
 from comparison.workload import TARGET_LEN
 from comparison.workload import TRAIN_BATCH
 from comparison.workload import special_ids
@@ -43,21 +43,23 @@ WORKERS = {
     "torch/train": peer_torch.worker_train,
     "ctranslate2/decode": peer_ctranslate2.worker_decode,
 }
-# (task, implementation, precision, worker, search) of every timed row.
+# (task, implementation, precision, worker) of every timed row.
 ROWS = [
-    ("train", "ours", "fp32", "ours/train", None),
-    ("train", "ours", "bf16", "ours/train", None),
-    ("greedy", "ours", "fp32", "ours/decode", "greedy"),
-    ("beam4", "ours", "fp32", "ours/decode", "beam4"),
-    ("train", "keras_hub", "fp32", "keras_hub/train", None),
-    ("train", "keras_hub", "bf16", "keras_hub/train", None),
-    ("greedy", "keras_hub", "fp32", "keras_hub/decode", "greedy"),
-    ("train", "torch", "fp32", "torch/train", None),
-    ("train", "torch", "bf16", "torch/train", None),
-    ("greedy", "ctranslate2", "fp32", "ctranslate2/decode", "greedy"),
-    ("greedy", "ctranslate2", "int8", "ctranslate2/decode", "greedy"),
-    ("beam4", "ctranslate2", "fp32", "ctranslate2/decode", "beam4"),
-    ("beam4", "ctranslate2", "int8", "ctranslate2/decode", "beam4"),
+    ("train", "ours", "fp32", "ours/train"),
+    ("train", "ours", "bf16", "ours/train"),
+    ("greedy", "ours", "fp32", "ours/decode"),
+    ("beam4", "ours", "fp32", "ours/decode"),
+    ("beam4_single", "ours", "fp32", "ours/decode"),
+    ("train", "keras_hub", "fp32", "keras_hub/train"),
+    ("train", "keras_hub", "bf16", "keras_hub/train"),
+    ("greedy", "keras_hub", "fp32", "keras_hub/decode"),
+    ("train", "torch", "fp32", "torch/train"),
+    ("train", "torch", "bf16", "torch/train"),
+    ("greedy", "ctranslate2", "fp32", "ctranslate2/decode"),
+    ("greedy", "ctranslate2", "int8", "ctranslate2/decode"),
+    ("beam4", "ctranslate2", "fp32", "ctranslate2/decode"),
+    ("beam4", "ctranslate2", "int8", "ctranslate2/decode"),
+    ("beam4_single", "ctranslate2", "fp32", "ctranslate2/decode"),
 ]
 
 
@@ -120,8 +122,11 @@ def plan(args):
     the implementations in `args.only`, in the order they run."""
     base = dict(cfg=CONFIGS[args.config], warmup=args.warmup, steps=args.steps, ids=special_ids())
     return [
-        ((task, impl, precision), dict(base, worker=worker, precision=precision, search=search))
-        for task, impl, precision, worker, search in ROWS
+        (
+            (task, impl, precision),
+            dict(base, worker=worker, precision=precision, decode=DECODE_SHAPES.get(task)),
+        )
+        for task, impl, precision, worker in ROWS
         if impl in args.only and task in args.tasks
     ]
 
@@ -137,7 +142,7 @@ def _measure_row(cfg, label, spec, timeout):
     if task == "train":
         tokens, work = TRAIN_BATCH * TARGET_LEN, flops.train_flops(cfg)
     else:
-        tokens, work = result["tokens"], flops.decode_flops(cfg, BEAM if task == "beam4" else 1)
+        tokens, work = result["tokens"], flops.decode_flops(cfg, spec["decode"])
     row.update(median_s=median, tokens_per_s=tokens / median, gflops=work / median / 1e9)
     print(
         f"{task:6} {impl:12} {precision}: {row['tokens_per_s']:10,.0f} tokens/s "
@@ -156,7 +161,7 @@ def _parser(description):
     parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement (>= 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--only", nargs="+", default=implementations, choices=implementations)
-    tasks = ("train", "greedy", "beam4")
+    tasks = ("train", "greedy", "beam4", "beam4_single")
     parser.add_argument("--tasks", nargs="+", default=list(tasks), choices=tasks)
     parser.add_argument("--memory_calls", type=int, default=1000, help="0: no memory check")
     parser.add_argument("--copy_steps", type=int, default=200, help="0: no bf16 copy-task check")

@@ -9,9 +9,6 @@ TensorFlow or, where installed, PyTorch.
 
 from comparison.measure import quiet_tensorflow
 from comparison.measure import time_calls
-from comparison.workload import DECODE_BATCH
-from comparison.workload import DECODE_SOURCE_LEN
-from comparison.workload import DECODE_STEPS
 from comparison.workload import SOURCE_LEN
 from comparison.workload import TARGET_LEN
 from comparison.workload import TRAIN_BATCH
@@ -34,12 +31,13 @@ def train_flops(cfg):
     return dense + attention
 
 
-def decode_flops(cfg, beam):
-    """FLOPs of decoding the whole batch with `beam` rows per sentence."""
+def decode_flops(cfg, shape):
+    """FLOPs of decoding `shape` (one of `workload.DECODE_SHAPES`): its
+    sentences, with `beam` rows each."""
     encoder, decoder, logits = matmul_weights(cfg)
     d, n = cfg["d_model"], cfg["layers"]
-    b, s, steps = DECODE_BATCH, DECODE_SOURCE_LEN, DECODE_STEPS
-    rows = b * beam
+    b, s, steps = shape["batch"], shape["source_len"], shape["steps"]
+    rows = b * shape["beam"]
     cross_kv = n * 2 * d * d  # projected once per source
     flops = 2 * b * s * (encoder + cross_kv)
     flops += 2 * rows * steps * (decoder - cross_kv + logits)

@@ -60,7 +60,7 @@ def worker_train(spec):
     return {"times": times, "loss": losses[-1]}
 
 
-def _searcher(model, search, steps, ids, jit):
+def _searcher(model, beam, steps, ids, jit):
     """A `tf.function` from sources to exactly `steps` generated tokens."""
     import tensorflow as tf
 
@@ -78,25 +78,27 @@ def _searcher(model, search, steps, ids, jit):
         batch = tf.shape(source)[0]
         mask = tf.not_equal(source, ids["pad"])
         cache = model.init_cache(model.encode(source), mask, max_length=steps)
-        if search == "greedy":
+        if beam == 1:
             output, _ = greedy_search(step, cache, batch, steps)
         else:
-            output, _ = beam_search(step, cache, batch, steps, beam_size=BEAM)
+            output, _ = beam_search(step, cache, batch, steps, beam_size=beam)
         return output
 
     return run
 
 
 def worker_decode(spec):
-    """Greedy or beam-4 decoding under XLA, `DECODE_STEPS` tokens each."""
+    """Greedy or beam decoding under XLA of `spec["decode"]` (a
+    `DECODE_SHAPES` entry), exactly its `steps` tokens each."""
     quiet_tensorflow()
     import numpy as np
     import tensorflow as tf
 
     cfg, ids = spec["cfg"], spec["ids"]
     model = _model(cfg, spec["precision"], dropout=0.0)
-    run = _searcher(model, spec["search"], DECODE_STEPS, ids, jit=True)
-    source = tf.constant(decode_sources(cfg, ids))
+    shape = spec["decode"]
+    run = _searcher(model, shape["beam"], shape["steps"], ids, jit=True)
+    source = tf.constant(decode_sources(cfg, ids, (shape["batch"], shape["source_len"])))
     shapes = []
     step = lambda: shapes.append(run(source).numpy().shape)  # noqa: E731
     times = time_calls(step, spec["warmup"], spec["steps"])
@@ -113,7 +115,7 @@ def worker_memory(spec):
 
     cfg, calls, ids = spec["cfg"], spec["calls"], spec["ids"]
     model = _model(cfg, "fp32", dropout=0.0)
-    runs = [_searcher(model, search, 8, ids, jit=True) for search in ("greedy", "beam4")]
+    runs = [_searcher(model, beam, 8, ids, jit=True) for beam in (1, BEAM)]
     rng = np.random.default_rng(0)
     rss = {}
     start = time.perf_counter()

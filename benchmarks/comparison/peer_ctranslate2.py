@@ -5,9 +5,6 @@ import os
 import tempfile
 
 from comparison.measure import time_calls
-from comparison.workload import BEAM
-from comparison.workload import DECODE_BATCH
-from comparison.workload import DECODE_STEPS
 from comparison.workload import decode_sources
 
 
@@ -70,11 +67,12 @@ def _model(cfg, ids, directory):
 
 
 def worker_decode(spec):
-    """Greedy or beam-4 decoding of exactly `DECODE_STEPS` tokens, float32 or int8."""
+    """Greedy or beam decoding of `spec["decode"]` (a `DECODE_SHAPES`
+    entry), exactly its `steps` tokens each, float32 or int8."""
     import ctranslate2
 
     cfg = spec["cfg"]
-    beam = BEAM if spec["search"] == "beam4" else 1
+    shape = spec["decode"]
     with tempfile.TemporaryDirectory() as directory:
         tokens = _model(cfg, spec["ids"], directory)
         translator = ctranslate2.Translator(
@@ -84,16 +82,17 @@ def worker_decode(spec):
             inter_threads=1,
             intra_threads=os.cpu_count(),
         )
-        batch = [[tokens[i] for i in row] for row in decode_sources(cfg, spec["ids"])]
+        sources = decode_sources(cfg, spec["ids"], (shape["batch"], shape["source_len"]))
+        batch = [[tokens[i] for i in row] for row in sources]
         results = []
 
         def step():
             results[:] = translator.translate_batch(
                 batch,
-                beam_size=beam,
-                max_batch_size=DECODE_BATCH,
-                min_decoding_length=DECODE_STEPS,
-                max_decoding_length=DECODE_STEPS,
+                beam_size=shape["beam"],
+                max_batch_size=shape["batch"],
+                min_decoding_length=shape["steps"],
+                max_decoding_length=shape["steps"],
             )
 
         times = time_calls(step, spec["warmup"], spec["steps"])

@@ -14,6 +14,7 @@ TARGETS = {
         ("ctranslate2", "int8", None),
     ],
     ("beam4", "fp32"): [("ctranslate2", "fp32", 1.0), ("ctranslate2", "int8", None)],
+    ("beam4_single", "fp32"): [("ctranslate2", "fp32", 1.0)],
 }
 
 
@@ -45,14 +46,15 @@ def format_report(report):
     )
     lines += [
         "",
-        "| task | implementation | precision | tokens/s | % ceiling | peak MiB | ours / this |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| task | implementation | precision | tokens/s | median ms | % ceiling | peak MiB "
+        "| ours / this |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     rows = {(r["task"], r["impl"], r["precision"]): r for r in report["rows"]}
     for (task, impl, precision), row in rows.items():
         if "tokens_per_s" not in row:
             lines.append(
-                f"| {task} | {impl} | {precision} | failed: {row.get('error', '')[:120]} | | | |"
+                f"| {task} | {impl} | {precision} | failed: {row.get('error', '')[:120]} | | | | |"
             )
             continue
         ceiling = _ceiling(report, "bf16" if precision == "bf16" else "fp32")
@@ -65,9 +67,10 @@ def format_report(report):
                 if (peer, peer_precision) == (impl, precision) and target:
                     ok = ours["tokens_per_s"] / row["tokens_per_s"] >= target
                     ratio += f" (target {target}x: {'met' if ok else 'missed'})"
+        median = f"{1000 * row['median_s']:,.1f}" if "median_s" in row else ""
         lines.append(
-            f"| {task} | {impl} | {precision} | {row['tokens_per_s']:,.0f} | {percent} | "
-            f"{row['peak_rss_mib']:,.0f} | {ratio} |"
+            f"| {task} | {impl} | {precision} | {row['tokens_per_s']:,.0f} | {median} | "
+            f"{percent} | {row['peak_rss_mib']:,.0f} | {ratio} |"
         )
     copy = report.get("bf16_copy_task")
     if copy and all("final_loss" in copy[p] for p in ("fp32", "bf16")):

@@ -8,7 +8,10 @@ the target and the output projection, in three sizes (`CONFIGS`).
   source and `TARGET_LEN` target tokens, Adam, label smoothing 0.1.
 * Decoding: `DECODE_BATCH` sentences of `DECODE_SOURCE_LEN` tokens,
   exactly `DECODE_STEPS` steps each (EOS is forbidden before the last
-  step), greedy and beam `BEAM`.
+  step), greedy and beam `BEAM`; and one sentence of `SINGLE_LENGTH`
+  tokens decoded to exactly `SINGLE_LENGTH` tokens with beam `BEAM` (the
+  latency a server sees for one request). `DECODE_SHAPES` has each task's
+  shape.
 
 Token ids come from `spec["ids"]` (see `special_ids`), so that the peers'
 workers need not import keras_transformer.
@@ -22,6 +25,13 @@ CONFIGS = {
 TRAIN_BATCH, SOURCE_LEN, TARGET_LEN = 128, 32, 32
 DECODE_BATCH, DECODE_SOURCE_LEN, DECODE_STEPS = 64, 32, 40
 BEAM = 4
+SINGLE_LENGTH = 20
+# Per decoding task: sentences, source tokens, generated tokens, beam.
+DECODE_SHAPES = {
+    "greedy": dict(batch=DECODE_BATCH, source_len=DECODE_SOURCE_LEN, steps=DECODE_STEPS, beam=1),
+    "beam4": dict(batch=DECODE_BATCH, source_len=DECODE_SOURCE_LEN, steps=DECODE_STEPS, beam=BEAM),
+    "beam4_single": dict(batch=1, source_len=SINGLE_LENGTH, steps=SINGLE_LENGTH, beam=BEAM),
+}
 DROPOUT, LABEL_SMOOTHING = 0.1, 0.1
 # Logit that forbids a token (finite, so that sums stay finite).
 FORBIDDEN = -1.0e9
@@ -49,12 +59,11 @@ def train_batch(cfg, ids, seed=0):
     return source, target[:, :-1], target[:, 1:]
 
 
-def decode_sources(cfg, ids, seed=1):
-    """`(DECODE_BATCH, DECODE_SOURCE_LEN)` random ordinary tokens."""
+def decode_sources(cfg, ids, shape=(DECODE_BATCH, DECODE_SOURCE_LEN), seed=1):
+    """`shape` random ordinary tokens (default `(DECODE_BATCH, DECODE_SOURCE_LEN)`)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    shape = (DECODE_BATCH, DECODE_SOURCE_LEN)
     return rng.integers(ids["first"], cfg["vocab"], shape, dtype=np.int32)
 
 
