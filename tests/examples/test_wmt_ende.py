@@ -237,3 +237,14 @@ def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
     script.evaluation_stage(config, Translator(), data)
     lines = (tmp_path / "hypotheses.test.txt").read_text().split("\n")
     assert lines == ["ein Hund", "zwei Hunde", "drei", ""]
+
+
+def test_an_early_evaluation_cannot_take_the_whole_budget(tmp_path):
+    """A pessimistic estimate of the stages after training (an early,
+    run-on evaluation) reserves at most MAX_RESERVE_FRACTION of the time
+    left, so training keeps the rest."""
+    module = load_example("wmt_ende")
+    left = 500.0
+    most = module.MAX_RESERVE_FRACTION * left
+    assert module.capped_reserve(900.0, most) == pytest.approx(0.4 * left)
+    assert module.capped_reserve(60.0, most) == 60.0
