@@ -118,13 +118,6 @@ class TransformerLayerBase(keras.layers.Layer):
         if not self.built:
             self.build(*(tuple(x.shape) for x in inputs))
 
-    def _require_built(self, method):
-        if not self.built:
-            raise ValueError(
-                f"Layer {self.name} has no weights yet: call it once or `build` it before "
-                f"`{method}`. Received: an unbuilt layer"
-            )
-
     # Sub-layer factories, used by the subclasses' `build`.
 
     def _head_dims(self, d_model):

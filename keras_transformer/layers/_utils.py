@@ -31,6 +31,16 @@ def sublayer_seed(seed, name):
     return (seed * 1_000_003 + zlib.crc32(name.encode("utf-8"))) % 2**31
 
 
+def require_built(layer, method):
+    """Raises a `ValueError` if `layer` has no weights yet: `method`, unlike
+    `call`, cannot build it from its inputs."""
+    if not layer.built:
+        raise ValueError(
+            f"Layer {layer.name} has no weights yet: call it once or `build` it before "
+            f"`{method}`. Received: an unbuilt layer"
+        )
+
+
 def check_cache_keys(cache, argument, keys):
     """Raises a `ValueError` naming `argument` unless `cache` is a dict
     with every one of `keys` (a decoding cache passed in the wrong shape)."""

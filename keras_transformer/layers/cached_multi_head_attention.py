@@ -8,6 +8,7 @@ from keras import ops
 from keras_transformer import _validation
 from keras_transformer.layers._utils import check_cache_keys
 from keras_transformer.layers._utils import clone_initializer
+from keras_transformer.layers._utils import require_built
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks
@@ -201,11 +202,7 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         `{"key": (batch, num_heads, key_len, key_dim), "value": (batch,
         num_heads, key_len, value_dim)}`, the memory `call_with_memory`
         attends to (for a decoder: the encoder output, projected once)."""
-        if not self.built:
-            raise ValueError(
-                f"Layer {self.name} has no weights yet: call it once or `build` it before "
-                "`project_memory`. Received: an unbuilt layer"
-            )
+        require_built(self, "project_memory")
         key = value if key is None else key
         return {
             "key": self._split_heads(self.key_dense(key), self.key_dim),

@@ -6,6 +6,7 @@ from keras import ops
 from keras_transformer.layers._base import LayerStackBase
 from keras_transformer.layers._base import document_layer_arguments
 from keras_transformer.layers._utils import check_cache_keys
+from keras_transformer.layers._utils import require_built
 from keras_transformer.layers.decoder_layer import CACHE_KEYS
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.decoder_layer import _check_encoder_sequence
@@ -84,7 +85,7 @@ class Decoder(LayerStackBase):
         """The cache of `call_with_cache` before the first step: empty
         self-attention caches for `cache_length` positions and `batch_size`
         rows (default the encoder batch), and the encoder keys/values."""
-        self._require_built("initial_cache")
+        require_built(self, "initial_cache")
         if batch_size is None:
             batch_size = ops.shape(encoder_sequence)[0]
         return {
@@ -106,7 +107,7 @@ class Decoder(LayerStackBase):
             `(outputs, cache)`: `(batch, steps, d_model)` and the cache with
             these positions written.
         """
-        self._require_built("call_with_cache")
+        require_built(self, "call_with_cache")
         check_cache_keys(cache, "cache", CACHE_KEYS)
         for entry in ("self_attention", "cross_attention"):
             if len(cache[entry]) != len(self.stack):

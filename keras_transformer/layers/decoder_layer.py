@@ -6,6 +6,7 @@ import keras
 from keras_transformer.layers._base import TransformerLayerBase
 from keras_transformer.layers._base import document_layer_arguments
 from keras_transformer.layers._utils import check_cache_keys
+from keras_transformer.layers._utils import require_built
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -99,7 +100,7 @@ class DecoderLayer(TransformerLayerBase):
             `(outputs, cache)`: `(batch, steps, d_model)` and the cache with
             these positions' self-attention keys and values written.
         """
-        self._require_built("call_with_cache")
+        require_built(self, "call_with_cache")
         check_cache_keys(cache, "cache", CACHE_KEYS)
         x = decoder_sequence
         y = self._sublayer_input(x, self.self_attention_norm)
