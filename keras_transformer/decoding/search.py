@@ -29,6 +29,7 @@ sentence may also have its own, smaller limit (`length_limits`, e.g. its
 source length + 50); when it is reached, only EOS may follow.
 """
 
+import math
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -39,6 +40,7 @@ from keras_transformer.special_ids import PAD_ID
 
 # Stands for log(0): finite, so that sums and differences never give NaN.
 NEG_INF = -1.0e9
+_INF = float("inf")
 
 
 def length_penalty(length, alpha):
@@ -54,15 +56,69 @@ def _limits(batch_size, max_length, length_limits):
     return tf.minimum(tf.cast(length_limits, tf.int32), max_length)
 
 
-def _only_eos_at_limit(log_probs, step, limits, eos_id):
-    """Where a sentence reaches its limit at this step, allow only EOS.
+def _log_normalizer(logits):
+    """`log Σ_v exp(logits[..., v])`, so that the log-probabilities are
+    `logits - normalizer[..., None]`, without writing them out: one pass
+    for the maximum and one for the sum."""
+    top = tf.reduce_max(logits, axis=-1, keepdims=True)
+    return top[..., 0] + tf.math.log(tf.reduce_sum(tf.exp(logits - top), axis=-1))
 
-    `log_probs` is `(batch, ..., vocab)`; `limits` is `(batch,)`.
+
+def _chunk_size(vocab):
+    """A chunk size for `_best_extensions`: the divisor of `vocab` nearest to
+    √vocab, if one lies within a factor 2 of it; otherwise √vocab rounded
+    up (the last chunk is then padded)."""
+    root = math.sqrt(vocab)
+    divisors = [d for d in range(max(1, int(root / 2)), int(2 * root) + 1) if vocab % d == 0]
+    return min(divisors, key=lambda d: abs(d - root)) if divisors else math.ceil(root)
+
+
+def _best_extensions(logits, offsets, count):
+    """The `count` largest `offsets[b, i] + logits[b, i, v]` of each sentence
+    `b` over its beams `i` and tokens `v`, exactly as `tf.math.top_k` over the
+    flattened `(batch, beams * vocab)` candidates gives them (ties to the
+    lower flat index): `(values, flat_indices)`, each `(batch, count)`.
+
+    A full top-k over `beams * vocab` candidates per sentence dominated a
+    beam search step. Here the vocabulary is cut into chunks: a chunk that
+    holds one of the `count` best candidates has one of the `count` largest
+    chunk maxima (ties to the lower chunk), because at most `count - 1`
+    chunks can beat it. So one pass takes the chunk maxima, and the top-k
+    runs over them and then over the `count` chosen chunks, gathered in
+    flat order so that ties resolve as before.
+    """
+    batch, beams, vocab = tf.shape(logits)[0], logits.shape[1], logits.shape[2]
+    size = _chunk_size(vocab) if vocab is not None else None
+    if size is None or beams * (-(-vocab // size)) < count:
+        candidates = tf.reshape(offsets[:, :, None] + logits, [batch, -1])
+        return tf.math.top_k(candidates, count)
+    chunks = -(-vocab // size)
+    if chunks * size != vocab:  # never chosen, whatever its offset
+        logits = tf.pad(logits, [[0, 0], [0, 0], [0, chunks * size - vocab]], constant_values=-_INF)
+    logits = tf.reshape(logits, [batch, beams * chunks, size])  # chunk c = beam * chunks + m
+    chunk_offsets = tf.repeat(offsets, chunks, axis=1)  # (batch, beams * chunks)
+    _, chosen = tf.math.top_k(tf.reduce_max(logits, axis=-1) + chunk_offsets, count)
+    chosen = tf.sort(chosen, axis=-1)  # flat order
+    values = (
+        tf.gather(logits, chosen, batch_dims=1)
+        + tf.gather(chunk_offsets, chosen, batch_dims=1)[:, :, None]
+    )  # (batch, count, size)
+    top_values, position = tf.math.top_k(tf.reshape(values, [batch, count * size]), count)
+    chunk = tf.gather(chosen, position // size, batch_dims=1)
+    token = (chunk % chunks) * size + position % size
+    return top_values, (chunk // chunks) * vocab + token
+
+
+def _only_eos_at_limit(logits, step, limits, eos_id):
+    """Where a sentence reaches its limit at this step, allow only EOS: every
+    other token's logit becomes `NEG_INF`.
+
+    `logits` is `(batch, ..., vocab)`; `limits` is `(batch,)`.
     """
     at_limit = tf.equal(step + 1, limits)  # this token is the last allowed
-    at_limit = tf.reshape(at_limit, [-1] + [1] * (log_probs.shape.rank - 1))
-    is_eos = tf.equal(tf.range(tf.shape(log_probs)[-1]), eos_id)
-    return tf.where(tf.logical_and(at_limit, tf.logical_not(is_eos)), NEG_INF, log_probs)
+    at_limit = tf.reshape(at_limit, [-1] + [1] * (logits.shape.rank - 1))
+    is_eos = tf.equal(tf.range(tf.shape(logits)[-1]), eos_id)
+    return tf.where(tf.logical_and(at_limit, tf.logical_not(is_eos)), NEG_INF, logits)
 
 
 def greedy_search(
@@ -110,10 +166,11 @@ def greedy_search(
         # under XLA.
         tokens = tf.gather(sequences, step, axis=1)[:, None]  # (batch, 1)
         logits, cache = tokens_to_logits(tokens, cache, step)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = _only_eos_at_limit(log_probs, step, limits, eos_id)
-        next_token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-        next_score = tf.reduce_max(log_probs, axis=-1)
+        logits = tf.cast(logits, tf.float32)
+        normalizer = _log_normalizer(logits)
+        logits = _only_eos_at_limit(logits, step, limits, eos_id)
+        next_token = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        next_score = tf.reduce_max(logits, axis=-1) - normalizer  # its log-probability
         next_token = tf.where(finished, pad_id, next_token)
         scores = scores + tf.where(finished, 0.0, next_score)
         column = tf.equal(tf.range(tf.shape(sequences)[1]), step + 1)
@@ -269,14 +326,18 @@ def beam_search(
         step = state.step
         tokens = tf.reshape(tf.gather(state.alive_ids, step, axis=2), [-1, 1])  # (batch * k, 1)
         logits, cache = tokens_to_logits(tokens, state.cache, step)
-        vocab = tf.shape(logits)[-1]
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
-        log_probs = _only_eos_at_limit(log_probs, step, limits, eos_id)
-        candidates = tf.reshape(state.alive_log_probs[:, :, None] + log_probs, [batch_size, -1])
+        logits = tf.cast(logits, tf.float32)
+        vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
+        normalizer = tf.reshape(_log_normalizer(logits), [batch_size, k])
+        logits = tf.reshape(logits, [batch_size, k, vocab])
+        logits = _only_eos_at_limit(logits, step, limits, eos_id)
 
-        # 2k candidates: enough for k live ones even if k of them end here.
-        top_log_probs, top_indices = tf.math.top_k(candidates, 2 * k)  # (batch, 2k)
+        # The candidates: each live hypothesis extended by each token, with
+        # log-probability alive + logits - normalizer. 2k of them: enough
+        # for k live ones even if k of them end here.
+        top_log_probs, top_indices = _best_extensions(
+            logits, state.alive_log_probs - normalizer, 2 * k
+        )  # (batch, 2k)
         top_beams, top_tokens = top_indices // vocab, top_indices % vocab
         column = tf.equal(tf.range(width), step + 1)[None, None, :]
         top_ids = tf.where(

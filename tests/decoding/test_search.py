@@ -216,3 +216,24 @@ def test_beam_cache_without_its_two_parts_is_refused(cache):
     step, _ = markov(2)
     with pytest.raises(ValueError, match="per_hypothesis.*per_sentence"):
         beam_search(step, cache, batch_size=2, max_length=5)
+
+
+@pytest.mark.parametrize("vocab", [97, 120, 12, 5])
+def test_best_extensions_equal_a_full_top_k(vocab):
+    """The chunked search for the best (beam, token) extensions gives what
+    `top_k` over every flattened candidate gives, ties and their order
+    included: integer logits tie often; 97 is prime (a padded last chunk),
+    120 splits evenly, 12 and 5 have few chunks (5: fewer than asked for)."""
+    from keras_transformer.decoding.search import _best_extensions
+
+    rng = np.random.default_rng(vocab)
+    batch, beams, count = 5, 4, 8
+    logits = rng.integers(-3, 4, (batch, beams, vocab)).astype("float32")
+    offsets = rng.integers(-2, 1, (batch, beams)).astype("float32")
+    offsets[0, 1:] = -1e9  # empty beams, as at the first step
+    values, indices = _best_extensions(tf.constant(logits), tf.constant(offsets), count)
+    flat = (offsets[:, :, None] + logits).reshape(batch, -1)
+    # NumPy reference: a stable sort on -value keeps ties in index order.
+    expected = np.argsort(-flat, axis=-1, kind="stable")[:, :count]
+    np.testing.assert_array_equal(indices.numpy(), expected)
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(flat, expected, -1))
