@@ -40,7 +40,6 @@ from keras_transformer.special_ids import PAD_ID
 
 # Stands for log(0): finite, so that sums and differences never give NaN.
 NEG_INF = -1.0e9
-_INF = float("inf")
 
 
 def length_penalty(length, alpha):
@@ -88,13 +87,15 @@ def _best_extensions(logits, offsets, count):
     flat order so that ties resolve as before.
     """
     batch, beams, vocab = tf.shape(logits)[0], logits.shape[1], logits.shape[2]
-    size = _chunk_size(vocab) if vocab is not None else None
-    if size is None or beams * (-(-vocab // size)) < count:
+    if vocab is not None:
+        size = _chunk_size(vocab)
+        chunks = -(-vocab // size)
+    if vocab is None or beams * chunks < count:
         candidates = tf.reshape(offsets[:, :, None] + logits, [batch, -1])
         return tf.math.top_k(candidates, count)
-    chunks = -(-vocab // size)
-    if chunks * size != vocab:  # never chosen, whatever its offset
-        logits = tf.pad(logits, [[0, 0], [0, 0], [0, chunks * size - vocab]], constant_values=-_INF)
+    if chunks * size != vocab:  # padding: never chosen, whatever its offset
+        padding = [[0, 0], [0, 0], [0, chunks * size - vocab]]
+        logits = tf.pad(logits, padding, constant_values=-math.inf)
     logits = tf.reshape(logits, [batch, beams * chunks, size])  # chunk c = beam * chunks + m
     chunk_offsets = tf.repeat(offsets, chunks, axis=1)  # (batch, beams * chunks)
     _, chosen = tf.math.top_k(tf.reduce_max(logits, axis=-1) + chunk_offsets, count)
