@@ -142,6 +142,19 @@ class SentencePieceTokenizer(tf.Module):
         """The id of one piece (Python, for inspection)."""
         return self._processor.piece_to_id(piece)
 
+    def id_to_string(self, ids):
+        """The pieces of int32 `ids` (any shape, in the graph), as strings
+        of the same shape; ids outside the vocabulary give `"<unk>"`'s piece.
+
+        Example:
+
+        >>> tokenizer.id_to_string(tokenizer.tokenize(["A dog."]).to_tensor())
+        """
+        ids = tf.convert_to_tensor(ids, tf.int32)
+        ids = tf.where((ids >= 0) & (ids < self.vocab_size), ids, self.unk_id)
+        pieces = self._run(_ops.sentencepiece_id_to_string_op, tf.reshape(ids, [-1]))
+        return tf.reshape(pieces, tf.shape(ids))
+
     def tokenize(self, text):
         """Strings `(batch,)` to ragged int32 ids `(batch, None)`; a scalar
         string gives a 1-D tensor."""

@@ -71,6 +71,17 @@ def test_runs_in_a_graph(tokenizer):
     assert round_trip(tf.constant(["Two dogs."])).numpy() == [b"Two dogs."]
 
 
+def test_id_to_string_gives_sentencepieces_own_pieces(tokenizer):
+    processor = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.proto)
+    ids = np.arange(tokenizer.vocab_size, dtype=np.int32).reshape(-1, 4)[:, ::-1]
+    expected = [[processor.id_to_piece(int(i)).encode() for i in row] for row in ids]
+    graph = tf.function(tokenizer.id_to_string, input_signature=[tf.TensorSpec(None, tf.int32)])
+    for run in (tokenizer.id_to_string, graph):
+        assert run(ids).numpy().tolist() == expected
+    unknown = processor.id_to_piece(tokenizer.unk_id).encode()
+    assert tokenizer.id_to_string([-1, tokenizer.vocab_size]).numpy().tolist() == [unknown] * 2
+
+
 def test_files_and_formats(tmp_path, tokenizer):
     (tmp_path / "train.en").write_text("\n".join(ENGLISH * 10) + "\n")
     with gzip.open(tmp_path / "train.de.gz", "wt") as f:
