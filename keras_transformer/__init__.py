@@ -27,6 +27,7 @@ from keras_transformer.training import MaskedAccuracy
 from keras_transformer.training import Perplexity
 from keras_transformer.training import TokenCount
 from keras_transformer.training import TransformerSchedule
+from keras_transformer.translator import TargetScore
 from keras_transformer.translator import Translator
 
 __version__ = "0.1.0"
@@ -50,6 +51,7 @@ __all__ = [
     "Perplexity",
     "TokenCount",
     "Translator",
+    "TargetScore",
     "decoding",
     "export",
     "layers",

@@ -1,5 +1,6 @@
 """`Translator`: text in, text out, tokenization and search in the graph."""
 
+import dataclasses
 import sys
 import time
 
@@ -13,6 +14,30 @@ from keras_transformer.decoding import length_penalty
 from keras_transformer.decoding.search import NEG_INF
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
+SOURCE = tf.TensorSpec([None], tf.string, name="source")
+TARGET = tf.TensorSpec([None], tf.string, name="target")
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetScore:
+    """How likely the model finds one given target for its source
+    (`Translator.score`).
+
+    Attributes:
+        log_prob: the sum of the log-probabilities of the target's tokens,
+            EOS included.
+        score: `log_prob / ((5 + len(tokens)) / 6) ** alpha`, the
+            length-penalized score the searches rank by and
+            `translate_with_scores` reports.
+        tokens: the target's SentencePiece pieces, ending with EOS's.
+        token_scores: the log-probability of each piece given the source
+            and the pieces before it.
+    """
+
+    log_prob: float
+    score: float
+    tokens: list
+    token_scores: list
 
 
 class Translator(tf.Module):
@@ -80,6 +105,7 @@ class Translator(tf.Module):
         self.max_input_length = max_input_length or model.max_length
         self.jit_compile = jit_compile
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
+        self._score = tf.function(self._token_log_probs, jit_compile=jit_compile)
 
     def without_xla(self):
         """This translator with its search as a plain graph (`jit_compile`
@@ -107,7 +133,16 @@ class Translator(tf.Module):
     def encode_text(self, text):
         """Strings `(batch,)` to padded source ids `(batch, length)`, each
         truncated to `max_input_length` tokens and ending with EOS."""
-        ids = self.tokenizer.tokenize(text)[:, : self.max_input_length - 1]
+        return self._ids_ending_with_eos(text, self.max_input_length)
+
+    def encode_target(self, text):
+        """Target strings `(batch,)` to padded ids `(batch, length)`, each
+        truncated to the model's `max_length` tokens and ending with EOS,
+        as a search would output them."""
+        return self._ids_ending_with_eos(text, self.model.max_length)
+
+    def _ids_ending_with_eos(self, text, max_tokens):
+        ids = self.tokenizer.tokenize(text)[:, : max_tokens - 1]
         eos = tf.fill([ids.nrows(), 1], tf.constant(self.eos_id, ids.dtype))
         return tf.concat([ids, eos], axis=1).to_tensor(self.pad_id)
 
@@ -144,8 +179,18 @@ class Translator(tf.Module):
             **special,
         )
 
+    def _token_log_probs(self, source, target):
+        """The log-probability `(batch, target_len)` of each token of
+        `target` (ids ending with EOS, padded) given `source` and the
+        tokens before it: one teacher-forced forward pass; 0 at padding."""
+        bos = tf.fill([tf.shape(target)[0], 1], self.bos_id)
+        logits = self.model((source, tf.concat([bos, target[:, :-1]], 1)), training=False)
+        log_probs = tf.nn.log_softmax(self._tokenizer_ids_only(logits))
+        chosen = tf.gather(log_probs, target, batch_dims=2)
+        return tf.where(tf.not_equal(target, self.pad_id), chosen, 0.0)
+
     def _tokenizer_ids_only(self, logits):
-        """`logits` `(n, model vocabulary)` with the ids the tokenizer lacks
+        """`logits` `(..., model vocabulary)` with the ids the tokenizer lacks
         forbidden, so that no output fails to detokenize."""
         vocab = tf.shape(logits)[-1]
         if self.output_vocab_size == self.model.target_vocab_size:
@@ -175,6 +220,37 @@ class Translator(tf.Module):
         texts = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(scores))
         return {"translations": texts, "scores": scores}
 
+    @tf.function(input_signature=[SOURCE, TARGET])
+    def score_targets(self, source, target):
+        """How likely the model finds each given `target` for its `source`
+        (forced decoding), one teacher-forced pass, no search.
+
+        Targets are tokenized as `encode_target` does (EOS appended,
+        truncated to the model's `max_length` tokens). The probabilities
+        are the model's over the tokenizer's vocabulary, without the
+        searches' length limits.
+
+        Returns:
+            `{"log_prob": (batch,), "score": (batch,)` (length-penalized,
+            as `translate_with_scores` reports it)`, "token_scores":
+            (batch, target_len)` (0 after EOS)`, "target_tokens": (batch,
+            target_len)` strings (the pieces, EOS's last, `""` after it)`}`.
+        """
+        tf.debugging.assert_equal(
+            tf.size(source), tf.size(target), message="`source` and `target` differ in length."
+        )
+        target_ids = self.encode_target(target)
+        token_scores = self._score(self.encode_text(source), target_ids)
+        is_token = tf.not_equal(target_ids, self.pad_id)
+        lengths = tf.reduce_sum(tf.cast(is_token, tf.int32), axis=1)
+        log_prob = tf.reduce_sum(token_scores, axis=1)
+        return {
+            "log_prob": log_prob,
+            "score": log_prob / length_penalty(lengths, self.alpha),
+            "token_scores": token_scores,
+            "target_tokens": tf.where(is_token, self.tokenizer.id_to_string(target_ids), ""),
+        }
+
     def translate(self, sentences, batch_size=64, progress=None):
         """Translates a list of strings, `batch_size` at a time (sorted by
         length for little padding), and returns a list in the same order.
@@ -183,26 +259,83 @@ class Translator(tf.Module):
         done and the seconds spent.
         """
         sentences = list(sentences)
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        results = [None] * len(sentences)
-        start_time = time.time()
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+
+        def run(chunk):
             outputs = self(tf.constant([sentences[i] for i in chunk], tf.string))
-            for i, text in zip(chunk, outputs.numpy(), strict=True):
-                results[i] = text.decode("utf-8", errors="replace")
-            if progress:
-                done = start + len(chunk)
-                print(
-                    f"\r{progress}: {done}/{len(sentences)} sentences, "
-                    f"{time.time() - start_time:.0f}s",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
+            return [text.decode("utf-8", errors="replace") for text in outputs.numpy()]
+
+        return _in_batches(len(sentences), lambda i: len(sentences[i]), run, batch_size, progress)
+
+    def score(self, sources, targets, batch_size=64, progress=None):
+        """Scores each target as a translation of its source (forced
+        decoding), `batch_size` pairs at a time; see `score_targets`.
+
+        Returns:
+            A list of `TargetScore`, one per pair, in order.
+
+        Example:
+
+        >>> [s.log_prob for s in translator.score(["A dog."], ["Ein Hund."])]
+        [-1.93]
+        """
+        sources, targets = list(sources), list(targets)
+        if len(sources) != len(targets):
+            raise ValueError(
+                "`sources` and `targets` must hold one target per source. Received: "
+                f"{len(sources)} sources and {len(targets)} targets"
+            )
+
+        def run(chunk):
+            outputs = self.score_targets(
+                tf.constant([sources[i] for i in chunk], tf.string),
+                tf.constant([targets[i] for i in chunk], tf.string),
+            )
+            outputs = {key: value.numpy() for key, value in outputs.items()}
+            results = []
+            for row in range(len(chunk)):
+                length = int((outputs["target_tokens"][row] != b"").sum())
+                results.append(
+                    TargetScore(
+                        log_prob=float(outputs["log_prob"][row]),
+                        score=float(outputs["score"][row]),
+                        tokens=[
+                            piece.decode("utf-8", errors="replace")
+                            for piece in outputs["target_tokens"][row, :length]
+                        ],
+                        token_scores=outputs["token_scores"][row, :length].tolist(),
+                    )
                 )
+            return results
+
+        def size(i):
+            return len(sources[i]) + len(targets[i])
+
+        return _in_batches(len(sources), size, run, batch_size, progress)
+
+
+def _in_batches(count, size, run, batch_size, progress):
+    """`run(indices)` over `range(count)` in batches of similar `size(i)`,
+    its results put back in order; with `progress` (a label), a line on
+    stderr counts the items done and the seconds spent."""
+    _validation.check_positive_int(batch_size=batch_size)
+    order = sorted(range(count), key=size)
+    results = [None] * count
+    start_time = time.time()
+    for start in range(0, count, batch_size):
+        chunk = order[start : start + batch_size]
+        for i, result in zip(chunk, run(chunk), strict=True):
+            results[i] = result
         if progress:
-            print(file=sys.stderr)
-        return results
+            print(
+                f"\r{progress}: {start + len(chunk)}/{count} sentences, "
+                f"{time.time() - start_time:.0f}s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+    if progress:
+        print(file=sys.stderr)
+    return results
 
 
 def _framing_ids(tokenizer, pad_id):

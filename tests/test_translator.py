@@ -127,3 +127,67 @@ def test_vocabularies_of_model_and_tokenizer_are_compared():
         ids, _ = translator._search(translator.encode_text(tf.constant(["a b", "c"])), 1)
         assert int(tf.reduce_max(ids)) < tokenizer.vocab_size
         assert len(translator.translate(["a b", "c"])) == 2
+
+
+def log_prob_reference(model, tokenizer, source, target):
+    """Per-token log-probabilities of one unpadded pair by one forward pass
+    in NumPy, over the tokenizer's vocabulary."""
+    source_ids = tokenizer([source])[0].numpy().tolist() + [tokenizer.eos_id]
+    target_ids = tokenizer([target])[0].numpy().tolist() + [tokenizer.eos_id]
+    decoder_input = [tokenizer.bos_id] + target_ids[:-1]
+    logits = model((np.array([source_ids]), np.array([decoder_input])))[0].numpy()
+    logits = logits[:, : tokenizer.vocab_size].astype(np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    pieces = [tokenizer.id_to_piece(i) for i in target_ids]
+    return log_probs[np.arange(len(target_ids)), target_ids], pieces
+
+
+def test_score_equals_a_forward_pass_per_pair():
+    sentences = ["a b c d e", "j", "f g h i a b", "c c", ""]
+    targets = ["e d c b a", "j j j j j j j", "", "c", "a"]
+    tokenizer = tokenizer_with_other_ids(sentences * 50, 280)
+    model = Transformer.from_preset(
+        "tiny", vocab_size=tokenizer.vocab_size + 7, pad_id=OTHER_IDS["pad_id"], dropout=0.0
+    )
+    translator = Translator(model, tokenizer, alpha=0.8)
+    scores = translator.score(sentences, targets, batch_size=3)
+    for source, target, result in zip(sentences, targets, scores, strict=True):
+        expected, pieces = log_prob_reference(model, tokenizer, source, target)
+        assert result.tokens == pieces and pieces[-1] == "</s>"
+        np.testing.assert_allclose(result.token_scores, expected, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(result.log_prob, expected.sum(), rtol=1e-4)
+        penalty = ((5 + len(pieces)) / 6) ** 0.8
+        np.testing.assert_allclose(result.score, expected.sum() / penalty, rtol=1e-4)
+    graph = translator.score_targets(tf.constant(sentences), tf.constant(targets))
+    width = max(len(result.tokens) for result in scores)
+    assert graph["target_tokens"].shape == graph["token_scores"].shape == (5, width)
+    assert graph["target_tokens"].numpy()[2].tolist() == [b"</s>"] + [b""] * (width - 1)
+    np.testing.assert_array_equal(graph["token_scores"].numpy()[2, 1:], 0.0)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_score_of_a_search_output_is_its_search_score(trained, beam_size):
+    model, tokenizer = trained
+    sources, targets = letter_reversal_corpus(12, seed=4)
+    translator = Translator(model, tokenizer, beam_size=beam_size)
+    searched = translator.translate_with_scores(tf.constant(sources))
+    outputs = [t.decode() for t in searched["translation"].numpy()]
+    scored = translator.score(sources, outputs)
+    np.testing.assert_allclose(
+        [s.score for s in scored], searched["score"].numpy(), rtol=1e-4, atol=1e-4
+    )
+    # The learned output is far likelier than a wrong one.
+    wrong = translator.score(sources, [t[::-1] + " a" for t in targets])
+    assert all(w.log_prob < s.log_prob - 1.0 for w, s in zip(wrong, scored, strict=True))
+
+
+def test_score_refuses_unpaired_inputs(trained):
+    model, tokenizer = trained
+    translator = Translator(model, tokenizer)
+    with pytest.raises(ValueError, match="one target per source. Received: 2 sources and 1"):
+        translator.score(["a b", "c"], ["b a"])
+    with pytest.raises(ValueError, match="Received: batch_size=0"):
+        translator.score(["a b"], ["b a"], batch_size=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="differ in length"):
+        translator.score_targets(tf.constant(["a", "b"]), tf.constant(["a"]))
