@@ -25,6 +25,8 @@ from keras_transformer import _validation
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
+from keras_transformer.translator import SOURCE
+from keras_transformer.translator import TARGET
 from keras_transformer.translator import TEXT
 
 SETTINGS_FILE = "keras_transformer.json"
@@ -58,12 +60,17 @@ class _ServingModule(tf.Module):
         """The translator's decoding settings and the request limits."""
         return {**self.translator.settings(), **self.limits}
 
-    def _within_limits(self, text):
+    def _within_limits(self, text, side="source"):
         """`text`, after assertions that the request is within the limits
-        (an `InvalidArgument` error names the limit otherwise)."""
+        (an `InvalidArgument` error names the limit otherwise); `side`
+        says how the text is truncated (`"source"` or `"target"`)."""
         max_batch, max_tokens = self.limits["max_batch_size"], self.limits["max_input_tokens"]
+        truncated_to = {
+            "source": self.translator.max_input_length,
+            "target": self.translator.model.max_length,
+        }[side]
         lengths = tf.cast(self.translator.tokenizer.tokenize(text).row_lengths(), tf.int64)
-        tokens = tf.reduce_sum(tf.minimum(lengths + 1, self.translator.max_input_length))
+        tokens = tf.reduce_sum(tf.minimum(lengths + 1, truncated_to))
         checks = [
             tf.debugging.assert_less_equal(
                 tf.size(text),
@@ -73,7 +80,7 @@ class _ServingModule(tf.Module):
             tf.debugging.assert_less_equal(
                 tokens,
                 tf.cast(max_tokens, tokens.dtype),
-                message=f"A request may hold at most max_input_tokens={max_tokens} source tokens.",
+                message=f"A request may hold at most max_input_tokens={max_tokens} {side} tokens.",
             ),
         ]
         with tf.control_dependencies(checks):
@@ -87,6 +94,12 @@ class _ServingModule(tf.Module):
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
         return self.translator.translate_n_best(self._within_limits(text))
+
+    @tf.function(input_signature=[SOURCE, TARGET])
+    def score(self, source, target):
+        return self.translator.score_targets(
+            self._within_limits(source), self._within_limits(target, "target")
+        )
 
     @tf.function(input_signature=[TEXT])
     def tokenize(self, text):
@@ -104,6 +117,7 @@ class _ServingModule(tf.Module):
         return {
             "serving_default": self.serve.get_concrete_function(),
             "n_best": self.n_best.get_concrete_function(),
+            "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
             "detokenize": self.detokenize.get_concrete_function(),
         }
@@ -151,13 +165,18 @@ def export_saved_model(
             `[batch]`, `score` float32 `[batch]` (length-penalized
             log-probability).
         `n_best`: `text` -> `translations` `[batch, beam]`, `scores`.
+        `score`: `source`, `target` string `[batch]` -> `log_prob`,
+            `score` float32 `[batch]`, `token_scores` float32 `[batch,
+            length]`, `target_tokens` string `[batch, length]`: each target
+            scored as a translation of its source (forced decoding, see
+            `Translator.score_targets`).
         `tokenize`: `text` -> `ids` int32 `[batch, length]` (padded with
             the model's pad id), `lengths` int32 `[batch]`.
         `detokenize`: `ids` int32 `[batch, length]` -> `text` `[batch]`.
 
-    A translation request over `max_batch_size` sentences or
-    `max_input_tokens` source tokens (after truncation to the translator's
-    `max_input_length`) fails with `InvalidArgument` naming the limit,
+    A request over `max_batch_size` sentences or `max_input_tokens` source
+    tokens (after truncation to the translator's `max_input_length`), or
+    as many target tokens, fails with `InvalidArgument` naming the limit,
     instead of exhausting the server's memory. The decoding settings and
     the limits are fixed at export; they are recorded in the SavedModel
     (`settings_json`) and in `assets.extra/keras_transformer.json` (see

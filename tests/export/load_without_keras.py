@@ -1,16 +1,22 @@
 """Loads an export the two ways TF Serving users do, in a process where
 Keras and keras_transformer cannot be imported, and prints what each
-returns.
+signature returns.
 
     python load_without_keras.py SAVED_MODEL_DIR INPUTS.json
+
+`INPUTS.json` maps signature names to their inputs: `{"serving_default":
+{"text": [...]}, ...}`, strings as latin-1 (raw bytes, maybe invalid
+UTF-8), integers as nested lists (int32).
 
 Stricter than importing `tensorflow` and `tensorflow_text`: the Python
 package `tensorflow_text` itself imports Keras (for its Keras layers), so
 only its SentencePiece op library is loaded, which is what TF Serving links.
-Prints one JSON object: the translations and scores from
-`tf.saved_model.load` and from the TF1 session loader (what TF Serving's
-C++ server does), the op types of the graph and its function library, and
-which of them TensorFlow alone, or with TF Text's ops, registers.
+Prints one JSON object: per signature, its outputs from
+`tf.saved_model.load` (`"eager"`) and from the TF1 session loader
+(`"session"`, what TF Serving's C++ server does), strings decoded as UTF-8
+with replacement; the names of all the export's signatures; the op types
+of the graph and its function library, and which of them TensorFlow
+alone, or with TF Text's ops, registers.
 """
 
 import importlib.util
@@ -23,12 +29,13 @@ for blocked in ("keras", "keras_transformer", "tf_keras"):
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import op_def_registry  # noqa: E402
 
 path, inputs_path = sys.argv[1], sys.argv[2]
-with open(inputs_path, "rb") as f:
-    sentences = [s.encode("latin-1") for s in json.load(f)]  # raw bytes, maybe invalid UTF-8
+with open(inputs_path) as f:
+    requests = json.load(f)
 
 
 def op_types(graph_def):
@@ -54,22 +61,48 @@ tf.load_op_library(os.path.join(text_dir, "python", "ops", "_sentencepiece_token
 with_text = {op for op in used if op_def_registry.get(op) is not None}
 assert all(sys.modules.get(name) is None for name in ("keras", "keras_transformer"))
 
+
+def as_tensor_value(values):
+    """JSON inputs to what a signature takes: bytes or int32 arrays."""
+    flat = values
+    while isinstance(flat, list) and flat and isinstance(flat[0], list):
+        flat = flat[0]
+    if flat and isinstance(flat[0], str):
+        return np.array([v.encode("latin-1") for v in values], dtype=object)
+    return np.array(values, dtype=np.int32).reshape(np.shape(values))
+
+
+def as_json(value):
+    value = np.asarray(value)
+    if value.dtype == object:
+        return np.vectorize(lambda b: b.decode("utf-8", "replace"), otypes=[object])(value).tolist()
+    return value.tolist()
+
+
+requests = {
+    name: {key: as_tensor_value(values) for key, values in inputs.items()}
+    for name, inputs in requests.items()
+}
 loaded = tf.saved_model.load(path)
-eager = loaded.signatures["serving_default"](text=tf.constant(sentences, tf.string))
+results = {name: {} for name in requests}
+for name, inputs in requests.items():
+    outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+    results[name]["eager"] = {k: as_json(v.numpy()) for k, v in outputs.items()}
 
 with tf.compat.v1.Session(graph=tf.Graph()) as session:
     meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
-    signature = meta.signature_def["serving_default"]
-    fetches = {name: info.name for name, info in signature.outputs.items()}
-    session_out = session.run(fetches, feed_dict={signature.inputs["text"].name: sentences})
+    for name, inputs in requests.items():
+        signature = meta.signature_def[name]
+        fetches = {key: info.name for key, info in signature.outputs.items()}
+        feed = {signature.inputs[key].name: value for key, value in inputs.items()}
+        outputs = session.run(fetches, feed_dict=feed)
+        results[name]["session"] = {k: as_json(v) for k, v in outputs.items()}
 
 print(
     json.dumps(
         {
-            "eager": [t.decode("utf-8", "replace") for t in eager["translation"].numpy()],
-            "eager_scores": eager["score"].numpy().tolist(),
-            "session": [t.decode("utf-8", "replace") for t in session_out["translation"]],
-            "session_scores": session_out["score"].tolist(),
+            "results": results,
+            "signatures": sorted(loaded.signatures),
             "ops": sorted(used),
             "core": sorted(core),
             "text": sorted(with_text - core),

@@ -60,9 +60,11 @@ def as_bytes(sentences):
     return [s.encode("latin-1") for s in sentences]
 
 
-def load_in_fresh_process(path, sentences, tmp_path):
+def load_in_fresh_process(path, requests, tmp_path):
+    """Runs `load_without_keras.py` on `requests` (signature name ->
+    inputs, strings as latin-1) and returns what it prints."""
     inputs = tmp_path / "inputs.json"
-    inputs.write_text(json.dumps(sentences))
+    inputs.write_text(json.dumps(requests))
     result = subprocess.run(
         [sys.executable, os.path.join(HERE, "load_without_keras.py"), path, str(inputs)],
         capture_output=True,
@@ -74,21 +76,48 @@ def load_in_fresh_process(path, sentences, tmp_path):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_loads_without_keras_both_ways_and_matches_python(exported, tmp_path):
+def decoded(strings):
+    return np.vectorize(lambda b: b.decode("utf-8", "replace"), otypes=[object])(
+        strings.numpy()
+    ).tolist()
+
+
+def test_every_signature_loads_without_keras_both_ways_and_matches_python(exported, tmp_path):
     translator, path = exported
-    expected = translator.translate_with_scores(tf.constant(as_bytes(HOSTILE)))
-    expected_text = [t.decode("utf-8", "replace") for t in expected["translation"].numpy()]
-    result = load_in_fresh_process(path, HOSTILE, tmp_path)
-    assert result["eager"] == expected_text
-    assert result["session"] == expected_text
-    np.testing.assert_allclose(result["eager_scores"], expected["score"].numpy(), rtol=1e-5)
-    np.testing.assert_allclose(result["session_scores"], expected["score"].numpy(), rtol=1e-5)
-    assert len(result["eager"]) == len(HOSTILE)
+    text = tf.constant(as_bytes(HOSTILE))
+    targets = HOSTILE[1:] + HOSTILE[:1]
+    ids = translator.tokenizer(["Two dogs are playing."]).to_tensor()
+    expected = {
+        "serving_default": translator.translate_with_scores(text),
+        "n_best": translator.translate_n_best(text),
+        "score": translator.score_targets(text, tf.constant(as_bytes(targets))),
+        "tokenize": {"ids": ids, "lengths": tf.constant([ids.shape[1]], tf.int32)},
+        "detokenize": {"text": translator.tokenizer.detokenize(ids)},
+    }
+    requests = {
+        "serving_default": {"text": HOSTILE},
+        "n_best": {"text": HOSTILE},
+        "score": {"source": HOSTILE, "target": targets},
+        "tokenize": {"text": ["Two dogs are playing."]},
+        "detokenize": {"ids": ids.numpy().tolist()},
+    }
+    result = load_in_fresh_process(path, requests, tmp_path)
+    assert sorted(requests) == result["signatures"]  # every signature is covered
+    for name, outputs in expected.items():
+        for way in ("eager", "session"):
+            got = result["results"][name][way]
+            assert sorted(got) == sorted(outputs), (name, way)
+            for key, value in outputs.items():
+                if value.dtype == tf.string:
+                    assert got[key] == decoded(value), (name, way, key)
+                else:
+                    np.testing.assert_allclose(got[key], value.numpy(), rtol=1e-5, atol=1e-6)
+    assert len(result["results"]["serving_default"]["eager"]["translation"]) == len(HOSTILE)
 
 
 def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
     _, path = exported
-    result = load_in_fresh_process(path, ["x"], tmp_path)
+    result = load_in_fresh_process(path, {"serving_default": {"text": ["x"]}}, tmp_path)
     assert result["unknown"] == []
     forbidden = [op for op in result["ops"] if "PyFunc" in op or op.startswith("Xla")]
     assert forbidden == []
@@ -97,6 +126,7 @@ def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
         "SentencepieceOp",
         "SentencepieceTokenizeOp",
         "SentencepieceDetokenizeOp",
+        "SentencepieceIdToStringOp",
     }
 
 
@@ -135,7 +165,13 @@ def test_sixteen_threads_get_the_single_thread_results(exported):
 def test_other_signatures_settings_and_warmup(exported):
     translator, path = exported
     loaded = tf.saved_model.load(path)
-    assert set(loaded.signatures) == {"serving_default", "n_best", "tokenize", "detokenize"}
+    assert set(loaded.signatures) == {
+        "serving_default",
+        "n_best",
+        "score",
+        "tokenize",
+        "detokenize",
+    }
     text = tf.constant(["Two dogs are playing."])
     tokens = loaded.signatures["tokenize"](text=text)
     assert tokens["ids"].numpy().tolist() == [
