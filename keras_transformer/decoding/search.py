@@ -1,6 +1,7 @@
-"""Greedy and beam search over a next-token function and a cache.
+"""Greedy search, beam search and sampling over a next-token function and
+a cache.
 
-Both searches know nothing of the model. They call
+All three know nothing of the model. They call
 
     logits, cache = tokens_to_logits(token_ids, cache, index)
 
@@ -18,7 +19,7 @@ the batch as their first axis:
   values, the source mask). It keeps one row per sentence and is never
   reordered; `tokens_to_logits` lets the rows of a sentence share it.
 
-Greedy search passes the cache through as it is. Everything runs in one
+Greedy search and sampling pass the cache through as it is. Everything runs in one
 `tf.while_loop` over fixed-shape state, so the searches trace once per
 input signature, run under `tf.function(jit_compile=True)`, and export in
 a SavedModel.
@@ -154,6 +155,138 @@ def greedy_search(
 
     >>> ids, scores = greedy_search(step_fn, cache, batch_size=2, max_length=20)
     """
+
+    def most_likely(logits, step):
+        return tf.argmax(logits, axis=-1, output_type=tf.int32)
+
+    return _one_token_at_a_time(
+        tokens_to_logits,
+        cache,
+        batch_size,
+        max_length,
+        length_limits,
+        most_likely,
+        bos_id,
+        eos_id,
+        pad_id,
+    )
+
+
+def sample(
+    tokens_to_logits,
+    cache,
+    batch_size,
+    max_length,
+    seed,
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    length_limits=None,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
+    pad_id=PAD_ID,
+):
+    """Draws each next token at random until every sentence has ended.
+
+    The next token is drawn from the model's distribution sharpened or
+    flattened by `temperature` (the logits divided by it), restricted to
+    the `top_k` most likely tokens (0: all) and then to the smallest set of
+    most likely tokens whose probabilities sum to `top_p` or more (nucleus
+    sampling, Holtzman et al., 2020; 1.0: all), renormalized. `top_k=1` is
+    greedy search, exactly.
+
+    The draws are stateless: the same `seed` and inputs give the same
+    output, in a graph, eagerly and after export; step `i` draws with the
+    key `(seed, i)`, each row independently. Under XLA the same holds, but
+    XLA's random numbers differ from TensorFlow's kernels, so its draws do.
+
+    Args:
+        tokens_to_logits, cache, batch_size, max_length, length_limits,
+        bos_id, eos_id, pad_id: as for `greedy_search`.
+        seed: an integer or int32/int64 scalar tensor.
+        temperature: a positive float.
+        top_k: a non-negative int.
+        top_p: a float in (0, 1].
+
+    Returns:
+        `(ids, scores)` as for `greedy_search`; the scores are the model's
+        log-probabilities of the drawn tokens (before temperature and
+        filtering), so that samples can be ranked or filtered by them.
+
+    Example:
+
+    >>> ids, scores = sample(step_fn, cache, 2, 20, seed=7, top_p=0.9)
+    """
+    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+    seed = tf.cast(seed, tf.int64)
+
+    def draw(logits, step):
+        key = tf.stack([seed, tf.cast(step, tf.int64)])
+        return _draw(logits, key, temperature, top_k, top_p)
+
+    return _one_token_at_a_time(
+        tokens_to_logits,
+        cache,
+        batch_size,
+        max_length,
+        length_limits,
+        draw,
+        bos_id,
+        eos_id,
+        pad_id,
+    )
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_sampling(temperature, top_k, top_p):
+    """`ValueError`s for sampling settings outside their ranges."""
+    if not _is_number(temperature) or not temperature > 0:
+        raise ValueError(
+            f"`temperature` must be a positive number. Received: temperature={temperature!r}"
+        )
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
+        raise ValueError(
+            f"`top_k` must be a non-negative integer (0: no limit). Received: top_k={top_k!r}"
+        )
+    if not _is_number(top_p) or not 0 < top_p <= 1:
+        raise ValueError(f"`top_p` must be in (0, 1] (1: no limit). Received: top_p={top_p!r}")
+
+
+def _draw(logits, key, temperature, top_k, top_p):
+    """One token per row of `logits` `(rows, vocab)`, drawn with the
+    stateless `key` from the tempered, top-k- and top-p-filtered softmax."""
+    logits = logits / temperature
+    if top_k == 0 and top_p >= 1.0:
+        return _gumbel_argmax(logits, key)
+    vocab = tf.shape(logits)[-1]
+    k = tf.minimum(top_k, vocab) if top_k else vocab
+    values, tokens = tf.math.top_k(logits, k)  # most likely first
+    if top_p < 1.0:
+        probs = tf.nn.softmax(values)
+        before = tf.cumsum(probs, axis=-1, exclusive=True)  # mass of the likelier ones
+        values = tf.where(before < top_p, values, NEG_INF)  # the first always stays
+    return tf.gather(tokens, _gumbel_argmax(values, key), batch_dims=1)
+
+
+def _gumbel_argmax(logits, key):
+    """A draw from `softmax(logits)` per row: the argmax of the logits plus
+    Gumbel noise (Gumbel, 1954), exact, and unlike TensorFlow's categorical
+    sampling op compiled by XLA."""
+    uniform = tf.random.stateless_uniform(
+        tf.shape(logits), key, minval=1e-20, maxval=1.0, alg="philox"
+    )
+    return tf.argmax(logits - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)
+
+
+def _one_token_at_a_time(
+    tokens_to_logits, cache, batch_size, max_length, length_limits, pick, bos_id, eos_id, pad_id
+):
+    """The loop of greedy search and sampling: `pick(logits, step)` chooses
+    each sentence's next token `(batch,)` from its logits `(batch, vocab)`
+    (after the length limit's rule); returns `(ids, scores)`."""
     limits = _limits(batch_size, max_length, length_limits)
     sequences = tf.concat(
         [tf.fill([batch_size, 1], bos_id), tf.fill([batch_size, max_length], pad_id)], 1
@@ -170,8 +303,9 @@ def greedy_search(
         logits = tf.cast(logits, tf.float32)
         normalizer = _log_normalizer(logits)
         logits = _only_eos_at_limit(logits, step, limits, eos_id)
-        next_token = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        next_score = tf.reduce_max(logits, axis=-1) - normalizer  # its log-probability
+        next_token = pick(logits, step)
+        # Its log-probability.
+        next_score = tf.gather(logits, next_token, batch_dims=1) - normalizer
         next_token = tf.where(finished, pad_id, next_token)
         scores = scores + tf.where(finished, 0.0, next_score)
         column = tf.equal(tf.range(tf.shape(sequences)[1]), step + 1)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import greedy_search
 from keras_transformer.decoding import length_penalty
+from keras_transformer.decoding import sample
 from keras_transformer.special_ids import EOS_ID
 
 VOCAB = 6
@@ -237,3 +238,88 @@ def test_best_extensions_equal_a_full_top_k(vocab):
     expected = np.argsort(-flat, axis=-1, kind="stable")[:, :count]
     np.testing.assert_array_equal(indices.numpy(), expected)
     np.testing.assert_array_equal(values.numpy(), np.take_along_axis(flat, expected, -1))
+
+
+def test_sampling_top_k_one_is_greedy():
+    step, cache = markov(3)
+    limits = dict(batch_size=3, max_length=12, length_limits=[12, 4, 7])
+    greedy, greedy_scores = greedy_search(step, cache, **limits)
+    for seed in (0, 1):
+        ids, scores = sample(step, cache, seed=seed, temperature=0.7, top_k=1, **limits)
+        np.testing.assert_array_equal(ids.numpy(), greedy.numpy())
+        np.testing.assert_array_equal(scores.numpy(), greedy_scores.numpy())
+
+
+def filtered_probs(logits, temperature, top_k, top_p):
+    """The sampling distribution by its definition, in NumPy: softmax of
+    the tempered logits over the top-k tokens, then over the smallest
+    most-likely set whose mass reaches top-p, renormalized."""
+    probs = np.exp(log_softmax(logits.astype(np.float64) / temperature))
+    order = np.argsort(-probs, kind="stable")
+    keep = np.zeros(len(probs), bool)
+    mass = 0.0
+    for rank, token in enumerate(order):
+        if (top_k and rank >= top_k) or mass >= top_p:
+            break
+        keep[token] = True
+        mass += probs[token]
+    kept = np.where(keep, probs, 0.0)
+    return kept / kept.sum()
+
+
+@pytest.mark.parametrize(
+    "temperature, top_k, top_p",
+    [(1.0, 0, 1.0), (0.5, 0, 1.0), (2.0, 3, 1.0), (1.0, 0, 0.7), (1.5, 4, 0.8)],
+)
+def test_sampled_pairs_follow_the_filtered_distribution(temperature, top_k, top_p):
+    rows = 20_000
+    step, cache = markov(rows)
+    cache["per_sentence"]["sentence"] = tf.zeros([rows], tf.int32)  # all sentence 0
+    ids, scores = sample(
+        step, cache, rows, max_length=3, seed=11, temperature=temperature, top_k=top_k, top_p=top_p
+    )
+    ids = ids.numpy()
+    # Expected probability of each first token, and of each (first, second).
+    first = filtered_probs(TABLE[0, 2], temperature, top_k, top_p)
+    np.testing.assert_allclose(np.bincount(ids[:, 0], minlength=VOCAB) / rows, first, atol=0.015)
+    for token in np.flatnonzero(first > 0.1):
+        if token == EOS_ID:
+            continue
+        rows_with = ids[:, 0] == token
+        second = filtered_probs(TABLE[0, token], temperature, top_k, top_p)
+        observed = np.bincount(ids[rows_with, 1], minlength=VOCAB) / rows_with.sum()
+        np.testing.assert_allclose(observed, second, atol=4 / np.sqrt(rows_with.sum()))
+    # The scores are the model's own log-probabilities of the drawn tokens.
+    for row in range(5):
+        tokens = strip(ids[row])
+        assert float(scores[row]) == pytest.approx(sequence_log_prob(0, tokens), rel=1e-5, abs=1e-5)
+
+
+def test_sampling_is_stateless_and_compiles():
+    step, cache = markov(64)
+    run = tf.function(lambda seed: sample(step, cache, 64, 8, seed=seed, temperature=1.5)[0])
+    first, again, other = run(tf.constant(3)), run(tf.constant(3)), run(tf.constant(4))
+    np.testing.assert_array_equal(first.numpy(), again.numpy())
+    assert not np.array_equal(first.numpy(), other.numpy())
+    assert run.experimental_get_tracing_count() == 1
+    # XLA's random numbers are its own: the same seed repeats its draws.
+    for settings in (dict(temperature=1.5), dict(top_k=3, top_p=0.9)):
+        xla = tf.function(lambda: sample(step, cache, 64, 8, seed=3, **settings), jit_compile=True)  # noqa: B023
+        ids = xla()[0].numpy()
+        np.testing.assert_array_equal(xla()[0].numpy(), ids)
+        assert ((ids == EOS_ID).sum(axis=1) <= 1).all() and len(np.unique(ids[:, 0])) > 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(temperature=0.0), "temperature"),
+        (dict(top_k=-1), "top_k"),
+        (dict(top_k=2.5), "top_k"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+    ],
+)
+def test_bad_sampling_settings(kwargs, name):
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        sample(*markov(1), batch_size=1, max_length=5, seed=0, **kwargs)
