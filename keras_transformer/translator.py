@@ -1,9 +1,11 @@
 """`Translator`: text in, text out, tokenization and search in the graph."""
 
 import dataclasses
+import random
 import sys
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer import _validation
@@ -11,11 +13,15 @@ from keras_transformer import special_ids
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import greedy_search
 from keras_transformer.decoding import length_penalty
+from keras_transformer.decoding import sample
 from keras_transformer.decoding.search import NEG_INF
+from keras_transformer.decoding.search import check_sampling
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 SOURCE = tf.TensorSpec([None], tf.string, name="source")
 TARGET = tf.TensorSpec([None], tf.string, name="target")
+SEED = tf.TensorSpec([], tf.int64, name="seed")
+SEARCHES = ("beam", "sample")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +52,11 @@ class Translator(tf.Module):
     Tokenizes in the graph, appends EOS, encodes once, runs cached beam
     search (greedy when `beam_size=1`) with the length penalty
     `((5 + len) / 6)^alpha` and a limit of source length +
-    `max_extra_length` tokens per sentence, and detokenizes. Sources longer
+    `max_extra_length` tokens per sentence, and detokenizes. With
+    `search="sample"` it draws each token at random instead
+    (`decoding.sample`: `temperature`, `top_k`, `top_p`), for
+    back-translation or diverse outputs; `sample_with_scores` samples
+    whatever `search` is. Sources longer
     than `max_input_length` tokens (EOS included; default the model's
     `max_length`) are truncated to it; outputs never exceed the model's
     `max_length`. Empty strings and empty batches are fine, and the output
@@ -70,6 +80,13 @@ class Translator(tf.Module):
             (50 in the paper).
         max_input_length: source tokens kept (default `model.max_length`).
         jit_compile: compile the search with XLA.
+        search: what `translate`, `__call__` and `translate_with_scores`
+            run: `"beam"` (beam search, greedy for `beam_size=1`) or
+            `"sample"`.
+        temperature: sampling temperature (the logits are divided by it).
+        top_k: sample among the `top_k` most likely tokens (0: all).
+        top_p: then among the fewest most likely tokens whose
+            probabilities sum to `top_p` (1.0: all).
 
     Example:
 
@@ -87,9 +104,15 @@ class Translator(tf.Module):
         max_extra_length=50,
         max_input_length=None,
         jit_compile=False,
+        search="beam",
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
         name=None,
     ):
         super().__init__(name=name)
+        _validation.check_choice(SEARCHES, search=search)
+        check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
         _validation.check_positive_int(beam_size=beam_size)
         _validation.check_positive_int(allow_none=True, max_input_length=max_input_length)
         _validation.check_non_negative_int(max_extra_length=max_extra_length)
@@ -104,7 +127,12 @@ class Translator(tf.Module):
         self.max_extra_length = max_extra_length
         self.max_input_length = max_input_length or model.max_length
         self.jit_compile = jit_compile
+        self.search = search
+        self.temperature = float(temperature)
+        self.top_k = top_k
+        self.top_p = float(top_p)
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
+        self._sample = tf.function(self._sample_ids, jit_compile=jit_compile)
         self._score = tf.function(self._token_log_probs, jit_compile=jit_compile)
 
     def without_xla(self):
@@ -118,6 +146,10 @@ class Translator(tf.Module):
             max_extra_length=self.max_extra_length,
             max_input_length=self.max_input_length,
             jit_compile=False,
+            search=self.search,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
         )
 
     def settings(self):
@@ -128,6 +160,10 @@ class Translator(tf.Module):
             "max_extra_length": self.max_extra_length,
             "max_input_length": self.max_input_length,
             "max_output_length": self.model.max_length,
+            "search": self.search,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
         }
 
     def encode_text(self, text):
@@ -146,38 +182,74 @@ class Translator(tf.Module):
         eos = tf.fill([ids.nrows(), 1], tf.constant(self.eos_id, ids.dtype))
         return tf.concat([ids, eos], axis=1).to_tensor(self.pad_id)
 
-    def _search_ids(self, source, num_results):
+    def _start(self, source):
+        """What every search needs for `source` ids: `{"batch_size",
+        "limits"` (per sentence)`, "max_length"` (the buffer)`, "cache",
+        "tokens_to_logits"}`."""
         model = self.model
-        batch_size = tf.shape(source)[0]
         source_mask = tf.not_equal(source, self.pad_id)
         source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
         limits = tf.minimum(source_lengths + self.max_extra_length, model.max_length)
         max_length = tf.maximum(tf.reduce_max(tf.concat([limits, [1]], 0)), 1)
         encoder_output = model.encode(source, training=False)
-        cache = model.init_cache(encoder_output, source_mask, max_length=max_length)
 
         def tokens_to_logits(token_ids, cache, index):
             logits, cache = model.decode_step(token_ids, cache, index)
             return self._tokenizer_ids_only(logits[:, -1]), cache
 
-        special = dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
+        return {
+            "batch_size": tf.shape(source)[0],
+            "limits": limits,
+            "max_length": max_length,
+            "cache": model.init_cache(encoder_output, source_mask, max_length=max_length),
+            "tokens_to_logits": tokens_to_logits,
+        }
+
+    def _special_ids(self):
+        return dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
+
+    def _penalized(self, ids, log_probs):
+        """Single-hypothesis outputs as `(ids (batch, 1, length), scores
+        (batch, 1))`, the scores length-penalized like beam search's."""
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), axis=1)
+        return ids[:, None], (log_probs / length_penalty(lengths, self.alpha))[:, None]
+
+    def _search_ids(self, source, num_results):
+        start = self._start(source)
+        common = (start["tokens_to_logits"], start["cache"], start["batch_size"])
         if self.beam_size == 1:
             ids, log_probs = greedy_search(
-                tokens_to_logits, cache, batch_size, max_length, length_limits=limits, **special
+                *common,
+                start["max_length"],
+                length_limits=start["limits"],
+                **self._special_ids(),
             )
-            lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), axis=1)
-            return ids[:, None], (log_probs / length_penalty(lengths, self.alpha))[:, None]
+            return self._penalized(ids, log_probs)
         return beam_search(
-            tokens_to_logits,
-            cache,
-            batch_size,
-            max_length,
+            *common,
+            start["max_length"],
             beam_size=self.beam_size,
             alpha=self.alpha,
-            length_limits=limits,
+            length_limits=start["limits"],
             num_results=num_results,
-            **special,
+            **self._special_ids(),
         )
+
+    def _sample_ids(self, source, seed):
+        start = self._start(source)
+        ids, log_probs = sample(
+            start["tokens_to_logits"],
+            start["cache"],
+            start["batch_size"],
+            start["max_length"],
+            seed,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            length_limits=start["limits"],
+            **self._special_ids(),
+        )
+        return self._penalized(ids, log_probs)
 
     def _token_log_probs(self, source, target):
         """The log-probability `(batch, target_len)` of each token of
@@ -206,8 +278,22 @@ class Translator(tf.Module):
     @tf.function(input_signature=[TEXT])
     def translate_with_scores(self, text):
         """`{"translation": (batch,) strings, "score": (batch,) float32}`,
-        the score being the length-penalized log-probability."""
-        ids, scores = self._search(self.encode_text(text), 1)
+        the score being the length-penalized log-probability. With
+        `search="sample"`, a sample drawn with seed 0 (see
+        `sample_with_scores`)."""
+        if self.search == "sample":
+            ids, scores = self._sample(self.encode_text(text), tf.constant(0, tf.int64))
+        else:
+            ids, scores = self._search(self.encode_text(text), 1)
+        return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
+
+    @tf.function(input_signature=[TEXT, SEED])
+    def sample_with_scores(self, text, seed):
+        """One translation per sentence drawn at random (`temperature`,
+        `top_k`, `top_p`), the same for the same `seed` and batch:
+        `{"translation": (batch,) strings, "score": (batch,) float32}`, the
+        score being the model's length-penalized log-probability of it."""
+        ids, scores = self._sample(self.encode_text(text), seed)
         return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
 
     @tf.function(input_signature=[TEXT])
@@ -251,17 +337,32 @@ class Translator(tf.Module):
             "target_tokens": tf.where(is_token, self.tokenizer.id_to_string(target_ids), ""),
         }
 
-    def translate(self, sentences, batch_size=64, progress=None):
+    def translate(self, sentences, batch_size=64, progress=None, seed=None):
         """Translates a list of strings, `batch_size` at a time (sorted by
         length for little padding), and returns a list in the same order.
 
         With `progress` (a label), a line on stderr counts the sentences
-        done and the seconds spent.
+        done and the seconds spent. With `search="sample"`, `seed` (an
+        int; default a fresh random one) makes the draws repeatable: the
+        same seed, sentences and `batch_size` give the same outputs.
         """
         sentences = list(sentences)
+        if seed is not None and self.search != "sample":
+            raise ValueError(
+                f"`seed` is for search='sample'; this translator's search is "
+                f"{self.search!r}. Received: seed={seed!r}"
+            )
+        if self.search == "sample" and seed is None:
+            seed = random.SystemRandom().randrange(2**62)
+        batch_seeds = np.random.SeedSequence(seed or 0)
 
         def run(chunk):
-            outputs = self(tf.constant([sentences[i] for i in chunk], tf.string))
+            text = tf.constant([sentences[i] for i in chunk], tf.string)
+            if self.search == "sample":
+                batch_seed = int(batch_seeds.spawn(1)[0].generate_state(1, np.uint64)[0]) >> 2
+                outputs = self.sample_with_scores(text, batch_seed)["translation"]
+            else:
+                outputs = self(text)
             return [text.decode("utf-8", errors="replace") for text in outputs.numpy()]
 
         return _in_batches(len(sentences), lambda i: len(sentences[i]), run, batch_size, progress)

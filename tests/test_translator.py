@@ -71,6 +71,10 @@ def test_traces_once_and_runs_under_xla(trained):
         (dict(beam_size=0), "beam_size"),
         (dict(alpha=-1.0), "alpha"),
         (dict(max_extra_length=-1), "max_extra_length"),
+        (dict(search="nucleus"), "search"),
+        (dict(temperature=0), "temperature"),
+        (dict(top_k=-2), "top_k"),
+        (dict(top_p=0.0), "top_p"),
     ],
 )
 def test_bad_arguments(trained, kwargs, name):
@@ -191,3 +195,29 @@ def test_score_refuses_unpaired_inputs(trained):
         translator.score(["a b"], ["b a"], batch_size=0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="differ in length"):
         translator.score_targets(tf.constant(["a", "b"]), tf.constant(["a"]))
+
+
+def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained):
+    model, tokenizer = trained
+    sources, _ = letter_reversal_corpus(10, seed=5)
+    greedy_translator = Translator(model, tokenizer, beam_size=1)  # held: see above
+    greedy = greedy_translator.translate_with_scores(tf.constant(sources))
+    top_one = Translator(model, tokenizer, search="sample", top_k=1, temperature=3.0)
+    sampled = top_one.sample_with_scores(tf.constant(sources), tf.constant(9, tf.int64))
+    np.testing.assert_array_equal(sampled["translation"].numpy(), greedy["translation"].numpy())
+    np.testing.assert_allclose(sampled["score"].numpy(), greedy["score"].numpy(), rtol=1e-5)
+    # Hot sampling: a seed repeats its draws, another seed draws others; the
+    # scores are the model's own, as scoring the samples gives them.
+    hot = Translator(model, tokenizer, search="sample", temperature=2.0)
+    first = hot.translate(sources, batch_size=4, seed=1)
+    assert hot.translate(sources, batch_size=4, seed=1) == first
+    assert hot.translate(sources, batch_size=4, seed=2) != first
+    source_ids = hot.encode_text(tf.constant(sources))
+    ids, scores = hot._sample(source_ids, tf.constant(3, tf.int64))
+    log_probs = tf.reduce_sum(hot._score(source_ids, ids[:, 0]), axis=1).numpy()
+    lengths = (ids[:, 0].numpy() != model.pad_id).sum(axis=1)
+    expected = log_probs / ((5 + lengths) / 6) ** hot.alpha
+    np.testing.assert_allclose(scores[:, 0].numpy(), expected, rtol=1e-4, atol=1e-4)
+    assert len({tuple(row) for row in ids[:, 0].numpy()}) > 5
+    with pytest.raises(ValueError, match="Received: seed=1"):
+        Translator(model, tokenizer).translate(sources, seed=1)

@@ -25,6 +25,7 @@ from keras_transformer import _validation
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
+from keras_transformer.translator import SEED
 from keras_transformer.translator import SOURCE
 from keras_transformer.translator import TARGET
 from keras_transformer.translator import TEXT
@@ -95,6 +96,10 @@ class _ServingModule(tf.Module):
     def n_best(self, text):
         return self.translator.translate_n_best(self._within_limits(text))
 
+    @tf.function(input_signature=[TEXT, SEED])
+    def sample(self, text, seed):
+        return self.translator.sample_with_scores(self._within_limits(text), seed)
+
     @tf.function(input_signature=[SOURCE, TARGET])
     def score(self, source, target):
         return self.translator.score_targets(
@@ -117,6 +122,7 @@ class _ServingModule(tf.Module):
         return {
             "serving_default": self.serve.get_concrete_function(),
             "n_best": self.n_best.get_concrete_function(),
+            "sample": self.sample.get_concrete_function(),
             "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
             "detokenize": self.detokenize.get_concrete_function(),
@@ -165,6 +171,10 @@ def export_saved_model(
             `[batch]`, `score` float32 `[batch]` (length-penalized
             log-probability).
         `n_best`: `text` -> `translations` `[batch, beam]`, `scores`.
+        `sample`: `text`, `seed` int64 scalar -> `translation`, `score`:
+            one translation per sentence drawn at random with the
+            translator's `temperature`, `top_k` and `top_p`, the same for
+            the same seed and batch.
         `score`: `source`, `target` string `[batch]` -> `log_prob`,
             `score` float32 `[batch]`, `token_scores` float32 `[batch,
             length]`, `target_tokens` string `[batch, length]`: each target

@@ -6,7 +6,7 @@ signature returns.
 
 `INPUTS.json` maps signature names to their inputs: `{"serving_default":
 {"text": [...]}, ...}`, strings as latin-1 (raw bytes, maybe invalid
-UTF-8), integers as nested lists (int32).
+UTF-8), numbers as (nested) lists or scalars.
 
 Stricter than importing `tensorflow` and `tensorflow_text`: the Python
 package `tensorflow_text` itself imports Keras (for its Keras layers), so
@@ -62,14 +62,12 @@ with_text = {op for op in used if op_def_registry.get(op) is not None}
 assert all(sys.modules.get(name) is None for name in ("keras", "keras_transformer"))
 
 
-def as_tensor_value(values):
-    """JSON inputs to what a signature takes: bytes or int32 arrays."""
-    flat = values
-    while isinstance(flat, list) and flat and isinstance(flat[0], list):
-        flat = flat[0]
-    if flat and isinstance(flat[0], str):
-        return np.array([v.encode("latin-1") for v in values], dtype=object)
-    return np.array(values, dtype=np.int32).reshape(np.shape(values))
+def as_tensor_value(values, dtype):
+    """JSON inputs as a signature's `dtype` takes them (strings from
+    latin-1, so any bytes)."""
+    if dtype == tf.string:
+        return np.vectorize(lambda v: v.encode("latin-1"), otypes=[object])(np.array(values))
+    return np.array(values, dtype=dtype.as_numpy_dtype)
 
 
 def as_json(value):
@@ -79,11 +77,16 @@ def as_json(value):
     return value.tolist()
 
 
+loaded = tf.saved_model.load(path)
 requests = {
-    name: {key: as_tensor_value(values) for key, values in inputs.items()}
+    name: {
+        key: as_tensor_value(
+            values, loaded.signatures[name].structured_input_signature[1][key].dtype
+        )
+        for key, values in inputs.items()
+    }
     for name, inputs in requests.items()
 }
-loaded = tf.saved_model.load(path)
 results = {name: {} for name in requests}
 for name, inputs in requests.items():
     outputs = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})

@@ -91,6 +91,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "serving_default": translator.translate_with_scores(text),
         "n_best": translator.translate_n_best(text),
         "score": translator.score_targets(text, tf.constant(as_bytes(targets))),
+        "sample": translator.sample_with_scores(text, tf.constant(5, tf.int64)),
         "tokenize": {"ids": ids, "lengths": tf.constant([ids.shape[1]], tf.int32)},
         "detokenize": {"text": translator.tokenizer.detokenize(ids)},
     }
@@ -98,6 +99,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "serving_default": {"text": HOSTILE},
         "n_best": {"text": HOSTILE},
         "score": {"source": HOSTILE, "target": targets},
+        "sample": {"text": HOSTILE, "seed": 5},
         "tokenize": {"text": ["Two dogs are playing."]},
         "detokenize": {"ids": ids.numpy().tolist()},
     }
@@ -168,6 +170,7 @@ def test_other_signatures_settings_and_warmup(exported):
     assert set(loaded.signatures) == {
         "serving_default",
         "n_best",
+        "sample",
         "score",
         "tokenize",
         "detokenize",
