@@ -1,14 +1,32 @@
-"""Translate stdin to stdout with an exported SavedModel.
+"""Translate, sample or score stdin to stdout with an exported SavedModel.
 
     python -m keras_transformer.translate --export_dir /models/ende < in.txt > out.txt
+    python -m keras_transformer.translate --export_dir /models/ende --n_best 4 --with_scores
+    python -m keras_transformer.translate --export_dir /models/ende --mode sample --seed 7
+    python -m keras_transformer.translate --export_dir /models/ende --mode score < pairs.tsv
     python -m keras_transformer.translate --export_dir /models/ende --info
 
 `--export_dir` is a version directory or the base directory that holds
-numbered versions (the newest is used). Lines are translated in batches of
-`--batch_size`; the output has one line per input line, in order: input is
-split on `\\n` only, invalid UTF-8 is translated as it is (with a warning
-on stderr), and a translation never contains a line break. A SavedModel is
-a program that can read and write files: load only exports you trust.
+numbered versions (the newest is used). Lines are processed in batches of
+`--batch_size`: input is split on `\n` only, invalid UTF-8 is read as it
+is (with a warning on stderr), and an output never contains a line break.
+
+Output format (tab-separated; scores are length-penalized log-probabilities,
+as the search ranks them):
+
+* `--mode translate` (beam search, as exported) and `--mode sample` (one
+  random draw per hypothesis, repeatable with `--seed`): one line per
+  input line, `translation`, or `score<TAB>translation` with
+  `--with_scores`. With `--n_best N` (N > 1; at most the exported beam
+  size when translating), N lines per input line, best first for beam
+  search, each `line<TAB>translation` or `line<TAB>score<TAB>translation`,
+  `line` being the input's 1-based line number.
+* `--mode score`: each input line is `source<TAB>target`; one output line
+  per input line, `score<TAB>log_prob<TAB>token_scores`, the last the
+  space-separated log-probabilities of the target's tokens (EOS's last).
+
+A SavedModel is a program that can read and write files: load only
+exports you trust.
 """
 
 import argparse
@@ -18,6 +36,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the ops the graph uses)
 
@@ -69,12 +88,70 @@ def one_line(text):
     return " ".join(text.splitlines())
 
 
-def translate_lines(signature, lines, batch_size):
-    """Yields one translation per line (bytes in, `str` out), in order."""
-    for start in range(0, len(lines), batch_size):
+def _text(value):
+    return one_line(value.decode("utf-8", errors="replace"))
+
+
+def hypotheses(loaded, mode, lines, batch_size, n_best, seed):
+    """Yields, per input line (in order), its hypotheses best first as
+    `(score, translation)`: `n_best` of them."""
+    for batch_number, start in enumerate(range(0, len(lines), batch_size)):
         batch = tf.constant(lines[start : start + batch_size], tf.string)
-        for text in signature(text=batch)["translation"].numpy():
-            yield one_line(text.decode("utf-8", errors="replace"))
+        if mode == "sample":
+            draws = []
+            for draw in range(n_best):
+                state = np.random.SeedSequence([seed, draw, batch_number]).generate_state(
+                    1, np.uint64
+                )
+                outputs = loaded.signatures["sample"](
+                    text=batch, seed=tf.constant(int(state[0]) >> 2, tf.int64)
+                )
+                draws.append(
+                    zip(outputs["score"].numpy(), outputs["translation"].numpy(), strict=True)
+                )
+            per_line = list(zip(*draws, strict=True))
+        elif n_best == 1:
+            outputs = loaded.signatures["serving_default"](text=batch)
+            per_line = [
+                [pair]
+                for pair in zip(
+                    outputs["score"].numpy(), outputs["translation"].numpy(), strict=True
+                )
+            ]
+        else:
+            outputs = loaded.signatures["n_best"](text=batch)
+            scores, texts = outputs["scores"].numpy(), outputs["translations"].numpy()
+            per_line = [
+                list(zip(s[:n_best], t[:n_best], strict=True))
+                for s, t in zip(scores, texts, strict=True)
+            ]
+        for options in per_line:
+            yield [(float(score), _text(text)) for score, text in options]
+
+
+def score_lines(signature, lines, batch_size):
+    """Yields `score<TAB>log_prob<TAB>token_scores` per `source<TAB>target`
+    line."""
+    pairs = []
+    for number, line in enumerate(lines, 1):
+        tabs = line.count(b"\t")
+        if tabs != 1:
+            raise ValueError(
+                f"--mode score reads `source<TAB>target` lines; line {number} has {tabs} tabs."
+            )
+        pairs.append(line.split(b"\t"))
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        outputs = signature(
+            source=tf.constant([p[0] for p in chunk], tf.string),
+            target=tf.constant([p[1] for p in chunk], tf.string),
+        )
+        lengths = (outputs["target_tokens"].numpy() != b"").sum(axis=1)
+        for row, length in enumerate(lengths):
+            token_scores = " ".join(
+                f"{v:.4f}" for v in outputs["token_scores"].numpy()[row, :length]
+            )
+            yield f"{outputs['score'][row]:.4f}\t{outputs['log_prob'][row]:.4f}\t{token_scores}"
 
 
 def main(argv=None):
@@ -87,29 +164,58 @@ def main(argv=None):
     parser.add_argument("--version", type=int, help="version to use (default: the newest)")
     parser.add_argument("--batch_size", type=int, default=64, help="sentences per call")
     parser.add_argument(
+        "--mode",
+        choices=("translate", "sample", "score"),
+        default="translate",
+        help="beam search, random draws, or score source<TAB>target pairs",
+    )
+    parser.add_argument("--n_best", type=int, default=1, help="hypotheses per input line")
+    parser.add_argument("--with_scores", action="store_true", help="print each hypothesis' score")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --mode sample")
+    parser.add_argument(
         "--info", action="store_true", help="print settings and signatures, then exit"
     )
     args = parser.parse_args(argv)
     if args.batch_size <= 0:
         parser.error(f"--batch_size must be positive. Received: --batch_size={args.batch_size}")
+    if args.n_best <= 0:
+        parser.error(f"--n_best must be positive. Received: --n_best={args.n_best}")
+    if args.mode == "score" and (args.n_best != 1 or args.with_scores):
+        parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
     path = resolve_version_dir(args.export_dir, args.version)
     loaded = tf.saved_model.load(path)
     if args.info:
         print(describe(loaded, path))
         return 0
+    settings = json.loads(loaded.settings_json.numpy().decode())
+    if args.mode == "translate" and args.n_best > settings["beam_size"]:
+        parser.error(
+            f"--n_best must be at most the exported beam size ({settings['beam_size']}). "
+            f"Received: --n_best={args.n_best}"
+        )
     lines = read_lines(sys.stdin.buffer)
     bad = invalid_utf8(lines)
     if bad:
         shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
         print(
             f"warning: {len(bad)} input line(s) are not valid UTF-8 (line {shown}); "
-            "they are translated with the invalid bytes as they are.",
+            "they are read with the invalid bytes as they are.",
             file=sys.stderr,
         )
-    signature = loaded.signatures["serving_default"]
     out = sys.stdout.buffer
-    for translation in translate_lines(signature, lines, args.batch_size):
-        out.write(translation.encode("utf-8") + b"\n")
+    if args.mode == "score":
+        try:
+            for line in score_lines(loaded.signatures["score"], lines, args.batch_size):
+                out.write(line.encode("utf-8") + b"\n")
+        except ValueError as error:
+            parser.error(str(error))
+    else:
+        results = hypotheses(loaded, args.mode, lines, args.batch_size, args.n_best, args.seed)
+        for number, options in enumerate(results, 1):
+            for score, translation in options:
+                fields = [str(number)] if args.n_best > 1 else []
+                fields += [f"{score:.4f}"] if args.with_scores else []
+                out.write("\t".join(fields + [translation]).encode("utf-8") + b"\n")
     out.flush()
     return 0
 

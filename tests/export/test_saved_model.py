@@ -247,6 +247,56 @@ def test_command_line(exported):
     assert f"signature serving_default: {signature}" in info.stdout
 
 
+def test_command_line_modes(exported):
+    translator, path = exported
+    sentences = ["A dog runs.", "", "Two dogs."]
+    run = lambda *args, stdin: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "keras_transformer.translate", "--export_dir", path, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+    )
+    stdin = "\n".join(sentences) + "\n"
+    n_best = run("--n_best", "3", "--with_scores", "--batch_size", "2", stdin=stdin)
+    assert n_best.returncode == 0, n_best.stderr[-3000:]
+    expected = translator.translate_n_best(tf.constant(sentences))
+    rows = [line.split("\t") for line in n_best.stdout.splitlines()]
+    assert [int(r[0]) for r in rows] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert [r[2] for r in rows] == decoded(tf.reshape(expected["translations"], [-1]))
+    np.testing.assert_allclose(
+        [float(r[1]) for r in rows], expected["scores"].numpy().ravel(), atol=1e-4
+    )
+    pairs = ["A dog runs.\tEin Hund rennt.", "\t", "Two dogs.\tZwei."]
+    scored = run("--mode", "score", stdin="\n".join(pairs) + "\n")
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    expected = translator.score_targets(
+        tf.constant([p.split("\t")[0] for p in pairs]),
+        tf.constant([p.split("\t")[1] for p in pairs]),
+    )
+    rows = [line.split("\t") for line in scored.stdout.splitlines()]
+    assert len(rows) == 3
+    np.testing.assert_allclose([float(r[0]) for r in rows], expected["score"].numpy(), atol=1e-4)
+    np.testing.assert_allclose([float(r[1]) for r in rows], expected["log_prob"].numpy(), atol=1e-4)
+    tokens = (expected["target_tokens"].numpy()[0] != b"").sum()
+    np.testing.assert_allclose(
+        [float(v) for v in rows[0][2].split()],
+        expected["token_scores"].numpy()[0, :tokens],
+        atol=1e-4,
+    )
+    sampled = run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin)
+    assert sampled.returncode == 0, sampled.stderr[-3000:]
+    assert [line.split("\t")[0] for line in sampled.stdout.splitlines()] == list("112233")
+    assert run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin).stdout == (
+        sampled.stdout
+    )
+    untabbed = run("--mode", "score", stdin="one\ttwo\nno tab\n")
+    assert untabbed.returncode == 2 and "line 2 has 0 tabs" in untabbed.stderr
+    too_many = run("--n_best", "4", stdin=stdin)
+    assert too_many.returncode == 2 and "Received: --n_best=4" in too_many.stderr
+
+
 def test_command_line_keeps_output_line_i_for_input_line_i(exported):
     translator, path = exported
     # Invalid UTF-8, a lone carriage return inside a line, a CRLF ending.
