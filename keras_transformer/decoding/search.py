@@ -35,12 +35,10 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
-
-# Stands for log(0): finite, so that sums and differences never give NaN.
-NEG_INF = -1.0e9
 
 
 def length_penalty(length, alpha):
@@ -132,6 +130,7 @@ def greedy_search(
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
+    controls=None,
 ):
     """Picks the most likely next token until every sentence has ended.
 
@@ -146,6 +145,9 @@ def greedy_search(
         bos_id: the first decoder input.
         eos_id: the token that ends a sentence.
         pad_id: what follows EOS in the output.
+        controls: optional `OutputControls` (a minimum length, no repeated
+            n-grams, a repetition penalty); the scores are then
+            log-probabilities under the controlled distribution.
 
     Returns:
         `(ids, scores)`: int32 `(batch, max_length)` and the float32 sum of
@@ -169,6 +171,7 @@ def greedy_search(
         bos_id,
         eos_id,
         pad_id,
+        controls,
     )
 
 
@@ -185,6 +188,7 @@ def sample(
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
+    controls=None,
 ):
     """Draws each next token at random until every sentence has ended.
 
@@ -202,7 +206,7 @@ def sample(
 
     Args:
         tokens_to_logits, cache, batch_size, max_length, length_limits,
-        bos_id, eos_id, pad_id: as for `greedy_search`.
+        bos_id, eos_id, pad_id, controls: as for `greedy_search`.
         seed: an integer or int32/int64 scalar tensor.
         temperature: a positive float.
         top_k: a non-negative int.
@@ -211,7 +215,7 @@ def sample(
     Returns:
         `(ids, scores)` as for `greedy_search`; the scores are the model's
         log-probabilities of the drawn tokens (before temperature and
-        filtering), so that samples can be ranked or filtered by them.
+        filtering, after `controls`), so that samples can be ranked or filtered by them.
 
     Example:
 
@@ -234,6 +238,7 @@ def sample(
         bos_id,
         eos_id,
         pad_id,
+        controls,
     )
 
 
@@ -282,7 +287,16 @@ def _gumbel_argmax(logits, key):
 
 
 def _one_token_at_a_time(
-    tokens_to_logits, cache, batch_size, max_length, length_limits, pick, bos_id, eos_id, pad_id
+    tokens_to_logits,
+    cache,
+    batch_size,
+    max_length,
+    length_limits,
+    pick,
+    bos_id,
+    eos_id,
+    pad_id,
+    controls,
 ):
     """The loop of greedy search and sampling: `pick(logits, step)` chooses
     each sentence's next token `(batch,)` from its logits `(batch, vocab)`
@@ -301,6 +315,8 @@ def _one_token_at_a_time(
         tokens = tf.gather(sequences, step, axis=1)[:, None]  # (batch, 1)
         logits, cache = tokens_to_logits(tokens, cache, step)
         logits = tf.cast(logits, tf.float32)
+        if controls is not None and controls.active:
+            logits = controls.apply(logits, sequences, step, limits, eos_id)
         normalizer = _log_normalizer(logits)
         logits = _only_eos_at_limit(logits, step, limits, eos_id)
         next_token = pick(logits, step)
@@ -377,6 +393,7 @@ def beam_search(
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     pad_id=PAD_ID,
+    controls=None,
 ):
     """Beam search with GNMT's length penalty (§6.1: beam 4, alpha 0.6).
 
@@ -404,6 +421,8 @@ def beam_search(
         bos_id: the first decoder input.
         eos_id: the token that ends a hypothesis.
         pad_id: what follows EOS in the output.
+        controls: optional `OutputControls`, applied to every hypothesis;
+            the scores are then under the controlled distribution.
 
     Returns:
         `(ids, scores)`: int32 `(batch, num_results, max_length)` and
@@ -463,6 +482,14 @@ def beam_search(
         logits, cache = tokens_to_logits(tokens, state.cache, step)
         logits = tf.cast(logits, tf.float32)
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
+        if controls is not None and controls.active:
+            logits = controls.apply(
+                logits,
+                tf.reshape(state.alive_ids, [batch_size * k, width]),
+                step,
+                tf.repeat(limits, k),
+                eos_id,
+            )
         normalizer = tf.reshape(_log_normalizer(logits), [batch_size, k])
         logits = tf.reshape(logits, [batch_size, k, vocab])
         logits = _only_eos_at_limit(logits, step, limits, eos_id)
