@@ -109,6 +109,37 @@ def _best_extensions(logits, offsets, count):
     return top_values, (chunk // chunks) * vocab + token
 
 
+def _with_prefix(prefix, limits, batch_size, max_length, pad_id):
+    """`(prefix, limits)`: the prefix `(batch, width >= 1)` with at most
+    `max_length - 1` tokens, and the limits raised to leave room for EOS
+    after it. No prefix is an empty one."""
+    if prefix is None:
+        prefix = tf.fill([batch_size, 1], pad_id)
+    prefix = tf.convert_to_tensor(prefix, tf.int32)
+    prefix = tf.concat([prefix, tf.fill([batch_size, 1], pad_id)], axis=1)
+    prefix = prefix[:, : tf.maximum(tf.convert_to_tensor(max_length) - 1, 1)]
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(prefix, pad_id), tf.int32), axis=1)
+    return tf.where(tf.not_equal(prefix, pad_id), prefix, -1), tf.maximum(
+        limits, tf.minimum(lengths + 1, max_length)
+    )
+
+
+def _forced(prefix, step):
+    """`(forced, token)` `(batch,)`: whether `step`'s token is the prefix's,
+    and which (prefix positions past a sentence's prefix hold -1)."""
+    width = tf.shape(prefix)[1]
+    token = tf.gather(prefix, tf.minimum(step, width - 1), axis=1)
+    return tf.logical_and(step < width, token >= 0), token
+
+
+def _only_forced(logits, forced, token):
+    """Where a sentence is `forced` `(batch,)`, every logit but `token`'s
+    becomes `NEG_INF`; `logits` is `(batch, ..., vocab)`."""
+    shape = [-1] + [1] * (logits.shape.rank - 1)
+    other = tf.not_equal(tf.range(tf.shape(logits)[-1]), tf.reshape(token, shape))
+    return tf.where(tf.logical_and(tf.reshape(forced, shape), other), NEG_INF, logits)
+
+
 def _only_eos_at_limit(logits, step, limits, eos_id):
     """Where a sentence reaches its limit at this step, allow only EOS: every
     other token's logit becomes `NEG_INF`.
@@ -131,6 +162,7 @@ def greedy_search(
     eos_id=EOS_ID,
     pad_id=PAD_ID,
     controls=None,
+    prefix=None,
 ):
     """Picks the most likely next token until every sentence has ended.
 
@@ -148,6 +180,10 @@ def greedy_search(
         controls: optional `OutputControls` (a minimum length, no repeated
             n-grams, a repetition penalty); the scores are then
             log-probabilities under the controlled distribution.
+        prefix: optional int32 `(batch, prefix_len)`, padded with `pad_id`:
+            each sentence's output starts with its prefix (forced, scored,
+            not subject to `controls`), and the search goes on from there;
+            a sentence's limit is raised to leave room for EOS after it.
 
     Returns:
         `(ids, scores)`: int32 `(batch, max_length)` and the float32 sum of
@@ -172,6 +208,7 @@ def greedy_search(
         eos_id,
         pad_id,
         controls,
+        prefix,
     )
 
 
@@ -189,6 +226,7 @@ def sample(
     eos_id=EOS_ID,
     pad_id=PAD_ID,
     controls=None,
+    prefix=None,
 ):
     """Draws each next token at random until every sentence has ended.
 
@@ -206,7 +244,7 @@ def sample(
 
     Args:
         tokens_to_logits, cache, batch_size, max_length, length_limits,
-        bos_id, eos_id, pad_id, controls: as for `greedy_search`.
+        bos_id, eos_id, pad_id, controls, prefix: as for `greedy_search`.
         seed: an integer or int32/int64 scalar tensor.
         temperature: a positive float.
         top_k: a non-negative int.
@@ -239,6 +277,7 @@ def sample(
         eos_id,
         pad_id,
         controls,
+        prefix,
     )
 
 
@@ -297,11 +336,13 @@ def _one_token_at_a_time(
     eos_id,
     pad_id,
     controls,
+    prefix,
 ):
     """The loop of greedy search and sampling: `pick(logits, step)` chooses
     each sentence's next token `(batch,)` from its logits `(batch, vocab)`
     (after the length limit's rule); returns `(ids, scores)`."""
     limits = _limits(batch_size, max_length, length_limits)
+    prefix, limits = _with_prefix(prefix, limits, batch_size, max_length, pad_id)
     sequences = tf.concat(
         [tf.fill([batch_size, 1], bos_id), tf.fill([batch_size, max_length], pad_id)], 1
     )  # (batch, BOS + max_length tokens)
@@ -315,10 +356,13 @@ def _one_token_at_a_time(
         tokens = tf.gather(sequences, step, axis=1)[:, None]  # (batch, 1)
         logits, cache = tokens_to_logits(tokens, cache, step)
         logits = tf.cast(logits, tf.float32)
+        forced, forced_token = _forced(prefix, step)
         if controls is not None and controls.active:
-            logits = controls.apply(logits, sequences, step, limits, eos_id)
+            controlled = controls.apply(logits, sequences, step, limits, eos_id)
+            logits = tf.where(forced[:, None], logits, controlled)  # none inside the prefix
         normalizer = _log_normalizer(logits)
         logits = _only_eos_at_limit(logits, step, limits, eos_id)
+        logits = _only_forced(logits, forced, forced_token)
         next_token = pick(logits, step)
         # Its log-probability.
         next_score = tf.gather(logits, next_token, batch_dims=1) - normalizer
@@ -394,6 +438,7 @@ def beam_search(
     eos_id=EOS_ID,
     pad_id=PAD_ID,
     controls=None,
+    prefix=None,
 ):
     """Beam search with GNMT's length penalty (§6.1: beam 4, alpha 0.6).
 
@@ -423,6 +468,8 @@ def beam_search(
         pad_id: what follows EOS in the output.
         controls: optional `OutputControls`, applied to every hypothesis;
             the scores are then under the controlled distribution.
+        prefix: optional forced start of every sentence's hypotheses, as
+            for `greedy_search`.
 
     Returns:
         `(ids, scores)`: int32 `(batch, num_results, max_length)` and
@@ -441,6 +488,7 @@ def beam_search(
     _check_beam_cache(cache)
     k = beam_size
     limits = _limits(batch_size, max_length, length_limits)
+    prefix, limits = _with_prefix(prefix, limits, batch_size, max_length, pad_id)
     max_penalty = length_penalty(limits, alpha)  # (batch,)
     width = tf.convert_to_tensor(max_length) + 1  # BOS + tokens
     empty = tf.fill([batch_size, k, width], pad_id)
@@ -482,17 +530,20 @@ def beam_search(
         logits, cache = tokens_to_logits(tokens, state.cache, step)
         logits = tf.cast(logits, tf.float32)
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
+        forced, forced_token = _forced(prefix, step)
         if controls is not None and controls.active:
-            logits = controls.apply(
+            controlled = controls.apply(
                 logits,
                 tf.reshape(state.alive_ids, [batch_size * k, width]),
                 step,
                 tf.repeat(limits, k),
                 eos_id,
             )
+            logits = tf.where(tf.repeat(forced, k)[:, None], logits, controlled)
         normalizer = tf.reshape(_log_normalizer(logits), [batch_size, k])
         logits = tf.reshape(logits, [batch_size, k, vocab])
         logits = _only_eos_at_limit(logits, step, limits, eos_id)
+        logits = _only_forced(logits, forced, forced_token)
 
         # The candidates: each live hypothesis extended by each token, with
         # log-probability alive + logits - normalizer. 2k of them: enough
