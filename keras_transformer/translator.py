@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_transformer import _validation
 from keras_transformer import special_ids
+from keras_transformer.decoding import OutputControls
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import greedy_search
 from keras_transformer.decoding import length_penalty
@@ -21,6 +22,8 @@ TEXT = tf.TensorSpec([None], tf.string, name="text")
 SOURCE = tf.TensorSpec([None], tf.string, name="source")
 TARGET = tf.TensorSpec([None], tf.string, name="target")
 SEED = tf.TensorSpec([], tf.int64, name="seed")
+PREFIX = tf.TensorSpec([None], tf.string, name="prefix")
+MAX_OUTPUT_LENGTH = tf.TensorSpec([], tf.int32, name="max_output_length")
 SEARCHES = ("beam", "sample")
 
 
@@ -87,6 +90,14 @@ class Translator(tf.Module):
         top_k: sample among the `top_k` most likely tokens (0: all).
         top_p: then among the fewest most likely tokens whose
             probabilities sum to `top_p` (1.0: all).
+        min_length: EOS is forbidden before this many output tokens.
+        no_repeat_ngram_size: `n > 0` forbids repeating any n-gram of the
+            output (0: off).
+        repetition_penalty: `>= 1`, makes tokens already in the output less
+            likely (1.0: off); see `decoding.OutputControls`.
+        max_output_length: the most output tokens, EOS included (default
+            and at most the model's `max_length`); a request may ask for
+            fewer (`translate_with_options`).
 
     Example:
 
@@ -108,13 +119,29 @@ class Translator(tf.Module):
         temperature=1.0,
         top_k=0,
         top_p=1.0,
+        min_length=0,
+        no_repeat_ngram_size=0,
+        repetition_penalty=1.0,
+        max_output_length=None,
         name=None,
     ):
         super().__init__(name=name)
         _validation.check_choice(SEARCHES, search=search)
         check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
         _validation.check_positive_int(beam_size=beam_size)
-        _validation.check_positive_int(allow_none=True, max_input_length=max_input_length)
+        _validation.check_positive_int(
+            allow_none=True, max_input_length=max_input_length, max_output_length=max_output_length
+        )
+        if max_output_length is not None and max_output_length > model.max_length:
+            raise ValueError(
+                f"`max_output_length` must be at most the model's max_length "
+                f"({model.max_length}). Received: max_output_length={max_output_length}"
+            )
+        self.controls = OutputControls(
+            min_length=min_length,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            repetition_penalty=repetition_penalty,
+        )
         _validation.check_non_negative_int(max_extra_length=max_extra_length)
         _validation.check_non_negative(alpha=alpha)
         self.model = model
@@ -126,6 +153,7 @@ class Translator(tf.Module):
         self.alpha = float(alpha)
         self.max_extra_length = max_extra_length
         self.max_input_length = max_input_length or model.max_length
+        self.max_output_length = max_output_length or model.max_length
         self.jit_compile = jit_compile
         self.search = search
         self.temperature = float(temperature)
@@ -150,7 +178,16 @@ class Translator(tf.Module):
             temperature=self.temperature,
             top_k=self.top_k,
             top_p=self.top_p,
+            max_output_length=self.max_output_length,
+            **self._control_settings(),
         )
+
+    def _control_settings(self):
+        return {
+            "min_length": self.controls.min_length,
+            "no_repeat_ngram_size": self.controls.no_repeat_ngram_size,
+            "repetition_penalty": float(self.controls.repetition_penalty),
+        }
 
     def settings(self):
         """The decoding settings, as plain values."""
@@ -159,11 +196,12 @@ class Translator(tf.Module):
             "alpha": self.alpha,
             "max_extra_length": self.max_extra_length,
             "max_input_length": self.max_input_length,
-            "max_output_length": self.model.max_length,
+            "max_output_length": self.max_output_length,
             "search": self.search,
             "temperature": self.temperature,
             "top_k": self.top_k,
             "top_p": self.top_p,
+            **self._control_settings(),
         }
 
     def encode_text(self, text):
@@ -182,14 +220,32 @@ class Translator(tf.Module):
         eos = tf.fill([ids.nrows(), 1], tf.constant(self.eos_id, ids.dtype))
         return tf.concat([ids, eos], axis=1).to_tensor(self.pad_id)
 
-    def _start(self, source):
+    def encode_prefix(self, text):
+        """Target prefixes `(batch,)` to padded ids `(batch, length)`, no
+        EOS, at most `max_output_length - 1` tokens (room for EOS)."""
+        ids = self.tokenizer.tokenize(text)[:, : self.max_output_length - 1]
+        return ids.to_tensor(self.pad_id)
+
+    def _start(self, source, options):
         """What every search needs for `source` ids: `{"batch_size",
         "limits"` (per sentence)`, "max_length"` (the buffer)`, "cache",
-        "tokens_to_logits"}`."""
+        "tokens_to_logits", "options"}`; `options` holds the optional
+        `"prefix"` ids and a request's `"max_output_length"` (<= 0: the
+        translator's)."""
         model = self.model
+        options = dict(options or {})
         source_mask = tf.not_equal(source, self.pad_id)
         source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
-        limits = tf.minimum(source_lengths + self.max_extra_length, model.max_length)
+        most = self.max_output_length
+        if "max_output_length" in options:
+            asked = tf.cast(options["max_output_length"], tf.int32)
+            most = tf.where(asked > 0, tf.minimum(asked, most), most)
+        limits = tf.minimum(source_lengths + self.max_extra_length, most)
+        if "prefix" in options:
+            prefix_lengths = tf.reduce_sum(
+                tf.cast(tf.not_equal(options["prefix"], self.pad_id), tf.int32), axis=1
+            )
+            limits = tf.minimum(tf.maximum(limits, prefix_lengths + 1), self.max_output_length)
         max_length = tf.maximum(tf.reduce_max(tf.concat([limits, [1]], 0)), 1)
         encoder_output = model.encode(source, training=False)
 
@@ -203,6 +259,7 @@ class Translator(tf.Module):
             "max_length": max_length,
             "cache": model.init_cache(encoder_output, source_mask, max_length=max_length),
             "tokens_to_logits": tokens_to_logits,
+            "search_options": dict(controls=self.controls, prefix=options.get("prefix")),
         }
 
     def _special_ids(self):
@@ -214,8 +271,8 @@ class Translator(tf.Module):
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), axis=1)
         return ids[:, None], (log_probs / length_penalty(lengths, self.alpha))[:, None]
 
-    def _search_ids(self, source, num_results):
-        start = self._start(source)
+    def _search_ids(self, source, num_results, options=None):
+        start = self._start(source, options)
         common = (start["tokens_to_logits"], start["cache"], start["batch_size"])
         if self.beam_size == 1:
             ids, log_probs = greedy_search(
@@ -223,6 +280,7 @@ class Translator(tf.Module):
                 start["max_length"],
                 length_limits=start["limits"],
                 **self._special_ids(),
+                **start["search_options"],
             )
             return self._penalized(ids, log_probs)
         return beam_search(
@@ -233,10 +291,11 @@ class Translator(tf.Module):
             length_limits=start["limits"],
             num_results=num_results,
             **self._special_ids(),
+            **start["search_options"],
         )
 
-    def _sample_ids(self, source, seed):
-        start = self._start(source)
+    def _sample_ids(self, source, seed, options=None):
+        start = self._start(source, options)
         ids, log_probs = sample(
             start["tokens_to_logits"],
             start["cache"],
@@ -248,6 +307,7 @@ class Translator(tf.Module):
             top_p=self.top_p,
             length_limits=start["limits"],
             **self._special_ids(),
+            **start["search_options"],
         )
         return self._penalized(ids, log_probs)
 
@@ -286,6 +346,27 @@ class Translator(tf.Module):
         else:
             ids, scores = self._search(self.encode_text(text), 1)
         return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
+
+    @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
+    def translate_with_options(self, text, prefix, max_output_length):
+        """Like `translate_with_scores`, with per-request options: each
+        translation starts with its `prefix` (strings `(batch,)`, `""` for
+        none; forced, then the search goes on; its log-probability counts
+        in the score), and has at most `max_output_length` tokens, EOS
+        included (<= 0, or more than the translator's: the translator's)."""
+        return self._with_options(text, prefix, max_output_length, tf.constant(0, tf.int64))
+
+    def _with_options(self, text, prefix, max_output_length, seed):
+        options = {"prefix": self.encode_prefix(prefix), "max_output_length": max_output_length}
+        if self.search == "sample":
+            ids, scores = self._sample(self.encode_text(text), seed, options)
+        else:
+            ids, scores = self._search(self.encode_text(text), 1, options)
+        return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
+
+    @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH, SEED])
+    def _options_with_seed(self, text, prefix, max_output_length, seed):
+        return self._with_options(text, prefix, max_output_length, seed)
 
     @tf.function(input_signature=[TEXT, SEED])
     def sample_with_scores(self, text, seed):
@@ -337,7 +418,15 @@ class Translator(tf.Module):
             "target_tokens": tf.where(is_token, self.tokenizer.id_to_string(target_ids), ""),
         }
 
-    def translate(self, sentences, batch_size=64, progress=None, seed=None):
+    def translate(
+        self,
+        sentences,
+        batch_size=64,
+        progress=None,
+        seed=None,
+        prefixes=None,
+        max_output_length=None,
+    ):
         """Translates a list of strings, `batch_size` at a time (sorted by
         length for little padding), and returns a list in the same order.
 
@@ -345,8 +434,26 @@ class Translator(tf.Module):
         done and the seconds spent. With `search="sample"`, `seed` (an
         int; default a fresh random one) makes the draws repeatable: the
         same seed, sentences and `batch_size` give the same outputs.
+        `prefixes` (one string per sentence, `""` for none) start the
+        translations; `max_output_length` caps them (see
+        `translate_with_options`).
+
+        Example:
+
+        >>> translator.translate(["A dog runs."], prefixes=["Ein Hund"])
+        ['Ein Hund rennt.']
         """
         sentences = list(sentences)
+        if prefixes is not None:
+            prefixes = list(prefixes)
+            if len(prefixes) != len(sentences):
+                raise ValueError(
+                    "`prefixes` must hold one prefix per sentence. Received: "
+                    f"{len(prefixes)} prefixes for {len(sentences)} sentences"
+                )
+        if max_output_length is not None:
+            _validation.check_positive_int(max_output_length=max_output_length)
+        with_options = prefixes is not None or max_output_length is not None
         if seed is not None and self.search != "sample":
             raise ValueError(
                 f"`seed` is for search='sample'; this translator's search is "
@@ -358,8 +465,18 @@ class Translator(tf.Module):
 
         def run(chunk):
             text = tf.constant([sentences[i] for i in chunk], tf.string)
+            batch_seed = 0
             if self.search == "sample":
                 batch_seed = int(batch_seeds.spawn(1)[0].generate_state(1, np.uint64)[0]) >> 2
+            if with_options:
+                prefix = [prefixes[i] for i in chunk] if prefixes is not None else [""] * len(chunk)
+                outputs = self._options_with_seed(
+                    text,
+                    tf.constant(prefix, tf.string),
+                    tf.constant(max_output_length or 0, tf.int32),
+                    tf.constant(batch_seed, tf.int64),
+                )["translation"]
+            elif self.search == "sample":
                 outputs = self.sample_with_scores(text, batch_seed)["translation"]
             else:
                 outputs = self(text)

@@ -221,3 +221,50 @@ def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained):
     assert len({tuple(row) for row in ids[:, 0].numpy()}) > 5
     with pytest.raises(ValueError, match="Received: seed=1"):
         Translator(model, tokenizer).translate(sources, seed=1)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_prefixes_and_output_length_per_request(trained, beam_size):
+    model, tokenizer = trained
+    translator = Translator(model, tokenizer, beam_size=beam_size)
+    sources, targets = letter_reversal_corpus(8, seed=6)
+    text = tf.constant(sources)
+    # The learned continuation of the right prefix; a wrong prefix is kept.
+    right = [" ".join(t.split()[:2]) for t in targets]
+    wrong = ["z y"] * 4 + [""] * 4
+    assert translator.translate(sources, prefixes=right) == targets
+    outputs = translator.translate_with_options(text, tf.constant(wrong), tf.constant(0))
+    texts = [t.decode() for t in outputs["translation"].numpy()]
+    assert all(t.startswith("z y") for t in texts[:4]) and texts[4:] == targets[4:]
+    # Scores include the prefix: they equal the teacher-forced score.
+    scored = translator.score(sources, texts)
+    np.testing.assert_allclose([s.score for s in scored], outputs["score"].numpy(), atol=1e-4)
+    plain = translator.translate_with_scores(text)
+    no_options = translator.translate_with_options(text, tf.constant([""] * 8), tf.constant(0))
+    np.testing.assert_array_equal(no_options["translation"].numpy(), plain["translation"].numpy())
+    short = translator.translate(sources, max_output_length=3)
+    assert all(len(tokenizer([output])[0]) <= 2 for output in short)  # 3 tokens with EOS
+    assert any(len(tokenizer([target])[0]) > 2 for target in targets)
+
+
+def test_output_controls_in_the_translator(trained):
+    model, tokenizer = trained
+    sources = ["a a a a a a", "b", "c d c d c d"]
+    plain = Translator(model, tokenizer, beam_size=2)
+    controlled = Translator(model, tokenizer, beam_size=2, min_length=6, no_repeat_ngram_size=2)
+    assert controlled.settings()["min_length"] == 6
+    plain_ids = plain._search(plain.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
+    ids = controlled._search(controlled.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
+
+    def tokens(row):
+        return [t for t in row.tolist() if t != model.pad_id][:-1]  # EOS dropped
+
+    def repeats(t):
+        return len(set(zip(t, t[1:], strict=False))) < len(t) - 1
+
+    assert any(len(tokens(r)) < 6 or repeats(tokens(r)) for r in plain_ids)
+    assert all(len(tokens(r)) >= 6 and not repeats(tokens(r)) for r in ids)
+    with pytest.raises(ValueError, match="Received: repetition_penalty=0.5"):
+        Translator(model, tokenizer, repetition_penalty=0.5)
+    with pytest.raises(ValueError, match="Received: max_output_length=257"):
+        Translator(model, tokenizer, max_output_length=257)

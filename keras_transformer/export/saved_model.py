@@ -25,6 +25,8 @@ from keras_transformer import _validation
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
+from keras_transformer.translator import MAX_OUTPUT_LENGTH
+from keras_transformer.translator import PREFIX
 from keras_transformer.translator import SEED
 from keras_transformer.translator import SOURCE
 from keras_transformer.translator import TARGET
@@ -96,6 +98,12 @@ class _ServingModule(tf.Module):
     def n_best(self, text):
         return self.translator.translate_n_best(self._within_limits(text))
 
+    @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
+    def with_options(self, text, prefix, max_output_length):
+        return self.translator.translate_with_options(
+            self._within_limits(text), self._within_limits(prefix, "target"), max_output_length
+        )
+
     @tf.function(input_signature=[TEXT, SEED])
     def sample(self, text, seed):
         return self.translator.sample_with_scores(self._within_limits(text), seed)
@@ -122,6 +130,7 @@ class _ServingModule(tf.Module):
         return {
             "serving_default": self.serve.get_concrete_function(),
             "n_best": self.n_best.get_concrete_function(),
+            "translate_with_options": self.with_options.get_concrete_function(),
             "sample": self.sample.get_concrete_function(),
             "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
@@ -171,6 +180,10 @@ def export_saved_model(
             `[batch]`, `score` float32 `[batch]` (length-penalized
             log-probability).
         `n_best`: `text` -> `translations` `[batch, beam]`, `scores`.
+        `translate_with_options`: `text`, `prefix` string `[batch]` (`""`:
+            none), `max_output_length` int32 scalar (<= 0: the exported
+            one) -> `translation`, `score`: translations that start with
+            their prefix, at most `max_output_length` tokens long.
         `sample`: `text`, `seed` int64 scalar -> `translation`, `score`:
             one translation per sentence drawn at random with the
             translator's `temperature`, `top_k` and `top_p`, the same for

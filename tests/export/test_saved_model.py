@@ -56,6 +56,9 @@ def exported(tmp_path_factory):
     return translator, path
 
 
+PREFIXES = ["Zwei", "", "x \xff", "", "Ein", ""]
+
+
 def as_bytes(sentences):
     return [s.encode("latin-1") for s in sentences]
 
@@ -92,6 +95,9 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "n_best": translator.translate_n_best(text),
         "score": translator.score_targets(text, tf.constant(as_bytes(targets))),
         "sample": translator.sample_with_scores(text, tf.constant(5, tf.int64)),
+        "translate_with_options": translator.translate_with_options(
+            text, tf.constant(as_bytes(PREFIXES)), tf.constant(4)
+        ),
         "tokenize": {"ids": ids, "lengths": tf.constant([ids.shape[1]], tf.int32)},
         "detokenize": {"text": translator.tokenizer.detokenize(ids)},
     }
@@ -100,6 +106,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "n_best": {"text": HOSTILE},
         "score": {"source": HOSTILE, "target": targets},
         "sample": {"text": HOSTILE, "seed": 5},
+        "translate_with_options": {"text": HOSTILE, "prefix": PREFIXES, "max_output_length": 4},
         "tokenize": {"text": ["Two dogs are playing."]},
         "detokenize": {"ids": ids.numpy().tolist()},
     }
@@ -172,6 +179,7 @@ def test_other_signatures_settings_and_warmup(exported):
         "n_best",
         "sample",
         "score",
+        "translate_with_options",
         "tokenize",
         "detokenize",
     }
