@@ -27,6 +27,7 @@ from keras_transformer.training import MaskedAccuracy
 from keras_transformer.training import Perplexity
 from keras_transformer.training import TokenCount
 from keras_transformer.training import TransformerSchedule
+from keras_transformer.translator import AlignedTranslation
 from keras_transformer.translator import TargetScore
 from keras_transformer.translator import Translator
 
@@ -52,6 +53,7 @@ __all__ = [
     "TokenCount",
     "Translator",
     "TargetScore",
+    "AlignedTranslation",
     "decoding",
     "export",
     "layers",

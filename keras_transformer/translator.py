@@ -49,6 +49,25 @@ class TargetScore:
     token_scores: list
 
 
+@dataclasses.dataclass(frozen=True)
+class AlignedTranslation:
+    """A translation with, for each of its tokens, the source token it
+    attends to most (`Translator.translate(..., return_alignments=True)`).
+
+    Attributes:
+        translation: the translated text.
+        target_tokens: its SentencePiece pieces, EOS's last.
+        source_tokens: the source's pieces, EOS's last.
+        alignments: for each target token, the index in `source_tokens` of
+            its most attended source token.
+    """
+
+    translation: str
+    target_tokens: list
+    source_tokens: list
+    alignments: list
+
+
 class Translator(tf.Module):
     """Translates batches of raw strings with a `Transformer` and a tokenizer.
 
@@ -98,6 +117,9 @@ class Translator(tf.Module):
         max_output_length: the most output tokens, EOS included (default
             and at most the model's `max_length`); a request may ask for
             fewer (`translate_with_options`).
+        alignment_layer: the decoder layer whose cross-attention (the mean
+            over its heads) aligns output tokens to source tokens in
+            `translate_with_alignments` (default -1, the last).
 
     Example:
 
@@ -123,6 +145,7 @@ class Translator(tf.Module):
         no_repeat_ngram_size=0,
         repetition_penalty=1.0,
         max_output_length=None,
+        alignment_layer=-1,
         name=None,
     ):
         super().__init__(name=name)
@@ -137,6 +160,17 @@ class Translator(tf.Module):
                 f"`max_output_length` must be at most the model's max_length "
                 f"({model.max_length}). Received: max_output_length={max_output_length}"
             )
+        layers = len(model.decoder.stack)
+        if (
+            not isinstance(alignment_layer, int)
+            or isinstance(alignment_layer, bool)
+            or not -layers <= alignment_layer < layers
+        ):
+            raise ValueError(
+                f"`alignment_layer` must index one of the model's {layers} decoder layers "
+                f"({-layers} to {layers - 1}). Received: alignment_layer={alignment_layer!r}"
+            )
+        self.alignment_layer = alignment_layer
         self.controls = OutputControls(
             min_length=min_length,
             no_repeat_ngram_size=no_repeat_ngram_size,
@@ -179,6 +213,7 @@ class Translator(tf.Module):
             top_k=self.top_k,
             top_p=self.top_p,
             max_output_length=self.max_output_length,
+            alignment_layer=self.alignment_layer,
             **self._control_settings(),
         )
 
@@ -321,6 +356,18 @@ class Translator(tf.Module):
         chosen = tf.gather(log_probs, target, batch_dims=2)
         return tf.where(tf.not_equal(target, self.pad_id), chosen, 0.0)
 
+    def _alignments(self, source, target):
+        """For each token of `target` (ids ending with EOS, padded), the
+        source position `(batch, target_len)` it attends to most in the
+        teacher-forced pass (the decoding pass's attention, as cached and
+        full passes agree), -1 at padding."""
+        bos = tf.fill([tf.shape(target)[0], 1], self.bos_id)
+        decoder_input = tf.concat([bos, target[:, :-1]], 1)
+        cross = self.model.attention_scores(source, decoder_input)["cross"]
+        mean = tf.reduce_mean(cross[self.alignment_layer], axis=1)  # (batch, target, source)
+        best = tf.argmax(mean, axis=-1, output_type=tf.int32)
+        return tf.where(tf.not_equal(target, self.pad_id), best, -1)
+
     def _tokenizer_ids_only(self, logits):
         """`logits` `(..., model vocabulary)` with the ids the tokenizer lacks
         forbidden, so that no output fails to detokenize."""
@@ -367,6 +414,37 @@ class Translator(tf.Module):
     @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH, SEED])
     def _options_with_seed(self, text, prefix, max_output_length, seed):
         return self._with_options(text, prefix, max_output_length, seed)
+
+    @tf.function(input_signature=[TEXT])
+    def translate_with_alignments(self, text):
+        """`translate_with_scores`'s outputs, and for each output token the
+        source token it attends to most (the mean over heads of decoder
+        layer `alignment_layer`'s cross-attention, as Marian and
+        CTranslate2 align): `{"translation", "score", "alignments": (batch,
+        target_len)` int32 source positions (-1 after EOS)`,
+        "target_tokens": (batch, target_len), "source_tokens": (batch,
+        source_len)}` (pieces, `""` at padding)."""
+        source = self.encode_text(text)
+        if self.search == "sample":
+            ids, scores = self._sample(source, tf.constant(0, tf.int64))
+        else:
+            ids, scores = self._search(source, 1)
+        ids = ids[:, 0]
+        width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), 1))
+        ids = ids[:, :width]
+        # The search's buffer may end without padding: one column for EOS.
+        target = tf.concat([ids, tf.fill([tf.shape(ids)[0], 1], self.pad_id)], 1)
+        return {
+            "translation": self.tokenizer.detokenize(ids),
+            "score": scores[:, 0],
+            "alignments": self._alignments(source, target)[:, :-1],
+            "target_tokens": self._pieces(ids),
+            "source_tokens": self._pieces(source),
+        }
+
+    def _pieces(self, ids):
+        """Padded ids to their pieces, `""` at padding."""
+        return tf.where(tf.not_equal(ids, self.pad_id), self.tokenizer.id_to_string(ids), "")
 
     @tf.function(input_signature=[TEXT, SEED])
     def sample_with_scores(self, text, seed):
@@ -415,7 +493,7 @@ class Translator(tf.Module):
             "log_prob": log_prob,
             "score": log_prob / length_penalty(lengths, self.alpha),
             "token_scores": token_scores,
-            "target_tokens": tf.where(is_token, self.tokenizer.id_to_string(target_ids), ""),
+            "target_tokens": self._pieces(target_ids),
         }
 
     def translate(
@@ -426,6 +504,7 @@ class Translator(tf.Module):
         seed=None,
         prefixes=None,
         max_output_length=None,
+        return_alignments=False,
     ):
         """Translates a list of strings, `batch_size` at a time (sorted by
         length for little padding), and returns a list in the same order.
@@ -436,7 +515,8 @@ class Translator(tf.Module):
         same seed, sentences and `batch_size` give the same outputs.
         `prefixes` (one string per sentence, `""` for none) start the
         translations; `max_output_length` caps them (see
-        `translate_with_options`).
+        `translate_with_options`). With `return_alignments`, the result is
+        a list of `AlignedTranslation` (see `translate_with_alignments`).
 
         Example:
 
@@ -454,6 +534,13 @@ class Translator(tf.Module):
         if max_output_length is not None:
             _validation.check_positive_int(max_output_length=max_output_length)
         with_options = prefixes is not None or max_output_length is not None
+        if return_alignments and (with_options or self.search == "sample"):
+            raise ValueError(
+                "`return_alignments` works with beam search (or greedy) and no prefixes or "
+                f"max_output_length. Received: search={self.search!r}, "
+                f"prefixes={'given' if prefixes is not None else None}, "
+                f"max_output_length={max_output_length}"
+            )
         if seed is not None and self.search != "sample":
             raise ValueError(
                 f"`seed` is for search='sample'; this translator's search is "
@@ -468,6 +555,8 @@ class Translator(tf.Module):
             batch_seed = 0
             if self.search == "sample":
                 batch_seed = int(batch_seeds.spawn(1)[0].generate_state(1, np.uint64)[0]) >> 2
+            if return_alignments:
+                return _aligned(self.translate_with_alignments(text))
             if with_options:
                 prefix = [prefixes[i] for i in chunk] if prefixes is not None else [""] * len(chunk)
                 outputs = self._options_with_seed(
@@ -529,6 +618,27 @@ class Translator(tf.Module):
             return len(sources[i]) + len(targets[i])
 
         return _in_batches(len(sources), size, run, batch_size, progress)
+
+
+def _aligned(outputs):
+    """`translate_with_alignments`' outputs as `AlignedTranslation`s."""
+    outputs = {key: value.numpy() for key, value in outputs.items()}
+
+    def strings(row):
+        return [piece.decode("utf-8", errors="replace") for piece in row if piece]
+
+    results = []
+    for row, translation in enumerate(outputs["translation"]):
+        target_tokens = strings(outputs["target_tokens"][row])
+        results.append(
+            AlignedTranslation(
+                translation=translation.decode("utf-8", errors="replace"),
+                target_tokens=target_tokens,
+                source_tokens=strings(outputs["source_tokens"][row]),
+                alignments=outputs["alignments"][row, : len(target_tokens)].tolist(),
+            )
+        )
+    return results
 
 
 def _in_batches(count, size, run, batch_size, progress):

@@ -268,3 +268,29 @@ def test_output_controls_in_the_translator(trained):
         Translator(model, tokenizer, repetition_penalty=0.5)
     with pytest.raises(ValueError, match="Received: max_output_length=257"):
         Translator(model, tokenizer, max_output_length=257)
+
+
+def test_alignments_on_the_reversal_task(trained):
+    model, tokenizer = trained
+    sources, targets = letter_reversal_corpus(10, seed=7)
+    translator = Translator(model, tokenizer, beam_size=4)
+    results = translator.translate(sources, batch_size=4, return_alignments=True)
+    assert [r.translation for r in results] == targets
+    for source, result in zip(sources, results, strict=True):
+        letters = len(source.split())
+        # One piece per letter here, then EOS: target token i (a letter)
+        # is source letter n - 1 - i, and EOS attends to EOS.
+        assert len(result.source_tokens) == len(result.target_tokens) == letters + 1
+        assert result.alignments == list(range(letters - 1, -1, -1)) + [letters]
+    first = len(sources[0].split())
+    for layer in (0, 1):  # both layers of this model align so
+        aligned = Translator(model, tokenizer, alignment_layer=layer)
+        outputs = aligned.translate_with_alignments(tf.constant(sources[:2]))
+        assert outputs["alignments"].shape == outputs["target_tokens"].shape
+        row = outputs["alignments"].numpy()[0].tolist()
+        assert row[: first + 1] == list(range(first - 1, -1, -1)) + [first]
+        assert all(a == -1 for a in row[first + 1 :])
+    with pytest.raises(ValueError, match="Received: alignment_layer=2"):
+        Translator(model, tokenizer, alignment_layer=2)
+    with pytest.raises(ValueError, match="return_alignments"):
+        translator.translate(sources, prefixes=sources, return_alignments=True)

@@ -104,6 +104,10 @@ class _ServingModule(tf.Module):
             self._within_limits(text), self._within_limits(prefix, "target"), max_output_length
         )
 
+    @tf.function(input_signature=[TEXT])
+    def with_alignments(self, text):
+        return self.translator.translate_with_alignments(self._within_limits(text))
+
     @tf.function(input_signature=[TEXT, SEED])
     def sample(self, text, seed):
         return self.translator.sample_with_scores(self._within_limits(text), seed)
@@ -131,6 +135,7 @@ class _ServingModule(tf.Module):
             "serving_default": self.serve.get_concrete_function(),
             "n_best": self.n_best.get_concrete_function(),
             "translate_with_options": self.with_options.get_concrete_function(),
+            "translate_with_alignments": self.with_alignments.get_concrete_function(),
             "sample": self.sample.get_concrete_function(),
             "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
@@ -184,6 +189,11 @@ def export_saved_model(
             none), `max_output_length` int32 scalar (<= 0: the exported
             one) -> `translation`, `score`: translations that start with
             their prefix, at most `max_output_length` tokens long.
+        `translate_with_alignments`: `text` -> `translation`, `score`,
+            `alignments` int32 `[batch, target_len]` (for each output
+            token, the source token it attends to most; -1 after EOS),
+            `target_tokens`, `source_tokens` string (pieces, `""` at
+            padding).
         `sample`: `text`, `seed` int64 scalar -> `translation`, `score`:
             one translation per sentence drawn at random with the
             translator's `temperature`, `top_k` and `top_p`, the same for

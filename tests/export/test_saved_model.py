@@ -95,6 +95,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "n_best": translator.translate_n_best(text),
         "score": translator.score_targets(text, tf.constant(as_bytes(targets))),
         "sample": translator.sample_with_scores(text, tf.constant(5, tf.int64)),
+        "translate_with_alignments": translator.translate_with_alignments(text),
         "translate_with_options": translator.translate_with_options(
             text, tf.constant(as_bytes(PREFIXES)), tf.constant(4)
         ),
@@ -106,6 +107,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "n_best": {"text": HOSTILE},
         "score": {"source": HOSTILE, "target": targets},
         "sample": {"text": HOSTILE, "seed": 5},
+        "translate_with_alignments": {"text": HOSTILE},
         "translate_with_options": {"text": HOSTILE, "prefix": PREFIXES, "max_output_length": 4},
         "tokenize": {"text": ["Two dogs are playing."]},
         "detokenize": {"ids": ids.numpy().tolist()},
@@ -179,6 +181,7 @@ def test_other_signatures_settings_and_warmup(exported):
         "n_best",
         "sample",
         "score",
+        "translate_with_alignments",
         "translate_with_options",
         "tokenize",
         "detokenize",
