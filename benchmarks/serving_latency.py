@@ -5,11 +5,14 @@
 For each preset (random weights, a SentencePiece vocabulary trained on a
 generated corpus, beam 4, alpha 0.6, source length + 50), it exports with
 `export_saved_model`, loads the SavedModel with `tf.saved_model.load` (as a
-Python server would; TF Serving runs the same graph), and times the
-`serving_default` signature on one sentence and on a batch of 64 (median of
-`--repeats` calls after a warm-up call). With random weights EOS is almost
-never chosen, so every output runs to its length limit (source + 50
-tokens): these are worst-case latencies.
+Python server would; TF Serving runs the same graph), and times each
+signature in `--signatures` on one sentence and on a batch of 64 (median of
+`--repeats` calls after a warm-up call), with its cost relative to
+`serving_default`. With random weights EOS is almost never chosen, so every
+output runs to its length limit (source + 50 tokens): these are worst-case
+latencies. The inputs: `translate_with_options` forces the first three
+words of each sentence as a prefix; `score` scores each sentence as its
+own translation; `sample` draws with seed 0.
 """
 
 import argparse
@@ -39,11 +42,33 @@ def corpus(n, rng):
     return [" ".join(rng.choice(words, rng.integers(8, 20))) for _ in range(n)]
 
 
-def median_seconds(serve, sentences, repeats):
-    """Median seconds of one call of `serve` on `sentences`, after one
-    untimed call."""
+SIGNATURES = (
+    "serving_default",
+    "n_best",
+    "translate_with_options",
+    "translate_with_alignments",
+    "sample",
+    "score",
+)
+
+
+def inputs_for(signature, sentences):
+    """The request each signature is timed with."""
     text = tf.constant(sentences)
-    return statistics.median(time_calls(lambda: serve(text=text), 1, repeats))
+    if signature == "translate_with_options":
+        prefix = tf.constant([" ".join(s.split()[:3]) for s in sentences])
+        return {"text": text, "prefix": prefix, "max_output_length": tf.constant(0)}
+    if signature == "sample":
+        return {"text": text, "seed": tf.constant(0, tf.int64)}
+    if signature == "score":
+        return {"source": text, "target": text}
+    return {"text": text}
+
+
+def median_seconds(serve, inputs, repeats):
+    """Median seconds of one call of `serve` on `inputs`, after one
+    untimed call."""
+    return statistics.median(time_calls(lambda: serve(**inputs), 1, repeats))
 
 
 def main():
@@ -53,6 +78,7 @@ def main():
     parser.add_argument("--presets", nargs="+", default=["tiny", "base"])
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--signatures", nargs="+", default=list(SIGNATURES), choices=SIGNATURES)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     texts = corpus(20000, rng)
@@ -62,8 +88,11 @@ def main():
     print(
         f"vocabulary {tokenizer.vocab_size}, mean source length {source_tokens:.1f} tokens, beam 4"
     )
-    print("| preset | export size | 1 sentence (s) | 64 sentences (s) | sentences/s at 64 |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| preset | export size | signature | 1 sentence (s) | 64 sentences (s) "
+        "| sentences/s at 64 | vs serving_default (1 / 64) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for preset in args.presets:
         model = Transformer.from_preset(preset, vocab_size=tokenizer.vocab_size)
         with tempfile.TemporaryDirectory() as tmp:
@@ -71,10 +100,22 @@ def main():
             size = subprocess.run(
                 ["du", "-sh", path], capture_output=True, text=True
             ).stdout.split()[0]
-            serve = tf.saved_model.load(path).signatures["serving_default"]
-            one = median_seconds(serve, sentences[:1], args.repeats)
-            batch = median_seconds(serve, sentences, args.repeats)
-        print(f"| {preset} | {size} | {one:.3f} | {batch:.2f} | {64 / batch:.1f} |", flush=True)
+            loaded = tf.saved_model.load(path)
+            baseline = None
+            for signature in args.signatures:
+                serve = loaded.signatures[signature]
+                one = median_seconds(serve, inputs_for(signature, sentences[:1]), args.repeats)
+                batch = median_seconds(serve, inputs_for(signature, sentences), args.repeats)
+                if signature == "serving_default":
+                    baseline = (one, batch)
+                relative = (
+                    f"{one / baseline[0]:.2f}x / {batch / baseline[1]:.2f}x" if baseline else "–"
+                )
+                print(
+                    f"| {preset} | {size} | {signature} | {one:.3f} | {batch:.2f} "
+                    f"| {64 / batch:.1f} | {relative} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
