@@ -368,6 +368,14 @@ class Translator(tf.Module):
         best = tf.argmax(mean, axis=-1, output_type=tf.int32)
         return tf.where(tf.not_equal(target, self.pad_id), best, -1)
 
+    def _best_ids(self, source, seed, options=None):
+        """One output per sentence from the translator's `search`: `(ids
+        (batch, 1, length), scores (batch, 1))`; `seed` is used by sampling
+        only."""
+        if self.search == "sample":
+            return self._sample(source, seed, options)
+        return self._search(source, 1, options)
+
     def _tokenizer_ids_only(self, logits):
         """`logits` `(..., model vocabulary)` with the ids the tokenizer lacks
         forbidden, so that no output fails to detokenize."""
@@ -388,10 +396,7 @@ class Translator(tf.Module):
         the score being the length-penalized log-probability. With
         `search="sample"`, a sample drawn with seed 0 (see
         `sample_with_scores`)."""
-        if self.search == "sample":
-            ids, scores = self._sample(self.encode_text(text), tf.constant(0, tf.int64))
-        else:
-            ids, scores = self._search(self.encode_text(text), 1)
+        ids, scores = self._best_ids(self.encode_text(text), tf.constant(0, tf.int64))
         return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
 
     @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
@@ -405,10 +410,7 @@ class Translator(tf.Module):
 
     def _with_options(self, text, prefix, max_output_length, seed):
         options = {"prefix": self.encode_prefix(prefix), "max_output_length": max_output_length}
-        if self.search == "sample":
-            ids, scores = self._sample(self.encode_text(text), seed, options)
-        else:
-            ids, scores = self._search(self.encode_text(text), 1, options)
+        ids, scores = self._best_ids(self.encode_text(text), seed, options)
         return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
 
     @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH, SEED])
@@ -425,10 +427,7 @@ class Translator(tf.Module):
         "target_tokens": (batch, target_len), "source_tokens": (batch,
         source_len)}` (pieces, `""` at padding)."""
         source = self.encode_text(text)
-        if self.search == "sample":
-            ids, scores = self._sample(source, tf.constant(0, tf.int64))
-        else:
-            ids, scores = self._search(source, 1)
+        ids, scores = self._best_ids(source, tf.constant(0, tf.int64))
         ids = ids[:, 0]
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), 1))
         ids = ids[:, :width]
