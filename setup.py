@@ -27,8 +27,11 @@ setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={
         # ruff is pinned: `ruff format --check` must not change with its releases.
-        "test": ["pytest", "matplotlib", "ruff==0.17.6"],
-        "examples": ["matplotlib"],  # attention plots in examples/wmt_ende.py
+        # ctranslate2: the CTranslate2 export's tests run in CI.
+        "test": ["pytest", "matplotlib", "ruff==0.17.6", "ctranslate2>=4.8"],
+        "examples": ["matplotlib"],
+        # export.export_ctranslate2 and `translate --ctranslate2_dir`.
+        "ctranslate2": ["ctranslate2>=4.8"],  # attention plots in examples/wmt_ende.py
         # The peers of benchmarks/compare.py. torch is pinned to the CPU
         # build that this project's machines carry (an unpinned `torch`
         # pulls the newest CUDA build, several GB).

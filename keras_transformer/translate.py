@@ -1,15 +1,22 @@
-"""Translate, sample or score stdin to stdout with an exported SavedModel.
+"""Translate, sample or score stdin to stdout with an exported SavedModel
+or a CTranslate2 export.
 
     python -m keras_transformer.translate --export_dir /models/ende < in.txt > out.txt
     python -m keras_transformer.translate --export_dir /models/ende --n_best 4 --with_scores
     python -m keras_transformer.translate --export_dir /models/ende --mode sample --seed 7
     python -m keras_transformer.translate --export_dir /models/ende --mode score < pairs.tsv
     python -m keras_transformer.translate --export_dir /models/ende --info
+    python -m keras_transformer.translate --ctranslate2_dir /models/ende_ct2 < in.txt
 
 `--export_dir` is a version directory or the base directory that holds
-numbered versions (the newest is used). Lines are processed in batches of
-`--batch_size`: input is split on `\n` only, invalid UTF-8 is read as it
-is (with a warning on stderr), and an output never contains a line break.
+numbered versions (the newest is used). `--ctranslate2_dir` is a directory
+written by `keras_transformer.export.export_ctranslate2` (`pip install -e
+".[ctranslate2]"`): the same modes and output, run by CTranslate2 with its
+exported settings (`--compute_type int8` quantizes at load time; sampling
+draws from CTranslate2's own random generator). Lines are processed in
+batches of `--batch_size`: input is split on `\n` only, invalid UTF-8 is
+read as it is (with a warning on stderr), and an output never contains a
+line break.
 
 Output format (tab-separated; scores are length-penalized log-probabilities,
 as the search ranks them):
@@ -129,9 +136,8 @@ def hypotheses(loaded, mode, lines, batch_size, n_best, seed):
             yield [(float(score), _text(text)) for score, text in options]
 
 
-def score_lines(signature, lines, batch_size):
-    """Yields `score<TAB>log_prob<TAB>token_scores` per `source<TAB>target`
-    line."""
+def source_target_pairs(lines):
+    """`source<TAB>target` lines as `(source, target)` byte pairs."""
     pairs = []
     for number, line in enumerate(lines, 1):
         tabs = line.count(b"\t")
@@ -140,6 +146,19 @@ def score_lines(signature, lines, batch_size):
                 f"--mode score reads `source<TAB>target` lines; line {number} has {tabs} tabs."
             )
         pairs.append(line.split(b"\t"))
+    return pairs
+
+
+def score_line(score, log_prob, token_scores):
+    """`score<TAB>log_prob<TAB>token_scores`, the output of `--mode score`."""
+    tokens = " ".join(f"{v:.4f}" for v in token_scores)
+    return f"{score:.4f}\t{log_prob:.4f}\t{tokens}"
+
+
+def score_lines(signature, lines, batch_size):
+    """Yields `score<TAB>log_prob<TAB>token_scores` per `source<TAB>target`
+    line, scored by the SavedModel's `score` signature."""
+    pairs = source_target_pairs(lines)
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
         outputs = signature(
@@ -148,20 +167,48 @@ def score_lines(signature, lines, batch_size):
         )
         lengths = (outputs["target_tokens"].numpy() != b"").sum(axis=1)
         for row, length in enumerate(lengths):
-            token_scores = " ".join(
-                f"{v:.4f}" for v in outputs["token_scores"].numpy()[row, :length]
+            yield score_line(
+                outputs["score"][row],
+                outputs["log_prob"][row],
+                outputs["token_scores"].numpy()[row, :length],
             )
-            yield f"{outputs['score'][row]:.4f}\t{outputs['log_prob'][row]:.4f}\t{token_scores}"
+
+
+def ctranslate2_hypotheses(translator, mode, lines, batch_size, n_best, seed):
+    """Like `hypotheses`, with a `CTranslate2Translator`."""
+    texts = [line.decode("utf-8", errors="replace") for line in lines]
+    if mode == "sample":
+        outputs = translator.sample(texts, num_samples=n_best, seed=seed, batch_size=batch_size)
+    else:
+        outputs = translator.translate_with_scores(texts, n_best=n_best, batch_size=batch_size)
+    for options in outputs:
+        yield [(h.score, one_line(h.translation)) for h in options]
+
+
+def ctranslate2_score_lines(translator, lines, batch_size):
+    """Like `score_lines`, with a `CTranslate2Translator`."""
+    pairs = [
+        [part.decode("utf-8", errors="replace") for part in pair]
+        for pair in source_target_pairs(lines)
+    ]
+    scores = translator.score([p[0] for p in pairs], [p[1] for p in pairs], batch_size=batch_size)
+    for result in scores:
+        yield score_line(result.score, result.log_prob, result.token_scores)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--export_dir", required=True, help="SavedModel or base directory of versions"
-    )
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument("--export_dir", help="SavedModel or base directory of versions")
+    model.add_argument("--ctranslate2_dir", help="a directory written by export.export_ctranslate2")
     parser.add_argument("--version", type=int, help="version to use (default: the newest)")
+    parser.add_argument(
+        "--compute_type",
+        default="default",
+        help="CTranslate2's compute type with --ctranslate2_dir (default: as exported)",
+    )
     parser.add_argument("--batch_size", type=int, default=64, help="sentences per call")
     parser.add_argument(
         "--mode",
@@ -182,12 +229,25 @@ def main(argv=None):
         parser.error(f"--n_best must be positive. Received: --n_best={args.n_best}")
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
-    path = resolve_version_dir(args.export_dir, args.version)
-    loaded = tf.saved_model.load(path)
-    if args.info:
-        print(describe(loaded, path))
-        return 0
-    settings = json.loads(loaded.settings_json.numpy().decode())
+    if args.ctranslate2_dir is not None:
+        from keras_transformer.export.ctranslate2 import CTranslate2Translator
+
+        try:
+            translator = CTranslate2Translator(args.ctranslate2_dir, compute_type=args.compute_type)
+        except (ImportError, ValueError) as error:
+            parser.error(str(error))
+        if args.info:
+            print(f"CTranslate2 model: {args.ctranslate2_dir}")
+            print("decoding settings: " + json.dumps(translator.settings, sort_keys=True))
+            return 0
+        settings = translator.settings
+    else:
+        path = resolve_version_dir(args.export_dir, args.version)
+        loaded = tf.saved_model.load(path)
+        if args.info:
+            print(describe(loaded, path))
+            return 0
+        settings = json.loads(loaded.settings_json.numpy().decode())
     if args.mode == "translate" and args.n_best > settings["beam_size"]:
         parser.error(
             f"--n_best must be at most the exported beam size ({settings['beam_size']}). "
@@ -205,12 +265,21 @@ def main(argv=None):
     out = sys.stdout.buffer
     if args.mode == "score":
         try:
-            for line in score_lines(loaded.signatures["score"], lines, args.batch_size):
+            if args.ctranslate2_dir is not None:
+                scored = ctranslate2_score_lines(translator, lines, args.batch_size)
+            else:
+                scored = score_lines(loaded.signatures["score"], lines, args.batch_size)
+            for line in scored:
                 out.write(line.encode("utf-8") + b"\n")
         except ValueError as error:
             parser.error(str(error))
     else:
-        results = hypotheses(loaded, args.mode, lines, args.batch_size, args.n_best, args.seed)
+        if args.ctranslate2_dir is not None:
+            results = ctranslate2_hypotheses(
+                translator, args.mode, lines, args.batch_size, args.n_best, args.seed
+            )
+        else:
+            results = hypotheses(loaded, args.mode, lines, args.batch_size, args.n_best, args.seed)
         for number, options in enumerate(results, 1):
             for score, translation in options:
                 fields = [str(number)] if args.n_best > 1 else []

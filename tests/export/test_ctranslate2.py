@@ -1,0 +1,191 @@
+import io
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import Transformer
+from keras_transformer import Translator
+from keras_transformer.export import ctranslate2 as ct2_export
+from keras_transformer.tokenization import train_sentencepiece
+from keras_transformer.translate import main as translate_main
+from tests.training.helpers import letter_reversal_corpus
+
+ctranslate2 = pytest.importorskip(
+    "ctranslate2", reason='CTranslate2 is an optional extra: pip install -e ".[ctranslate2]"'
+)
+
+
+@pytest.fixture(scope="module")
+def words_tokenizer():
+    rng = np.random.default_rng(0)
+    words = "dog cat runs the a house green blue walks sleeps bird tree".split()
+    sentences = [" ".join(rng.choice(words, rng.integers(2, 8))) for _ in range(400)]
+    return train_sentencepiece(sentences, 300), sentences
+
+
+def _random_model(**options):
+    # A model vocabulary larger than the tokenizer's: the export must drop
+    # the rows the translator never emits.
+    return Transformer(
+        vocab_size=320,
+        num_layers=2,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.0,
+        max_length=64,
+        **options,
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(norm_first=True, position_encoding="learned", tie_embeddings="none"),
+        dict(tie_embeddings="target", num_decoder_layers=3),
+    ],
+    ids=["paper", "pre_norm_learned_untied", "target_tied_deeper_decoder"],
+)
+def test_scores_equal_the_teacher_forced_forward_pass(words_tokenizer, tmp_path, options):
+    tokenizer, sentences = words_tokenizer
+    model = _random_model(**options)
+    translator = Translator(model, tokenizer, alpha=0.6)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    converted = ct2_export.CTranslate2Translator(tmp_path / "ct2")
+    sources, targets = sentences[:12], sentences[12:24]
+    ours, theirs = translator.score(sources, targets), converted.score(sources, targets)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.tokens == b.tokens
+        np.testing.assert_allclose(b.token_scores, a.token_scores, atol=1e-4)
+        np.testing.assert_allclose(b.score, a.score, atol=1e-4)
+    with open(tmp_path / "ct2" / ct2_export.SETTINGS_FILE) as f:
+        settings = json.load(f)
+    assert settings == {**translator.settings(), "quantization": "float32", "source_eos": True}
+
+
+def _our_hypotheses(translator, sources):
+    """Our best output per source as `(pieces with EOS, score)`."""
+    ids, scores = translator._search(translator.encode_text(tf.constant(sources)), 1)
+    outputs = []
+    for row, score in zip(ids[:, 0].numpy(), scores[:, 0].numpy(), strict=True):
+        pieces = [translator.tokenizer.id_to_piece(i) for i in row if i != translator.pad_id]
+        outputs.append((pieces, float(score)))
+    return outputs
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_trained_model_decodes_like_the_translator(letter_reverser, tmp_path, beam_size):
+    translator = Translator(letter_reverser.model, letter_reverser.tokenizer, beam_size=beam_size)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    converted = ct2_export.CTranslate2Translator(tmp_path / "ct2", compute_type="float32")
+    sources, _ = letter_reversal_corpus(200, seed=11)
+    ours = _our_hypotheses(translator, sources)
+    theirs = [h[0] for h in converted.translate_with_scores(sources, batch_size=50)]
+    same = [i for i in range(len(sources)) if ours[i][0] == theirs[i].tokens]
+    differences = [
+        (sources[i], ours[i], (theirs[i].tokens, theirs[i].score))
+        for i in range(len(sources))
+        if i not in same
+    ]
+    assert len(same) >= 0.98 * len(sources), differences
+    np.testing.assert_allclose(
+        [theirs[i].score for i in same], [ours[i][1] for i in same], atol=1e-3
+    )
+    assert converted.translate(sources[:3]) == translator.translate(sources[:3])
+
+
+def test_int8_export_still_reverses(letter_reverser, tmp_path):
+    translator = Translator(letter_reverser.model, letter_reverser.tokenizer)
+    ct2_export.export_ctranslate2(translator, tmp_path / "int8", quantization="int8")
+    assert json.loads((tmp_path / "int8" / ct2_export.SETTINGS_FILE).read_text())[
+        "quantization"
+    ] == ("int8")
+    converted = ct2_export.CTranslate2Translator(tmp_path / "int8")
+    sources, targets = letter_reversal_corpus(100, seed=12)
+    outputs = converted.translate(sources)
+    assert np.mean([o == t for o, t in zip(outputs, targets, strict=True)]) >= 0.9
+    float32 = (tmp_path / "int8" / "model.bin").stat().st_size
+    ct2_export.export_ctranslate2(translator, tmp_path / "float32")
+    assert float32 < 0.5 * (tmp_path / "float32" / "model.bin").stat().st_size
+
+
+def test_bad_input_is_refused_and_a_failed_export_keeps_the_old_one(
+    words_tokenizer, tmp_path, monkeypatch
+):
+    tokenizer, _ = words_tokenizer
+    translator = Translator(_random_model(), tokenizer)
+    with pytest.raises(ValueError, match="`quantization` must be one of"):
+        ct2_export.export_ctranslate2(translator, tmp_path / "a", quantization="int4")
+    narrow = Transformer(vocab_size=300, num_layers=1, d_model=32, num_heads=4, d_ff=64, key_dim=4)
+    with pytest.raises(ValueError, match="key_dim == value_dim == d_model / num_heads"):
+        ct2_export.export_ctranslate2(Translator(narrow, tokenizer), tmp_path / "b")
+
+    target = tmp_path / "model"
+    ct2_export.export_ctranslate2(translator, target)
+    before = (target / "model.bin").read_bytes()
+    with pytest.raises(ValueError, match="exists and is not empty"):
+        ct2_export.export_ctranslate2(translator, target)
+
+    def broken_save(self, output_dir):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ctranslate2.specs.TransformerSpec, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        ct2_export.export_ctranslate2(translator, target, overwrite=True)
+    monkeypatch.undo()
+    assert (target / "model.bin").read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["model"]  # no staging left behind
+
+    with pytest.raises(ValueError, match="is not an export of `export_ctranslate2`"):
+        ct2_export.CTranslate2Translator(tmp_path)
+    with pytest.raises(ValueError, match=r"Unknown decoding settings \['beam'\]"):
+        ct2_export.CTranslate2Translator(target, beam=2)
+    with pytest.raises(ValueError, match="`n_best` must be between 1 and the beam size"):
+        ct2_export.CTranslate2Translator(target).translate_with_scores(["a"], n_best=5)
+
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[ctranslate2\]"'):
+        ct2_export.export_ctranslate2(translator, tmp_path / "c")
+
+
+def _run_cli(monkeypatch, capsysbinary, args, stdin):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    assert translate_main(args) == 0
+    return capsysbinary.readouterr().out.decode().splitlines()
+
+
+def test_command_line(letter_reverser, tmp_path, monkeypatch, capsysbinary):
+    translator = Translator(letter_reverser.model, letter_reverser.tokenizer)
+    directory = str(tmp_path / "ct2")
+    ct2_export.export_ctranslate2(translator, directory)
+    converted = ct2_export.CTranslate2Translator(directory)
+    sources, targets = letter_reversal_corpus(3, seed=13)
+    stdin = "".join(s + "\n" for s in sources)
+    run = lambda *args, stdin=stdin: _run_cli(  # noqa: E731
+        monkeypatch, capsysbinary, ["--ctranslate2_dir", directory, *args], stdin
+    )
+    assert run() == targets
+    lines = run("--n_best", "2", "--with_scores")
+    best = converted.translate_with_scores(sources, n_best=2)
+    assert lines == [
+        f"{number}\t{h.score:.4f}\t{h.translation}"
+        for number, options in enumerate(best, 1)
+        for h in options
+    ]
+    scored = run(
+        "--mode",
+        "score",
+        stdin="".join(f"{s}\t{t}\n" for s, t in zip(sources, targets, strict=True)),
+    )
+    expected = translator.score(sources, targets)
+    assert [float(line.split("\t")[1]) for line in scored] == pytest.approx(
+        [s.log_prob for s in expected], abs=1e-3
+    )
+    samples = run("--mode", "sample", "--n_best", "3", "--seed", "5")
+    assert len(samples) == 9 and samples == run("--mode", "sample", "--n_best", "3", "--seed", "5")
+    assert '"beam_size": 4' in "\n".join(run("--info"))
