@@ -31,7 +31,13 @@ from comparison.workload import special_ids
 ENTRY_POINT = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compare.py"
 )
-PEER_MODULES = {"keras_hub": "keras_hub", "torch": "torch", "ctranslate2": "ctranslate2"}
+PEER_MODULES = {
+    "keras_hub": "keras_hub",
+    "torch": "torch",
+    "ctranslate2": "ctranslate2",
+    # CTranslate2 running our model through export.export_ctranslate2's conversion.
+    "ctranslate2_converted": "ctranslate2",
+}
 WORKERS = {
     "ceiling": flops.worker_ceiling,
     "ours/train": ours.worker_train,
@@ -42,6 +48,7 @@ WORKERS = {
     "keras_hub/decode": peer_keras_hub.worker_decode,
     "torch/train": peer_torch.worker_train,
     "ctranslate2/decode": peer_ctranslate2.worker_decode,
+    "ctranslate2/converted": peer_ctranslate2.worker_converted,
 }
 # (task, implementation, precision, worker) of every timed row.
 ROWS = [
@@ -60,6 +67,8 @@ ROWS = [
     ("beam4", "ctranslate2", "fp32", "ctranslate2/decode"),
     ("beam4", "ctranslate2", "int8", "ctranslate2/decode"),
     ("beam4_single", "ctranslate2", "fp32", "ctranslate2/decode"),
+    ("beam4", "ctranslate2_converted", "fp32", "ctranslate2/converted"),
+    ("beam4", "ctranslate2_converted", "int8", "ctranslate2/converted"),
 ]
 
 

@@ -1,5 +1,8 @@
-"""The worker for CTranslate2: a random-weight model of the same shape,
-built through `ctranslate2.specs`, in float32 or int8."""
+"""The workers for CTranslate2: a random-weight model of the same shape,
+built through `ctranslate2.specs` (`worker_decode`) or converted from our
+own random-weight `Transformer` by `export.ctranslate2.transformer_spec`,
+the conversion users run on their trained models (`worker_converted`), in
+float32 or int8."""
 
 import os
 import tempfile
@@ -66,7 +69,46 @@ def _model(cfg, ids, directory):
     return tokens
 
 
-def worker_decode(spec):
+class _Vocabulary:
+    """What the conversion reads of a tokenizer: pieces `t<i>`, CTranslate2's
+    names for the special tokens at our ids."""
+
+    def __init__(self, size, ids):
+        self.vocab_size = size
+        self.unk_id, self.bos_id, self.eos_id = ids["unk"], ids["bos"], ids["eos"]
+        self.pieces = [f"t{i}" for i in range(size)]
+        for name, token in (("pad", "<blank>"), ("unk", "<unk>"), ("bos", "<s>"), ("eos", "</s>")):
+            self.pieces[ids[name]] = token
+
+    def id_to_piece(self, token_id):
+        return self.pieces[token_id]
+
+
+def _converted_model(cfg, ids, directory):
+    """Our random-weight `Transformer` of the same shape, converted."""
+    from keras_transformer import Transformer
+    from keras_transformer.export.ctranslate2 import transformer_spec
+
+    model = Transformer(
+        vocab_size=cfg["vocab"],
+        num_layers=cfg["layers"],
+        d_model=cfg["d_model"],
+        num_heads=cfg["heads"],
+        d_ff=cfg["d_ff"],
+        seed=0,
+    )
+    vocabulary = _Vocabulary(cfg["vocab"], ids)
+    transformer_spec(model, vocabulary).save(directory)
+    return vocabulary.pieces
+
+
+def worker_converted(spec):
+    """`worker_decode` with the model converted from ours (the worker's
+    peak memory includes TensorFlow, which the conversion imports)."""
+    return worker_decode(spec, build=_converted_model)
+
+
+def worker_decode(spec, build=_model):
     """Greedy or beam decoding of `spec["decode"]` (a `DECODE_SHAPES`
     entry), exactly its `steps` tokens each, float32 or int8."""
     import ctranslate2
@@ -74,7 +116,7 @@ def worker_decode(spec):
     cfg = spec["cfg"]
     shape = spec["decode"]
     with tempfile.TemporaryDirectory() as directory:
-        tokens = _model(cfg, spec["ids"], directory)
+        tokens = build(cfg, spec["ids"], directory)
         translator = ctranslate2.Translator(
             directory,
             device="cpu",

@@ -149,4 +149,6 @@ def test_entry_point_loads_the_package():
     script = os.path.join(BENCHMARKS, "compare.py")
     result = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "--only {ours,keras_hub,torch,ctranslate2}" in " ".join(result.stdout.split())
+    assert "--only {ours,keras_hub,torch,ctranslate2,ctranslate2_converted}" in " ".join(
+        result.stdout.split()
+    )
