@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+import keras_transformer.export.saved_model as saved_model_module
 from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import export_saved_model
@@ -32,6 +33,22 @@ def translator():
 
 def export(translator, base, **options):
     return export_saved_model(translator, base, warmup_sentences=(), **options)
+
+
+@pytest.fixture
+def quick_writes(monkeypatch):
+    """Exports that write a stand-in `saved_model.pb` (its contents number
+    the writes) instead of tracing the search: for the tests of versions,
+    claims and swaps, which the contents do not change."""
+    writes = []
+
+    def write(translator, directory, version, limits, warmup_sentences):
+        writes.append(version)
+        os.remove(os.path.join(directory, "owner"))  # as the real writer does
+        pathlib.Path(directory, "saved_model.pb").write_text(f"write {len(writes)}")
+
+    monkeypatch.setattr(saved_model_module, "_write_export", write)
+    return writes
 
 
 def test_claims_are_exclusive_even_under_concurrency(tmp_path):
@@ -55,7 +72,7 @@ def test_claims_are_exclusive_even_under_concurrency(tmp_path):
     assert os.listdir(base) == []  # claims are released
 
 
-def test_an_export_never_takes_a_version_another_one_is_writing(translator, tmp_path):
+def test_an_export_never_takes_a_version_another_one_is_writing(translator, tmp_path, quick_writes):
     base = str(tmp_path / "models")
     with claimed_version(base) as other:  # another export is writing version 1
         assert other == 1
@@ -71,7 +88,7 @@ def dead_pid():
     return process.pid
 
 
-def test_leftovers_of_a_killed_export_are_removed(translator, tmp_path):
+def test_leftovers_of_a_killed_export_are_removed(translator, tmp_path, quick_writes):
     base = tmp_path / "models"
     for name in (".tmp-export-3-abc", ".claim-4"):
         (base / name).mkdir(parents=True)
@@ -81,7 +98,7 @@ def test_leftovers_of_a_killed_export_are_removed(translator, tmp_path):
     assert sorted(os.listdir(base)) == [".claim-7", "8"]
 
 
-def test_a_failed_overwrite_keeps_the_old_version(translator, tmp_path, monkeypatch):
+def test_a_failed_overwrite_keeps_the_old_version(translator, tmp_path, monkeypatch, quick_writes):
     base = tmp_path / "models"
     first = export(translator, base)
     before = pathlib.Path(first, "saved_model.pb").read_bytes()
@@ -95,6 +112,7 @@ def test_a_failed_overwrite_keeps_the_old_version(translator, tmp_path, monkeypa
     monkeypatch.setattr(os, "rename", fail_the_swap)
     with pytest.raises(OSError, match="disk failure"):
         export(translator, base, version=1, overwrite=True)
+    assert quick_writes == [1, 1]  # the second export was written, then not swapped in
     assert pathlib.Path(first, "saved_model.pb").read_bytes() == before
     assert sorted(os.listdir(base)) == ["1"]
 

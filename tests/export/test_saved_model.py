@@ -258,35 +258,58 @@ def test_command_line(exported):
     assert f"signature serving_default: {signature}" in info.stdout
 
 
-def test_command_line_modes(exported):
+_LOADED = {}
+
+
+@pytest.fixture
+def cli(monkeypatch, capsysbinary):
+    """Runs the command line in this process: `run(*args, stdin=...)` ->
+    `(exit code, stdout bytes, stderr text)`. Each SavedModel is loaded once
+    per session (`test_command_line` runs the real subprocess)."""
+    real_load = tf.saved_model.load
+
+    def load(path):
+        if path not in _LOADED:
+            _LOADED[path] = real_load(path)
+        return _LOADED[path]
+
+    monkeypatch.setattr(tf.saved_model, "load", load)
+
+    def run(*args, stdin=b""):
+        stdin = stdin.encode() if isinstance(stdin, str) else stdin
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        try:
+            code = translate_cli.main(list(args))
+        except SystemExit as error:
+            code = error.code
+        captured = capsysbinary.readouterr()
+        return code, captured.out, captured.err.decode("utf-8", "replace")
+
+    return run
+
+
+def test_command_line_modes(exported, cli):
     translator, path = exported
     sentences = ["A dog runs.", "", "Two dogs."]
-    run = lambda *args, stdin: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "keras_transformer.translate", "--export_dir", path, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=ROOT,
-    )
+    run = lambda *args, stdin: cli("--export_dir", path, *args, stdin=stdin)  # noqa: E731
     stdin = "\n".join(sentences) + "\n"
-    n_best = run("--n_best", "3", "--with_scores", "--batch_size", "2", stdin=stdin)
-    assert n_best.returncode == 0, n_best.stderr[-3000:]
+    code, out, err = run("--n_best", "3", "--with_scores", "--batch_size", "2", stdin=stdin)
+    assert code == 0, err[-3000:]
     expected = translator.translate_n_best(tf.constant(sentences))
-    rows = [line.split("\t") for line in n_best.stdout.splitlines()]
+    rows = [line.split("\t") for line in out.decode().splitlines()]
     assert [int(r[0]) for r in rows] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert [r[2] for r in rows] == decoded(tf.reshape(expected["translations"], [-1]))
     np.testing.assert_allclose(
         [float(r[1]) for r in rows], expected["scores"].numpy().ravel(), atol=1e-4
     )
     pairs = ["A dog runs.\tEin Hund rennt.", "\t", "Two dogs.\tZwei."]
-    scored = run("--mode", "score", stdin="\n".join(pairs) + "\n")
-    assert scored.returncode == 0, scored.stderr[-3000:]
+    code, out, err = run("--mode", "score", stdin="\n".join(pairs) + "\n")
+    assert code == 0, err[-3000:]
     expected = translator.score_targets(
         tf.constant([p.split("\t")[0] for p in pairs]),
         tf.constant([p.split("\t")[1] for p in pairs]),
     )
-    rows = [line.split("\t") for line in scored.stdout.splitlines()]
+    rows = [line.split("\t") for line in out.decode().splitlines()]
     assert len(rows) == 3
     np.testing.assert_allclose([float(r[0]) for r in rows], expected["score"].numpy(), atol=1e-4)
     np.testing.assert_allclose([float(r[1]) for r in rows], expected["log_prob"].numpy(), atol=1e-4)
@@ -296,37 +319,29 @@ def test_command_line_modes(exported):
         expected["token_scores"].numpy()[0, :tokens],
         atol=1e-4,
     )
-    sampled = run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin)
-    assert sampled.returncode == 0, sampled.stderr[-3000:]
-    assert [line.split("\t")[0] for line in sampled.stdout.splitlines()] == list("112233")
-    assert run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin).stdout == (
-        sampled.stdout
-    )
-    untabbed = run("--mode", "score", stdin="one\ttwo\nno tab\n")
-    assert untabbed.returncode == 2 and "line 2 has 0 tabs" in untabbed.stderr
-    too_many = run("--n_best", "4", stdin=stdin)
-    assert too_many.returncode == 2 and "Received: --n_best=4" in too_many.stderr
+    code, sampled, err = run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin)
+    assert code == 0, err[-3000:]
+    assert [line.split("\t")[0] for line in sampled.decode().splitlines()] == list("112233")
+    assert run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin)[1] == sampled
+    code, _, err = run("--mode", "score", stdin="one\ttwo\nno tab\n")
+    assert code == 2 and "line 2 has 0 tabs" in err
+    code, _, err = run("--n_best", "4", stdin=stdin)
+    assert code == 2 and "Received: --n_best=4" in err
 
 
-def test_command_line_keeps_output_line_i_for_input_line_i(exported):
+def test_command_line_keeps_output_line_i_for_input_line_i(exported, cli):
     translator, path = exported
     # Invalid UTF-8, a lone carriage return inside a line, a CRLF ending.
     lines = [b"A dog runs.", b"bad \xff\xfe byte", b"one \r line", b"Two dogs.\r"]
-    result = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.translate", "--export_dir", path],
-        input=b"\n".join(lines) + b"\n",
-        capture_output=True,
-        env=ENV,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    output = result.stdout.decode("utf-8").split("\n")
+    code, out, err = cli("--export_dir", path, stdin=b"\n".join(lines) + b"\n")
+    assert code == 0, err[-3000:]
+    output = out.decode("utf-8").split("\n")
     assert output[-1] == "" and len(output) == len(lines) + 1
     expected = translator.translate_with_scores(
         tf.constant([lines[0], lines[1], lines[2], lines[3][:-1]])
     )["translation"].numpy()
     assert output[:-1] == [translate_cli.one_line(t.decode("utf-8", "replace")) for t in expected]
-    assert b"1 input line(s) are not valid UTF-8 (line 2)" in result.stderr
+    assert "1 input line(s) are not valid UTF-8 (line 2)" in err
 
 
 def test_command_line_line_handling():
