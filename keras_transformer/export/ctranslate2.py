@@ -26,8 +26,12 @@ Differences from `Translator`, by construction of CTranslate2's search:
   asks for the `beam_size` finished hypotheses with their raw
   log-probabilities and ranks them with GNMT's penalty itself; with
   `alpha=0` the search is the same as ours.
-* The output-length limit is per call, not per sentence: a batch gets the
-  limit of its longest source (`max_extra_length` beyond it).
+* The output-length limit is per call of CTranslate2, not per sentence:
+  sources are sorted by length and batched, and a batch gets the limit of
+  its longest source (`max_extra_length` beyond it), a little more than a
+  shorter sentence's own. Only outputs that run to the limit can differ
+  (with `batch_size=1` they do not: a hypothesis the limit stops gets EOS
+  and its log-probability, as in our searches).
 * `min_length`, `no_repeat_ngram_size` and `repetition_penalty` are passed
   to CTranslate2's own implementations of the same controls.
 """
@@ -319,8 +323,9 @@ class Hypothesis:
         score: `log_prob / ((5 + len(tokens)) / 6) ** alpha`, as
             `Translator` ranks and reports it.
         log_prob: the sum of the tokens' log-probabilities, EOS included.
-        tokens: the SentencePiece pieces, ending with EOS's when the
-            hypothesis finished.
+        tokens: the SentencePiece pieces, ending with EOS's (added and
+            scored where the length limit stopped the hypothesis, as
+            `Translator` does).
     """
 
     translation: str
@@ -402,30 +407,68 @@ class CTranslate2Translator:
         keep = self.settings["max_input_length"] - 1
         return [self.processor.encode(text, out_type=str)[:keep] for text in sentences]
 
-    def _decoding_limit(self, pieces):
-        """The most output tokens (EOS included) for a batch: its longest
-        source (with EOS) plus `max_extra_length`, at most
-        `max_output_length`."""
-        longest = max((len(p) for p in pieces), default=0) + 1
-        return min(longest + self.settings["max_extra_length"], self.settings["max_output_length"])
+    def _by_length(self, sentences, batch_size, run):
+        """`run(pieces)` over batches of at most `batch_size` sources of
+        similar length (sorted by length, so that a batch's output-length
+        limit, its longest source's, is close to each sentence's own, and
+        little is padded); its outputs, one per sentence, in input order."""
+        pieces = self._source_pieces(sentences)
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+        outputs = [None] * len(pieces)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            for i, output in zip(chunk, run([pieces[i] for i in chunk]), strict=True):
+                outputs[i] = output
+        return outputs
 
-    def _hypotheses(self, result):
-        """A CTranslate2 result's hypotheses as `Hypothesis`, best first by
-        GNMT's length penalty."""
+    def _decoding_limit(self, pieces):
+        """The most tokens CTranslate2 may generate for a batch, EOS not
+        counted: our limit (the longest source with EOS, plus
+        `max_extra_length`, at most `max_output_length`, EOS included) less
+        the EOS that `_finished` adds where the limit stops a hypothesis."""
+        longest = max((len(p) for p in pieces), default=0) + 1
+        limit = min(longest + self.settings["max_extra_length"], self.settings["max_output_length"])
+        return max(limit - 1, 1)
+
+    def _finished(self, pieces, results):
+        """Per result, its hypotheses as `(tokens, log_prob)`, each ending
+        with EOS: one the length limit stopped gets EOS and EOS's
+        log-probability (one scoring call), as our searches force EOS at
+        the limit."""
         eos = self.processor.id_to_piece(self.processor.eos_id())
-        alpha = self.settings["alpha"]
-        hypotheses = []
-        for tokens, log_prob in zip(result.hypotheses, result.scores, strict=True):
-            text_pieces = tokens[:-1] if tokens and tokens[-1] == eos else tokens
-            penalty = ((5.0 + len(tokens)) / 6.0) ** alpha
-            hypotheses.append(
-                Hypothesis(
-                    translation=self.processor.decode_pieces(text_pieces),
-                    score=float(log_prob) / penalty,
-                    log_prob=float(log_prob),
-                    tokens=list(tokens),
-                )
+        outputs = [
+            [(list(t), float(s)) for t, s in zip(r.hypotheses, r.scores, strict=True)]
+            for r in results
+        ]
+        stopped = [
+            (i, j)
+            for i, hypotheses in enumerate(outputs)
+            for j, (tokens, _) in enumerate(hypotheses)
+            if not tokens or tokens[-1] != eos
+        ]
+        if stopped:
+            scored = self.translator.score_batch(
+                [pieces[i] for i, _ in stopped],
+                [outputs[i][j][0] for i, j in stopped],
+                max_input_length=0,
             )
+            for (i, j), result in zip(stopped, scored, strict=True):
+                outputs[i][j] = (list(result.tokens), float(sum(result.log_probs)))
+        return outputs
+
+    def _hypotheses(self, finished):
+        """`(tokens, log_prob)` pairs ending with EOS as `Hypothesis`, best
+        first by GNMT's length penalty."""
+        alpha = self.settings["alpha"]
+        hypotheses = [
+            Hypothesis(
+                translation=self.processor.decode_pieces(tokens[:-1]),
+                score=log_prob / ((5.0 + len(tokens)) / 6.0) ** alpha,
+                log_prob=log_prob,
+                tokens=tokens,
+            )
+            for tokens, log_prob in finished
+        ]
         return sorted(hypotheses, key=lambda h: -h.score)
 
     def _controls(self):
@@ -444,9 +487,8 @@ class CTranslate2Translator:
                 f"`n_best` must be between 1 and the beam size ({beam_size}). "
                 f"Received: n_best={n_best}"
             )
-        outputs = []
-        for start in range(0, len(sentences), batch_size):
-            pieces = self._source_pieces(sentences[start : start + batch_size])
+
+        def run(pieces):
             results = self.translator.translate_batch(
                 pieces,
                 beam_size=beam_size,
@@ -458,8 +500,9 @@ class CTranslate2Translator:
                 max_decoding_length=self._decoding_limit(pieces),
                 **self._controls(),
             )
-            outputs += [self._hypotheses(result)[:n_best] for result in results]
-        return outputs
+            return [self._hypotheses(f)[:n_best] for f in self._finished(pieces, results)]
+
+        return self._by_length(sentences, batch_size, run)
 
     def translate(self, sentences, batch_size=64):
         """The best translation of each sentence, in order."""
@@ -471,9 +514,8 @@ class CTranslate2Translator:
         generator seeded with `seed`: repeatable, but not the draws of
         `Translator`'s `sample_with_scores`."""
         self._ctranslate2.set_random_seed(seed)
-        outputs = []
-        for start in range(0, len(sentences), batch_size):
-            pieces = self._source_pieces(sentences[start : start + batch_size])
+
+        def run(pieces):
             results = self.translator.translate_batch(
                 pieces,
                 beam_size=1,
@@ -487,8 +529,9 @@ class CTranslate2Translator:
                 max_decoding_length=self._decoding_limit(pieces),
                 **self._controls(),
             )
-            outputs += [self._hypotheses(result) for result in results]
-        return outputs
+            return [self._hypotheses(f) for f in self._finished(pieces, results)]
+
+        return self._by_length(sentences, batch_size, run)
 
     def score(self, sources, targets, batch_size=64):
         """Scores each target as a translation of its source (forced

@@ -99,6 +99,22 @@ def test_trained_model_decodes_like_the_translator(letter_reverser, tmp_path, be
     assert converted.translate(sources[:3]) == translator.translate(sources[:3])
 
 
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_outputs_stopped_by_the_length_limit_are_ours(words_tokenizer, tmp_path, beam_size):
+    # Random weights almost never choose EOS: every output runs to its
+    # limit, where our searches force EOS. One sentence per call, so
+    # CTranslate2's per-call limit is the sentence's own.
+    tokenizer, sentences = words_tokenizer
+    translator = Translator(_random_model(), tokenizer, beam_size=beam_size, max_extra_length=4)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    converted = ct2_export.CTranslate2Translator(tmp_path / "ct2")
+    sources = sentences[:6]
+    ours = _our_hypotheses(translator, sources)
+    theirs = [h[0] for h in converted.translate_with_scores(sources, batch_size=1)]
+    assert [o[0] for o in ours] == [t.tokens for t in theirs]
+    np.testing.assert_allclose([t.score for t in theirs], [o[1] for o in ours], atol=1e-4)
+
+
 def test_int8_export_still_reverses(letter_reverser, tmp_path):
     translator = Translator(letter_reverser.model, letter_reverser.tokenizer)
     ct2_export.export_ctranslate2(translator, tmp_path / "int8", quantization="int8")
