@@ -119,6 +119,12 @@ def main():
     parser.add_argument("--test_ref", required=True)
     parser.add_argument("--single", type=int, default=100, help="sentences timed at batch 1")
     parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
+    parser.add_argument(
+        "--keras_int8",
+        choices=("yes", "no"),
+        default="yes",
+        help="also measure Keras's int8 quantization (the slowest row)",
+    )
     args = parser.parse_args()
     sources, references = read_lines(args.test_src), read_lines(args.test_ref)
     if args.max_sentences:
@@ -138,6 +144,8 @@ def main():
         rows[f"CTranslate2 {quantization}"] = converted.translate
     skipped = {}
     try:
+        if args.keras_int8 == "no":
+            raise RuntimeError("--keras_int8 no")
         quantized = kt.Transformer.from_config(model.get_config())
         quantized.set_weights(model.get_weights())
         quantized.quantize("int8")
