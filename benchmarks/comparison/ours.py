@@ -17,7 +17,9 @@ from comparison.workload import forced_length
 from comparison.workload import train_batch
 
 
-def _model(cfg, precision, dropout=DROPOUT):
+def build_model(cfg, precision, dropout=DROPOUT):
+    """Our `Transformer` of the configuration `cfg`, random weights, under
+    the `precision`'s dtype policy."""
     import keras
 
     from keras_transformer import Transformer
@@ -51,7 +53,7 @@ def worker_train(spec):
     quiet_tensorflow()
     from keras_transformer.training import compile_for_training
 
-    model = _model(spec["cfg"], spec["precision"])
+    model = build_model(spec["cfg"], spec["precision"])
     compile_for_training(model, label_smoothing=LABEL_SMOOTHING)
     step = _train_step(model)
     batch = train_batch(spec["cfg"], spec["ids"])
@@ -95,7 +97,7 @@ def worker_decode(spec):
     import tensorflow as tf
 
     cfg, ids = spec["cfg"], spec["ids"]
-    model = _model(cfg, spec["precision"], dropout=0.0)
+    model = build_model(cfg, spec["precision"], dropout=0.0)
     shape = spec["decode"]
     run = _searcher(model, shape["beam"], shape["steps"], ids, jit=True)
     source = tf.constant(decode_sources(cfg, ids, (shape["batch"], shape["source_len"])))
@@ -114,7 +116,7 @@ def worker_memory(spec):
     import tensorflow as tf
 
     cfg, calls, ids = spec["cfg"], spec["calls"], spec["ids"]
-    model = _model(cfg, "fp32", dropout=0.0)
+    model = build_model(cfg, "fp32", dropout=0.0)
     runs = [_searcher(model, beam, 8, ids, jit=True) for beam in (1, BEAM)]
     rng = np.random.default_rng(0)
     rss = {}
@@ -147,7 +149,7 @@ def worker_copy(spec):
 
     keras.utils.set_random_seed(0)
     cfg, ids = dict(CONFIGS["tiny"], vocab=spec["copy_vocab"]), spec["ids"]
-    model = _model(cfg, spec["precision"], dropout=0.0)
+    model = build_model(cfg, spec["precision"], dropout=0.0)
     warmup, rate = 20, 1e-3
     schedule = keras.optimizers.schedules.PolynomialDecay(rate / warmup, warmup, rate, power=1.0)
     optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)

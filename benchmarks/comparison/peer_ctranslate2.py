@@ -85,20 +85,14 @@ class _Vocabulary:
 
 
 def _converted_model(cfg, ids, directory):
-    """Our random-weight `Transformer` of the same shape, converted."""
-    from keras_transformer import Transformer
+    """Our random-weight `Transformer` of the same shape (the one our
+    decoding rows time), converted."""
     from keras_transformer.export.ctranslate2 import transformer_spec
 
-    model = Transformer(
-        vocab_size=cfg["vocab"],
-        num_layers=cfg["layers"],
-        d_model=cfg["d_model"],
-        num_heads=cfg["heads"],
-        d_ff=cfg["d_ff"],
-        seed=0,
-    )
+    from comparison.ours import build_model
+
     vocabulary = _Vocabulary(cfg["vocab"], ids)
-    transformer_spec(model, vocabulary).save(directory)
+    transformer_spec(build_model(cfg, "fp32", dropout=0.0), vocabulary).save(directory)
     return vocabulary.pieces
 
 

@@ -45,6 +45,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_transformer.export.versions import swap_in
 from keras_transformer.translator import TargetScore
 
 SETTINGS_FILE = "keras_transformer.json"
@@ -61,7 +62,6 @@ QUANTIZATIONS = (
     "bfloat16",
     "float32",
 )
-_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "swish": "SWISH"}
 
 
 def _import_ctranslate2():
@@ -139,23 +139,10 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
         with open(os.path.join(staging, SETTINGS_FILE), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2, sort_keys=True)
             f.write("\n")
-        _swap_in(staging, output_dir)
+        swap_in(staging, output_dir, aside_prefix=f".{os.path.basename(output_dir)}.tmp-old-")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output_dir
-
-
-def _swap_in(staging, output_dir):
-    """Moves the complete `staging` directory to `output_dir`, replacing
-    what was there only once the new one is in place."""
-    old = None
-    if os.path.exists(output_dir):
-        old = tempfile.mkdtemp(dir=os.path.dirname(staging), prefix=".replaced-")
-        os.rmdir(old)
-        os.rename(output_dir, old)
-    os.rename(staging, output_dir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def transformer_spec(model, tokenizer):
@@ -170,22 +157,20 @@ def transformer_spec(model, tokenizer):
     from ctranslate2.specs import transformer_spec as ct2
 
     _check_expressible(model)
-    first = model.encoder.stack[0]
-    activation = keras.activations.serialize(first.activation)
-    activation = activation if isinstance(activation, str) else activation.get("config")
     spec = ct2.TransformerSpec.from_config(
         (len(model.encoder.stack), len(model.decoder.stack)),
         model.num_heads,
         pre_norm=bool(model.norm_first),
-        activation=getattr(common_spec.Activation, _ACTIVATIONS[activation]),
+        activation=common_spec.Activation.RELU,  # the only one `Transformer` builds
     )
     vocab = tokenizer.vocab_size
-    source_embedding = model.source_embedding
-    target_embedding = model.target_embedding or source_embedding
-    projection = model.output_projection or target_embedding
-    spec.encoder.embeddings[0].weight = _value(source_embedding.embeddings)[:vocab]
-    spec.decoder.embeddings.weight = _value(target_embedding.embeddings)[:vocab]
-    spec.decoder.projection.weight = _value(projection.embeddings)[:vocab]
+    # The model's own resolution of `tie_embeddings` into matrices.
+    for layer_spec, embedding in (
+        (spec.encoder.embeddings[0], model.source_embedding),
+        (spec.decoder.embeddings, model._target_embedding()),
+        (spec.decoder.projection, model._output_projection()),
+    ):
+        layer_spec.weight = _value(embedding.embeddings)[:vocab]
     spec.decoder.projection.bias = np.zeros(vocab, np.float32)
     source_positions, target_positions = _position_tables(model)
     spec.encoder.position_encodings.encodings = source_positions
@@ -215,8 +200,9 @@ def transformer_spec(model, tokenizer):
 
 
 def _check_expressible(model):
-    """Raises a `ValueError` naming the first setting of `model` that
-    CTranslate2's `TransformerSpec` cannot express."""
+    """Raises a `ValueError` naming the settings if `model`'s attention
+    heads have a shape CTranslate2's `TransformerSpec` cannot express (its
+    heads are `d_model / num_heads` wide for queries, keys and values)."""
     d_model, heads = model.d_model, model.num_heads
     head_dim = d_model // heads
     key_dim = model.key_dim or head_dim
@@ -227,29 +213,6 @@ def _check_expressible(model):
             f"d_model={d_model}, num_heads={heads}, key_dim={model.key_dim}, "
             f"value_dim={model.value_dim}"
         )
-    activation = keras.activations.serialize(model.encoder.stack[0].activation)
-    activation = activation if isinstance(activation, str) else activation.get("config")
-    if activation not in _ACTIVATIONS:
-        raise ValueError(
-            f"CTranslate2 supports the feed-forward activations {sorted(_ACTIVATIONS)}. "
-            f"Received: activation={activation!r}"
-        )
-    for stack in (model.encoder, model.decoder):
-        for layer in stack.stack:
-            for attention in _attentions(layer):
-                if not attention.use_bias:
-                    raise ValueError(
-                        "CTranslate2's attention projections have biases. Received: "
-                        f"use_bias=False in {attention.path}"
-                    )
-
-
-def _attentions(layer):
-    return [
-        getattr(layer, name)
-        for name in ("self_attention", "cross_attention")
-        if hasattr(layer, name)
-    ]
 
 
 def _value(variable):
@@ -400,6 +363,7 @@ class CTranslate2Translator:
             model_file=os.path.join(model_dir, TOKENIZER_FILE)
         )
         self._ctranslate2 = ctranslate2
+        self._eos_piece = self.processor.id_to_piece(self.processor.eos_id())
 
     def _source_pieces(self, sentences):
         """Pieces of each source, truncated to leave room for EOS (which
@@ -435,7 +399,7 @@ class CTranslate2Translator:
         with EOS: one the length limit stopped gets EOS and EOS's
         log-probability (one scoring call), as our searches force EOS at
         the limit."""
-        eos = self.processor.id_to_piece(self.processor.eos_id())
+        eos = self._eos_piece
         outputs = [
             [(list(t), float(s)) for t, s in zip(r.hypotheses, r.scores, strict=True)]
             for r in results

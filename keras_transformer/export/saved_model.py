@@ -17,7 +17,6 @@ Layout (what TF Serving watches):
 import json
 import os
 import shutil
-import tempfile
 
 import tensorflow as tf
 
@@ -25,6 +24,7 @@ from keras_transformer import _validation
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
+from keras_transformer.export.versions import swap_in
 from keras_transformer.translator import MAX_OUTPUT_LENGTH
 from keras_transformer.translator import PREFIX
 from keras_transformer.translator import SEED
@@ -264,7 +264,7 @@ def export_saved_model(
         staging = new_staging_dir(export_dir, version)
         try:
             _write_export(translator, staging, version, limits, warmup_sentences)
-            _swap_in(staging, final, export_dir, version)
+            swap_in(staging, final, aside_prefix=f".tmp-old-{version}-")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return final
@@ -280,20 +280,3 @@ def _write_export(translator, directory, version, limits, warmup_sentences):
         json.dump({"version": version, **module.settings()}, f, indent=2, sort_keys=True)
     if warmup_sentences:
         _write_warmup(os.path.join(extra, WARMUP_FILE), warmup_sentences)
-
-
-def _swap_in(staging, final, export_dir, version):
-    """Renames `staging` to `final`; an existing `final` (overwrite) is
-    moved aside first and moved back if the swap fails."""
-    if not os.path.exists(final):
-        os.rename(staging, final)
-        return
-    old = tempfile.mkdtemp(prefix=f".tmp-old-{version}-", dir=export_dir)
-    os.rename(final, os.path.join(old, "model"))
-    try:
-        os.rename(staging, final)
-    except BaseException:
-        os.rename(os.path.join(old, "model"), final)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)

@@ -160,3 +160,22 @@ def claimed_version(export_dir, version=None):
         yield number
     finally:
         shutil.rmtree(claim, ignore_errors=True)
+
+
+def swap_in(staging, final, aside_prefix):
+    """Renames the complete directory `staging` to `final`. An existing
+    `final` (an overwrite) is first moved aside, into a temporary
+    directory named `aside_prefix...` beside it, moved back if the swap
+    fails and deleted once it succeeds: a failure never loses the old one."""
+    if not os.path.exists(final):
+        os.rename(staging, final)
+        return
+    old = tempfile.mkdtemp(prefix=aside_prefix, dir=os.path.dirname(os.path.abspath(final)))
+    os.rename(final, os.path.join(old, "model"))
+    try:
+        os.rename(staging, final)
+    except BaseException:
+        os.rename(os.path.join(old, "model"), final)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
