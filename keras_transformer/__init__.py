@@ -12,6 +12,7 @@ from keras_transformer import layers
 from keras_transformer import models
 from keras_transformer import tokenization
 from keras_transformer import training
+from keras_transformer._backend import BackendError
 from keras_transformer.layers import CachedMultiHeadAttention
 from keras_transformer.layers import Decoder
 from keras_transformer.layers import DecoderLayer
@@ -34,7 +35,8 @@ from keras_transformer.translator import Translator
 __version__ = "0.1.0"
 
 # The model, its building blocks in the order of the architecture, the
-# training recipe's Keras objects, the translator, then the subpackages.
+# training recipe's Keras objects, the translator, the error of the
+# TensorFlow-only parts under another backend, then the subpackages.
 __all__ = [
     "Transformer",
     "TokenEmbedding",
@@ -54,6 +56,7 @@ __all__ = [
     "Translator",
     "TargetScore",
     "AlignedTranslation",
+    "BackendError",
     "decoding",
     "export",
     "layers",

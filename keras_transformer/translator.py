@@ -8,6 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 from keras_transformer import special_ids
 from keras_transformer.decoding import OutputControls
@@ -148,6 +149,7 @@ class Translator(tf.Module):
         alignment_layer=-1,
         name=None,
     ):
+        _backend.require_tensorflow("Translator", "tf.function searches and the TF Text tokenizer")
         super().__init__(name=name)
         _validation.check_choice(SEARCHES, search=search)
         check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)

@@ -7,6 +7,23 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+# KERAS_BACKEND selects the backend (TensorFlow unless set); under JAX or
+# PyTorch the tests marked `tensorflow_only` are skipped.
+BACKEND = keras.backend.backend()
+
+
+def pytest_report_header(config):
+    return f"Keras backend: {BACKEND}"
+
+
+def pytest_collection_modifyitems(config, items):
+    if BACKEND == "tensorflow":
+        return
+    skip = pytest.mark.skip(reason=f"TensorFlow only; KERAS_BACKEND={BACKEND}")
+    for item in items:
+        if item.get_closest_marker("tensorflow_only"):
+            item.add_marker(skip)
+
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():

@@ -18,7 +18,15 @@ def numpy(x):
     return ops.convert_to_numpy(ops.convert_to_tensor(x))
 
 
+def dtype(x):
+    """A tensor's or variable's dtype as Keras names it (`"float32"`) on
+    every backend."""
+    return keras.backend.standardize_dtype(x.dtype)
+
+
 def assert_close(actual, expected, atol=1e-5, rtol=1e-5):
+    if ops.is_tensor(expected) or isinstance(expected, keras.Variable):
+        expected = numpy(expected)
     np.testing.assert_allclose(numpy(actual), np.asarray(expected), atol=atol, rtol=rtol)
 
 

@@ -9,6 +9,8 @@ from tests.tokenization.helpers import OTHER_IDS
 from tests.tokenization.helpers import tokenizer_with_other_ids
 from tests.training.helpers import letter_reversal_corpus
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 @pytest.fixture
 def trained(letter_reverser):

@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
@@ -152,6 +153,7 @@ def _only_eos_at_limit(logits, step, limits, eos_id):
     return tf.where(tf.logical_and(at_limit, tf.logical_not(is_eos)), NEG_INF, logits)
 
 
+@_backend.tensorflow_only("decoding.greedy_search", "a tf.while_loop")
 def greedy_search(
     tokens_to_logits,
     cache,
@@ -212,6 +214,7 @@ def greedy_search(
     )
 
 
+@_backend.tensorflow_only("decoding.sample", "a tf.while_loop")
 def sample(
     tokens_to_logits,
     cache,
@@ -426,6 +429,7 @@ def _reorder_hypotheses(cache, beams, beam_size):
     return {**cache, "per_hypothesis": per_hypothesis}
 
 
+@_backend.tensorflow_only("decoding.beam_search", "a tf.while_loop")
 def beam_search(
     tokens_to_logits,
     cache,

@@ -45,6 +45,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_transformer import _backend
 from keras_transformer.export.versions import swap_in
 from keras_transformer.translator import TargetScore
 
@@ -75,6 +76,7 @@ def _import_ctranslate2():
     return ctranslate2
 
 
+@_backend.tensorflow_only("export.export_ctranslate2", "it converts a Translator")
 def export_ctranslate2(translator, output_dir, quantization=None, overwrite=False):
     """Writes `translator`'s model, tokenizer and decoding settings as a
     CTranslate2 model directory.

@@ -20,6 +20,7 @@ import shutil
 
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
@@ -160,6 +161,7 @@ def _write_warmup(path, sentences):
         writer.write(log.SerializeToString())
 
 
+@_backend.tensorflow_only("export.export_saved_model", "a TensorFlow SavedModel")
 def export_saved_model(
     translator,
     export_dir,

@@ -3,6 +3,7 @@
 import inspect
 
 import keras
+from keras import ops
 
 from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
@@ -195,7 +196,7 @@ class TransformerLayerBase(keras.layers.Layer):
         return norm(x) if self.norm_first else x
 
     def _sublayer_output(self, x, y, norm, dropout, training):
-        y = x + dropout(y, training=training)
+        y = ops.add(x, dropout(y, training=training))  # `x` may be NumPy (PyTorch: no `+`)
         return y if self.norm_first else norm(y)
 
     def _feed_forward_block(self, x, training):

@@ -3,36 +3,52 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_transformer import _validation
+
+
+def _concrete_values(ids):
+    """`ids` as a NumPy array when their values exist now (eager code), or
+    `None` while a function is being traced or compiled."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return None if isinstance(ids, jax.core.Tracer) else np.asarray(ids)
+    if backend == "torch":
+        import torch
+
+        return None if torch.compiler.is_compiling() else ops.convert_to_numpy(ids)
+    return ops.convert_to_numpy(ids)
 
 
 def _check_ids_in_range(ids, vocab_size):
     """Returns `ids`, raising on ids outside [0, vocab_size) instead of
     letting the lookup return garbage.
 
-    Eagerly this is a `ValueError`; in a graph an `InvalidArgumentError`
-    from an assert op. XLA drops assert ops (and clamps out-of-range
-    gathers), so under `jit_compile=True` the ids must be checked before
-    they reach the model (the training input pipeline does).
+    Eagerly (any backend) this is a `ValueError`; in a TensorFlow graph an
+    `InvalidArgumentError` from an assert op. XLA drops assert ops (and
+    clamps out-of-range gathers), and JAX-compiled or `torch.compile`d
+    functions have no assert, so there the ids must be checked before they
+    reach the model (the training input pipeline does).
     """
-    if keras.backend.backend() != "tensorflow":
-        return ids
-    import tensorflow as tf  # assertions have no keras.ops equivalent
-
     message = f"Token ids must be in [0, vocab_size) with vocab_size={vocab_size}."
-    if tf.executing_eagerly():
-        values = ops.convert_to_numpy(ids)
-        if values.size and (values.min() < 0 or values.max() >= vocab_size):
-            raise ValueError(f"{message} Received ids in [{values.min()}, {values.max()}].")
-        return ids
-    checks = [
-        tf.debugging.assert_non_negative(ids, message=message),
-        tf.debugging.assert_less(ids, tf.cast(vocab_size, ids.dtype), message=message),
-    ]
-    with tf.control_dependencies(checks):  # check before the lookup
-        return tf.identity(ids)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf  # assertions have no keras.ops equivalent
+
+        if not tf.executing_eagerly():
+            checks = [
+                tf.debugging.assert_non_negative(ids, message=message),
+                tf.debugging.assert_less(ids, tf.cast(vocab_size, ids.dtype), message=message),
+            ]
+            with tf.control_dependencies(checks):  # check before the lookup
+                return tf.identity(ids)
+    values = _concrete_values(ids)
+    if values is not None and values.size and (values.min() < 0 or values.max() >= vocab_size):
+        raise ValueError(f"{message} Received ids in [{values.min()}, {values.max()}].")
+    return ids
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -9,6 +9,8 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops with TensorFlow)
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer as _ops
 
+from keras_transformer import _backend
+
 
 class SentencePieceTokenizer(tf.Module):
     """Text to subword ids and back, inside the TensorFlow graph.
@@ -54,6 +56,7 @@ class SentencePieceTokenizer(tf.Module):
     """
 
     def __init__(self, proto, name=None):
+        _backend.require_tensorflow("SentencePieceTokenizer", "TF Text")
         super().__init__(name=name)
         if isinstance(proto, str):
             raise ValueError(

@@ -7,6 +7,7 @@ import re
 
 import sentencepiece
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 from keras_transformer.special_ids import SPECIAL_IDS
 from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
@@ -79,6 +80,7 @@ class _Sentences:
             raise
 
 
+@_backend.tensorflow_only("tokenization.train_sentencepiece", "it returns the TF Text tokenizer")
 def train_sentencepiece(
     inputs,
     vocab_size,

@@ -122,7 +122,7 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return max(1, min(self.max_warmup_steps, round(self.warmup_fraction * total_steps)))
 
     def __call__(self, step):
-        step = ops.floor_divide(ops.cast(step, "int64"), self.accumulation_steps)
+        step = ops.floor_divide(ops.cast(step, "int32"), self.accumulation_steps)
         step = ops.cast(ops.maximum(step, 1), "float32")
         total = ops.convert_to_tensor(self.total_steps)
         warmup = ops.clip(ops.round(self.warmup_fraction * total), 1.0, self.max_warmup_steps)

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import worker_id
 from keras_transformer.training._keras_internals import moving_averages
@@ -251,6 +252,7 @@ def checkpoint_paths(model_dir):
     return list(state.all_model_checkpoint_paths) if state else []
 
 
+@_backend.tensorflow_only("training.average_checkpoints", "tf.train checkpoints")
 def average_checkpoints(model, paths):
     """Sets `model`'s weights to the mean of the checkpoints at `paths`.
 

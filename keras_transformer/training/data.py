@@ -23,6 +23,7 @@ import math
 
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
@@ -31,6 +32,7 @@ from keras_transformer.special_ids import PAD_ID
 LONG_PAIRS = ("drop", "truncate")
 
 
+@_backend.tensorflow_only("training.text_pairs_from_lists", "tf.data")
 def text_pairs_from_lists(sources, targets):
     """A dataset of `(source, target)` strings from two aligned lists.
 
@@ -59,6 +61,7 @@ def _lines(path):
     return tf.data.TextLineDataset(str(path), compression_type=compression)
 
 
+@_backend.tensorflow_only("training.text_pairs_from_files", "tf.data")
 def text_pairs_from_files(source_path, target_path, check_alignment=True):
     """A dataset of `(source, target)` strings from two aligned text files.
 
@@ -82,6 +85,7 @@ def text_pairs_from_files(source_path, target_path, check_alignment=True):
     return tf.data.Dataset.zip((_lines(source_path), _lines(target_path)))
 
 
+@_backend.tensorflow_only("training.text_pairs_from_tfds", "TensorFlow Datasets")
 def text_pairs_from_tfds(
     name,
     split,
@@ -220,6 +224,7 @@ def _keep_pair(max_length, long_pairs):
     return keep
 
 
+@_backend.tensorflow_only("training.count_pairs", "tf.data and the TF Text tokenizer")
 def count_pairs(pairs, tokenizer, max_length=256, long_pairs="drop"):
     """How many of `pairs` `make_batches` keeps, and why it drops the others
     (one pass over the pairs, tokenizing them).
@@ -244,6 +249,7 @@ def count_pairs(pairs, tokenizer, max_length=256, long_pairs="drop"):
     return PairCounts(read, kept, empty, too_long)
 
 
+@_backend.tensorflow_only("training.make_batches", "tf.data and the TF Text tokenizer")
 def make_batches(
     pairs,
     tokenizer,

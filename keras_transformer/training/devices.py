@@ -5,6 +5,7 @@ import warnings
 
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 
 STRATEGIES = ("auto", "mirrored", "multiworker", "one_device")
@@ -13,6 +14,7 @@ MIXED_PRECISION = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_f
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 
+@_backend.tensorflow_only("training.get_strategy", "tf.distribute")
 def get_strategy(name="auto"):
     """A `tf.distribute` strategy by name.
 

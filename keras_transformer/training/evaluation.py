@@ -7,6 +7,7 @@ import keras
 import sacrebleu
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
@@ -121,6 +122,7 @@ class TranslationEvaluator(keras.callbacks.Callback):
         log_dir=None,
         verbose=1,
     ):
+        _backend.require_tensorflow("training.TranslationEvaluator", "it runs a Translator")
         _validation.check_positive_int(allow_none=True, every=every)
         _validation.check_positive_int(max_sentences=max_sentences, batch_size=batch_size)
         _validation.check_non_negative_int(examples=examples)

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 from keras_transformer.special_ids import PAD_ID
 from keras_transformer.training._distribute import sum_over_replicas
@@ -43,6 +44,16 @@ def _smoothed_backward(logits, ids, upstream, label_smoothing):
     return tf.cast(tf.reshape(rows, tf.shape(logits)), logits.dtype)
 
 
+def _smoothed_token_losses_with_ops(y_true, logits, label_smoothing):
+    """`smoothed_token_losses` in `keras.ops`, differentiated automatically:
+    the JAX and PyTorch backends' path (their compilers fuse the passes
+    that the TensorFlow path avoids by hand)."""
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
+    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)
+    return (1.0 - label_smoothing) * nll - label_smoothing * ops.mean(log_probs, axis=-1)
+
+
 def smoothed_token_losses(y_true, logits, label_smoothing):
     """Per-token cross-entropy against (1 − ε)·one_hot + ε/V.
 
@@ -55,6 +66,8 @@ def smoothed_token_losses(y_true, logits, label_smoothing):
     and a mean takes a dozen full passes over them. On a CPU this is
     faster than XLA-fusing the same formulas (`benchmarks/README.md`).
     """
+    if not _backend.is_tensorflow():
+        return _smoothed_token_losses_with_ops(y_true, logits, label_smoothing)
     ids = tf.cast(y_true, tf.int32)
     smoothing = tf.constant(label_smoothing, tf.float32)
 

@@ -95,4 +95,5 @@ class TokenCount(_MaskedTokenMean):
         return ops.ones_like(y_true)
 
     def result(self):
-        return self.count
+        # A tensor, not the variable: JAX cannot trace a returned variable.
+        return ops.convert_to_tensor(self.count)

@@ -45,7 +45,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.accumulation_steps = accumulation_steps
 
     def __call__(self, step):
-        step = ops.floor_divide(ops.cast(step, "int64"), self.accumulation_steps)
+        step = ops.floor_divide(ops.cast(step, "int32"), self.accumulation_steps)
         step = ops.cast(ops.maximum(step, 1), "float32")
         return (
             self.scale

@@ -24,6 +24,7 @@ import time
 import keras
 import tensorflow as tf
 
+from keras_transformer import _backend
 from keras_transformer import _validation
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
@@ -119,7 +120,9 @@ def compile_for_training(
     `MaskedAccuracy`, `Perplexity` and `TokenCount`, all ignoring the
     model's `pad_id`. `train` compiles with this; call it yourself to run
     `fit` or `train_on_batch` with the same setup. It compiles inside the
-    model's distribution strategy scope.
+    model's distribution strategy scope. It runs on every Keras backend
+    (`train` itself needs TensorFlow); with `jit_compile="auto"` JAX and
+    PyTorch get Keras's own default.
 
     Args:
         model: a `Transformer` (or any model with `d_model` and `pad_id`).
@@ -148,11 +151,17 @@ def compile_for_training(
             model.d_model, warmup_steps, learning_rate_scale, accumulation_steps, ema_momentum
         )
     pad_id = model.pad_id
+    arguments = {
+        "optimizer": optimizer,
+        "loss": LabelSmoothedCrossEntropy(label_smoothing, pad_id=pad_id),
+        "metrics": [MaskedAccuracy(pad_id), Perplexity(pad_id), TokenCount(pad_id)],
+    }
+    if not _backend.is_tensorflow():  # JAX or PyTorch: Keras's own choice of compilation
+        model.compile(**arguments, jit_compile=jit_compile)
+        return model
     with model.distribute_strategy.scope():
         model.compile(
-            optimizer=optimizer,
-            loss=LabelSmoothedCrossEntropy(label_smoothing, pad_id=pad_id),
-            metrics=[MaskedAccuracy(pad_id), Perplexity(pad_id), TokenCount(pad_id)],
+            **arguments,
             jit_compile=recommended_jit_compile() if jit_compile == "auto" else jit_compile,
         )
     return model
@@ -230,6 +239,7 @@ def _repeated(train_data, strategy):
     return train_data(tf.distribute.InputContext()).repeat()
 
 
+@_backend.tensorflow_only("training.train", "tf.distribute, tf.data and tf.train checkpoints")
 def train(
     model,
     train_data,

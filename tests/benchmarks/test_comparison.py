@@ -19,6 +19,8 @@ from comparison import ours  # noqa: E402
 from comparison import report  # noqa: E402
 from comparison import workload  # noqa: E402
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 @pytest.mark.parametrize("name", ["tiny", "base"])
 def test_flop_count_uses_the_model_weights(name):

@@ -13,6 +13,8 @@ from tests.decoding.test_search import log_softmax
 from tests.decoding.test_search import markov
 from tests.decoding.test_search import strip
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 EOS_BOOST = 2.0  # makes some sentences end at once, and one repeat itself
 
 

@@ -13,6 +13,8 @@ from tests.decoding.test_search import markov
 from tests.decoding.test_search import sequence_log_prob
 from tests.decoding.test_search import strip
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 # Sentence 0 has no prefix, 1 a prefix of one token, 2 of three (padded).
 PREFIXES = [[], [4], [5, 4, 1]]
 PADDED = tf.constant([p + [0] * (3 - len(p)) for p in PREFIXES], tf.int32)

@@ -10,6 +10,8 @@ from keras_transformer.decoding import length_penalty
 from keras_transformer.decoding import sample
 from keras_transformer.special_ids import EOS_ID
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 VOCAB = 6
 RNG = np.random.default_rng(0)
 # A Markov "model": the next-token logits depend on the last token only, or

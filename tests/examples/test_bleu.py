@@ -5,6 +5,8 @@ import sacrebleu
 
 from tests.examples.helpers import load_example
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 bleu = load_example("bleu")
 HYPOTHESES = ["Ein Mann fährt ein Rad.", "Ein Hund spielt im Schnee-Feld."]
 REFERENCES = ["Ein Mann fährt Fahrrad.", "Ein Hund spielt im Schnee-Feld ."]

@@ -19,6 +19,8 @@ from keras_transformer.export import export_saved_model
 from keras_transformer.tokenization import train_sentencepiece
 from tests.examples.helpers import load_example
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 client = load_example("serving_client")
 
 SENTENCES = ["A dog runs.", "", "Zwei Hunde spielen im Schnee."]

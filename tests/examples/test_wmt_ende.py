@@ -19,6 +19,8 @@ import tensorflow_text  # noqa: F401 (registers the SentencePiece op the export 
 from tests.examples.helpers import EXAMPLES
 from tests.examples.helpers import load_example
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 SCRIPT = os.path.join(EXAMPLES, "wmt_ende.py")
 ROOT = os.path.dirname(EXAMPLES)
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}

@@ -14,6 +14,8 @@ from keras_transformer.tokenization import train_sentencepiece
 from keras_transformer.translate import main as translate_main
 from tests.training.helpers import letter_reversal_corpus
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason='CTranslate2 is an optional extra: pip install -e ".[ctranslate2]"'
 )

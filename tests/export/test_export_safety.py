@@ -21,6 +21,8 @@ from keras_transformer.export import export_saved_model
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.tokenization import train_sentencepiece
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 SENTENCES = ["A man is riding a bicycle.", "Zwei Hunde spielen im Schnee."]
 
 

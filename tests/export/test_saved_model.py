@@ -18,6 +18,8 @@ from keras_transformer.export import export_saved_model
 from keras_transformer.tokenization import SentencePieceTokenizer
 from keras_transformer.tokenization import train_sentencepiece
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}

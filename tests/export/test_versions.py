@@ -6,6 +6,8 @@ import tensorflow as tf
 from keras_transformer.export import existing_versions
 from keras_transformer.export import resolve_version_dir
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 def test_versions_from_an_object_store_listing(monkeypatch):
     # gs:// and s3:// list directories with a trailing slash.

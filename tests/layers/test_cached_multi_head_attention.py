@@ -7,6 +7,7 @@ from keras_transformer.layers import CachedMultiHeadAttention
 from tests import reference
 from tests.layers import weight_counts
 from tests.test_case import assert_close
+from tests.test_case import dtype
 from tests.test_case import run_layer_test
 
 RNG = np.random.default_rng(0)
@@ -184,7 +185,7 @@ def test_mixed_precision_matches_float32(policy):
     mixed.set_weights(exact.get_weights())
     out = mixed(query, value)
     scores = mixed.attention_scores(query, value)
-    assert out.dtype == mixed.compute_dtype
+    assert dtype(out) == mixed.compute_dtype
     # Probabilities were normalized in float32 before the cast.
     sums = ops.convert_to_numpy(ops.sum(ops.cast(scores, "float32"), -1))
     np.testing.assert_allclose(sums, 1.0, atol=1e-2)

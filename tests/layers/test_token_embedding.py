@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import TokenEmbedding
@@ -51,6 +50,13 @@ def test_out_of_range_ids_raise():
         layer(np.array([[1, 20]]))
     with pytest.raises(ValueError, match="vocab_size=20"):
         layer(np.array([[-1, 2]]))
+
+
+@pytest.mark.tensorflow_only
+def test_out_of_range_ids_raise_in_a_graph():
+    import tensorflow as tf
+
+    layer = TokenEmbedding(vocab_size=20, d_model=4)
 
     @tf.function
     def in_graph(ids):

@@ -4,11 +4,12 @@ import os
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer import Transformer
 from tests.test_case import assert_close
+from tests.test_case import dtype
+from tests.test_case import numpy
 
 VOCAB = 50
 RNG = np.random.default_rng(0)
@@ -29,7 +30,7 @@ def test_logits_shape_and_dtype():
     source, target = batch()
     logits = tiny()((source, target))
     assert tuple(logits.shape) == (3, 5, VOCAB)
-    assert logits.dtype == "float32"
+    assert dtype(logits) == "float32"
 
 
 def test_symbolic_call():
@@ -100,7 +101,7 @@ def test_cached_decoding_equals_full_pass(position_encoding):
     cache = model.init_cache(encoder_output, source != 0, max_length=8)
     for t in range(5):
         logits, cache = model.decode_step(target[:, t : t + 1], cache, t)
-        assert logits.dtype == "float32"
+        assert dtype(logits) == "float32"
         assert_close(logits[:, 0], full[:, t], atol=1e-4)
 
 
@@ -113,8 +114,8 @@ def test_beams_share_the_per_sentence_cache():
     cache = model.init_cache(model.encode(source), source != 0, max_length=8)
     assert set(cache) == {"per_hypothesis", "per_sentence"}
     assert set(cache["per_sentence"]) == {"cross_attention", "encoder_padding_mask"}
-    cache["per_hypothesis"] = tf.nest.map_structure(
-        lambda t: tf.repeat(t, 2, axis=0), cache["per_hypothesis"]
+    cache["per_hypothesis"] = keras.tree.map_structure(
+        lambda t: ops.repeat(t, 2, axis=0), cache["per_hypothesis"]
     )
     for t in range(5):
         logits, cache = model.decode_step(np.repeat(target[:, t : t + 1], 2, 0), cache, t)
@@ -130,7 +131,10 @@ def test_decode_step_refuses_a_cache_without_its_parts():
         model.decode_step(source[:, :1], {"per_hypothesis": cache["per_hypothesis"]}, 0)
 
 
+@pytest.mark.tensorflow_only
 def test_decode_step_traces_once_in_a_while_loop():
+    import tensorflow as tf
+
     model = tiny()
     source, target = batch()
     traces = []
@@ -156,12 +160,37 @@ def test_decode_step_traces_once_in_a_while_loop():
     assert len(traces) == 1
 
 
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="a JAX-compiled loop")
+def test_decode_step_runs_in_a_jax_compiled_loop():
+    """The cache's shapes never change, so `lax.fori_loop` under `jax.jit`
+    (which accepts only a fixed-shape carry) runs `decode_step`."""
+    import jax
+
+    model = tiny()
+    source, target = batch()
+
+    @jax.jit
+    def run(source, target):
+        cache = model.init_cache(model.encode(source), source != 0, max_length=8)
+        out = jax.numpy.zeros(target.shape + (VOCAB,))
+
+        def body(t, carry):
+            cache, out = carry
+            step = jax.lax.dynamic_slice_in_dim(target, t, 1, axis=1)
+            logits, cache = model.decode_step(step, cache, t)
+            return cache, jax.lax.dynamic_update_slice_in_dim(out, logits, t, axis=1)
+
+        return jax.lax.fori_loop(0, target.shape[1], body, (cache, out))[1]
+
+    assert_close(run(source, target), model((source, target)), atol=1e-4)
+
+
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_and_returns_float32(policy):
     keras.mixed_precision.set_global_policy(policy)
     model = tiny()
     source, target = batch()
-    assert model((source, target)).dtype == "float32"
+    assert dtype(model((source, target))) == "float32"
     model.compile(
         optimizer="adam",
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -175,7 +204,7 @@ def test_mixed_precision_trains_and_returns_float32(policy):
     ]
     assert sum(changed) > len(changed) // 2
     for weight in model.weights:
-        assert weight.dtype == "float32"
+        assert dtype(weight) == "float32"
 
 
 def test_learns_to_copy():
@@ -314,4 +343,5 @@ def test_encode_and_decode_default_to_inference():
         model.decode(target, encoded, mask, training=False),
         atol=0,
     )
-    assert not np.allclose(ops.convert_to_numpy(model.encode(source, training=True)), encoded)
+    training = ops.convert_to_numpy(model.encode(source, training=True))
+    assert not np.allclose(training, numpy(encoded))

@@ -16,6 +16,8 @@ from keras_transformer.tokenization import train_sentencepiece
 from tests.tokenization.helpers import OTHER_IDS
 from tests.tokenization.helpers import tokenizer_with_other_ids
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 ENGLISH = [
     "A man in a blue shirt is standing on a ladder.",
     "Two dogs are running through the snow.",

@@ -10,6 +10,8 @@ from keras_transformer import training
 from tests.training.helpers import tiny_model
 from tests.training.helpers import train_tiny
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 # Validation BLEU by update step: best at 4, then three worse evaluations.
 SCRIPT = {2: 10.0, 4: 30.0, 6: 20.0, 8: 25.0, 10: 15.0, 12: 31.0, 14: 5.0, 16: 5.0}
 

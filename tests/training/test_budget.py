@@ -16,6 +16,8 @@ from keras_transformer.training import budget as budget_module
 from tests.training.helpers import tiny_model
 from tests.training.helpers import train_tiny
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 def reference(step, peak, total, fraction, cap, decay):
     """The schedule written out in plain Python."""

@@ -11,6 +11,8 @@ from keras_transformer import training
 from tests.training.helpers import tiny_model
 from tests.training.helpers import train_tiny
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 def test_resume_into_another_architecture_is_refused(tmp_path):
     # Four heads and two heads of the same width have weights of the same

@@ -19,6 +19,8 @@ from tests.training.helpers import byte_tokenizer
 from tests.training.helpers import number_tokenizer
 from tests.training.helpers import reversal_corpus
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 def strip(row):
     return tuple(int(x) for x in row if x != 0)

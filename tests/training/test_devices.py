@@ -5,6 +5,8 @@ import pytest
 from keras_transformer import training
 from keras_transformer.training import devices
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 @pytest.fixture
 def cpu(monkeypatch):

@@ -10,6 +10,9 @@ import sys
 import time
 
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

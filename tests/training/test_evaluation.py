@@ -16,6 +16,8 @@ from tests.training.helpers import substitution_corpus
 from tests.training.helpers import tiny_model
 from tests.training.helpers import train_tiny
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 class Echo:
     """A translator stub that answers with fixed texts."""

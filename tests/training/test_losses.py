@@ -1,10 +1,14 @@
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_transformer.training import LabelSmoothedCrossEntropy
 from keras_transformer.training import MaskedAccuracy
 from keras_transformer.training import Perplexity
 from keras_transformer.training import TokenCount
+from keras_transformer.training.losses import _smoothed_token_losses_with_ops
+from keras_transformer.training.losses import smoothed_token_losses
+from tests.backends import value_and_gradient
 
 RNG = np.random.default_rng(0)
 Y = np.array([[5, 2, 7, 0, 0], [1, 3, 0, 0, 0]])  # 0 is padding
@@ -47,50 +51,52 @@ def hand_gradient(y, logits, eps):
 
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_gradient_equals_hand_gradient(eps):
-    import tensorflow as tf
-
-    logits = tf.constant(LOGITS)
-    with tf.GradientTape() as tape:
-        tape.watch(logits)
-        value = LabelSmoothedCrossEntropy(label_smoothing=eps)(Y, logits)
-    grad = tape.gradient(value, logits).numpy()
+    loss = LabelSmoothedCrossEntropy(label_smoothing=eps)
+    _, grad, _ = value_and_gradient(lambda logits: loss(Y, logits), LOGITS)
     np.testing.assert_allclose(grad, hand_gradient(Y, LOGITS, eps), atol=1e-6)
 
 
 def test_bfloat16_logits_give_bfloat16_gradient_of_the_same_value():
-    import tensorflow as tf
-
-    logits = tf.constant(LOGITS, tf.bfloat16)
-    with tf.GradientTape() as tape:
-        tape.watch(logits)
-        value = LabelSmoothedCrossEntropy()(Y, logits)
-    grad = tape.gradient(value, logits)
-    assert value.dtype == tf.float32 and grad.dtype == tf.bfloat16
-    rounded = tf.cast(logits, tf.float32).numpy()
+    loss = LabelSmoothedCrossEntropy()
+    value, grad, dtypes = value_and_gradient(lambda logits: loss(Y, logits), LOGITS, "bfloat16")
+    assert dtypes == ("float32", "bfloat16")
+    rounded = ops.convert_to_numpy(ops.cast(ops.cast(LOGITS, "bfloat16"), "float32"))
     np.testing.assert_allclose(float(value), hand_loss(Y, rounded, 0.1), rtol=1e-5)
-    np.testing.assert_allclose(
-        tf.cast(grad, tf.float32).numpy(), hand_gradient(Y, rounded, 0.1), atol=1e-2 / 8
-    )
+    np.testing.assert_allclose(grad, hand_gradient(Y, rounded, 0.1), atol=1e-2 / 8)
 
 
 def test_confident_and_wrong_logits_stay_finite_and_exact():
     # Logits spread over ±3,000: the reference tokens' probabilities
     # underflow float32 (exp(-6,000)), the log-sum-exp must not.
-    import tensorflow as tf
-
     logits = (3000.0 * np.tanh(LOGITS)).astype("float32")
-    value = LabelSmoothedCrossEntropy()(Y, logits)
+    loss = LabelSmoothedCrossEntropy()
+    value, grad, _ = value_and_gradient(lambda x: loss(Y, x), logits)
     assert np.isfinite(float(value)) and float(value) > 100.0
     np.testing.assert_allclose(float(value), hand_loss(Y, logits, 0.1), rtol=1e-6)
-    logits = tf.constant(logits)
-    with tf.GradientTape() as tape:
-        tape.watch(logits)
-        value = LabelSmoothedCrossEntropy()(Y, logits)
-    np.testing.assert_allclose(
-        tape.gradient(value, logits).numpy(), hand_gradient(Y, logits.numpy(), 0.1), atol=1e-6
-    )
+    np.testing.assert_allclose(grad, hand_gradient(Y, logits, 0.1), atol=1e-6)
 
 
+@pytest.mark.tensorflow_only
+def test_the_other_backends_formula_equals_the_hand_written_gradient():
+    """JAX and PyTorch differentiate `keras.ops` formulas; TensorFlow runs
+    the hand-written gradient. Both agree (values and gradients)."""
+    import tensorflow as tf
+
+    for eps in (0.0, 0.1):
+        logits = tf.constant(3.0 * LOGITS)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(logits)
+            fused = smoothed_token_losses(Y, logits, eps)
+            automatic = _smoothed_token_losses_with_ops(Y, logits, eps)
+        np.testing.assert_allclose(automatic.numpy(), fused.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            tape.gradient(automatic, logits).numpy(),
+            tape.gradient(fused, logits).numpy(),
+            atol=1e-6,
+        )
+
+
+@pytest.mark.tensorflow_only
 def test_same_value_and_gradient_under_xla_and_no_nested_xla_kernel():
     """A whole step may be XLA-compiled (on a GPU); the loss alone must not
     launch XLA kernels of its own inside an uncompiled graph step: XLA:CPU's

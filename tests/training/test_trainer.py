@@ -11,6 +11,8 @@ from tests.training.helpers import reversal_batches
 from tests.training.helpers import tiny_model
 from tests.training.helpers import train_tiny
 
+pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+
 
 def test_learns_to_reverse_sequences(letter_reverser):
     """The recipe (schedule, smoothed loss, token batches) learns a task:

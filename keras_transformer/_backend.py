@@ -1,0 +1,61 @@
+"""Which Keras backend runs, and the guard on what needs TensorFlow.
+
+The layers, `Transformer`, the loss, the metrics and the schedule are
+written with `keras.ops` and run on every Keras 3 backend. The input
+pipeline (`tf.data`), the training loop (`tf.distribute`), the searches
+(`tf.while_loop`), the in-graph tokenizer (TF Text), `Translator` and the
+exports are TensorFlow by design: under another backend they raise
+`BackendError` at once instead of failing somewhere inside.
+"""
+
+import functools
+
+import keras
+
+
+class BackendError(RuntimeError):
+    """A TensorFlow-only part of the package was called while Keras runs on
+    another backend (`KERAS_BACKEND=jax` or `torch`)."""
+
+
+def is_tensorflow():
+    """Whether Keras runs on the TensorFlow backend."""
+    return keras.backend.backend() == "tensorflow"
+
+
+def require_tensorflow(what, why):
+    """Raises `BackendError` unless Keras runs on TensorFlow.
+
+    Args:
+        what: the name the user called, e.g. `"training.train"`.
+        why: what in it is TensorFlow, e.g. `"tf.distribute"`.
+    """
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise BackendError(
+            f"`{what}` needs the TensorFlow backend ({why}); Keras is running on "
+            f"{backend!r}. Set KERAS_BACKEND=tensorflow before Keras is imported, "
+            "or use the layers and `Transformer` (encode, decode_step), which run "
+            "on every backend."
+        )
+
+
+def tensorflow_only(what, why):
+    """Decorates a function (or a class's `__init__`) with
+    `require_tensorflow(what, why)`.
+
+    Example:
+
+    >>> @tensorflow_only("training.train", "tf.distribute and tf.data")
+    ... def train(model, batches): ...
+    """
+
+    def decorate(function):
+        @functools.wraps(function)
+        def guarded(*args, **kwargs):
+            require_tensorflow(what, why)
+            return function(*args, **kwargs)
+
+        return guarded
+
+    return decorate
