@@ -28,13 +28,24 @@ setup(
     extras_require={
         # ruff is pinned: `ruff format --check` must not change with its releases.
         # ctranslate2: the CTranslate2 export's tests run in CI.
-        "test": ["pytest", "matplotlib", "ruff==0.17.6", "ctranslate2>=4.8"],
+        # jax and torch: CI also runs the backend-portable tests on them.
+        "test": [
+            "pytest",
+            "matplotlib",
+            "ruff==0.17.6",
+            "ctranslate2>=4.8",
+            "jax>=0.10",
+            "torch==2.13.0",
+        ],
+        # KERAS_BACKEND=jax or torch for the layers and the model. torch is
+        # pinned to the CPU build that this project's machines carry (an
+        # unpinned `torch` pulls the newest CUDA build, several GB).
+        "jax": ["jax>=0.10"],
+        "torch": ["torch==2.13.0"],
         "examples": ["matplotlib"],
         # export.export_ctranslate2 and `translate --ctranslate2_dir`.
         "ctranslate2": ["ctranslate2>=4.8"],  # attention plots in examples/wmt_ende.py
-        # The peers of benchmarks/compare.py. torch is pinned to the CPU
-        # build that this project's machines carry (an unpinned `torch`
-        # pulls the newest CUDA build, several GB).
+        # The peers of benchmarks/compare.py (torch pinned as above).
         "bench": ["keras-hub>=0.32", "torch==2.13.0", "ctranslate2>=4.8"],
     },
     classifiers=[
