@@ -4,11 +4,13 @@ and compared on JAX or PyTorch.
 `write_reference(directory)` (TensorFlow) saves, for every public layer and
 for `Transformer`, a `.keras` file, the inputs and TensorFlow's outputs:
 the full pass, `encode` and cached `decode_step` logits for the model. It
-also trains a small `Transformer` to reverse id sequences and saves it with
-the outputs of the package's (TensorFlow) greedy search. `compare(directory)`
-(any backend) loads each file and returns the largest absolute difference
-per output. `tests/test_backends.py` runs the reference in a TensorFlow
-subprocess; run this module to print the table:
+also records two `fit` steps of the paper's recipe (losses, metrics, the
+logits after them), and trains a small `Transformer` to reverse id
+sequences and saves it with the outputs of the package's (TensorFlow)
+greedy search. `compare(directory)` (any backend) loads each file and
+returns the largest absolute difference per output.
+`tests/test_backends.py` runs the reference in a TensorFlow subprocess;
+run this module to print the table:
 
     python -m tests.backend_cases              # TensorFlow vs JAX and PyTorch
 """
@@ -100,6 +102,12 @@ MODELS = {
 SOURCE = np.array([[5, 9, 3, 17, 8, 3, 0], [4, 4, 11, 3, 0, 0, 0]], "int32")
 TARGET = np.array([[2, 7, 9, 30, 6], [2, 12, 12, 3, 0]], "int32")
 
+# Two `train_on_batch` steps with `training.compile_for_training`: the
+# paper's loss (label smoothing 0.1), masked metrics and Adam schedule.
+FIT_MODEL = {"vocab_size": 40, "dropout": 0.0}
+FIT_STEPS = 2
+FIT_LOGS = ("loss", "accuracy", "perplexity", "tokens")
+
 # The reverser: sequences of ids 4..19 reversed, each ending with EOS.
 REVERSER = {"vocab_size": 20, "num_layers": 2, "d_model": 64, "num_heads": 4, "d_ff": 128}
 REVERSER_MAX_LENGTH = 12
@@ -132,6 +140,27 @@ def model_outputs(model):
         "encode": ops.convert_to_numpy(model.encode(SOURCE)),
         "decode_step": np.concatenate(steps, axis=1),
     }
+
+
+def fit_batch():
+    """Sources, decoder inputs and labels with padding, for `FIT_MODEL`."""
+    target = np.concatenate([TARGET, np.array([[3], [0]], "int32")], axis=1)
+    return (SOURCE, target[:, :-1]), target[:, 1:]
+
+
+def fit_outputs(model):
+    """The logs of each of `FIT_STEPS` steps and the logits after them."""
+    from keras_transformer import training
+
+    training.compile_for_training(model, warmup_steps=10)
+    inputs, labels = fit_batch()
+    outputs = {}
+    for step in range(FIT_STEPS):
+        logs = model.train_on_batch(inputs, labels, return_dict=True)
+        for name in FIT_LOGS:
+            outputs[f"{name} after step {step + 1}"] = np.float32(logs[name])
+    outputs["logits after the steps"] = ops.convert_to_numpy(model(inputs))
+    return outputs
 
 
 def reversal_pairs(count, seed):
@@ -189,9 +218,12 @@ def write_reference(directory):
         model = keras_transformer.Transformer.from_preset("tiny", **arguments)
         model.save(os.path.join(directory, _file_name(name) + ".keras"))
         np.savez(os.path.join(directory, _file_name(name) + ".npz"), **model_outputs(model))
+    model = keras_transformer.Transformer.from_preset("tiny", **FIT_MODEL)
+    model.save(os.path.join(directory, "fit.keras"))
+    np.savez(os.path.join(directory, "fit.npz"), **fit_outputs(model))
     reverser = _train_reverser()
     reverser.save(os.path.join(directory, "reverser.keras"))
-    sources, _, _ = reversal_pairs(32, seed=1)
+    sources, _, _ = reversal_pairs(16, seed=1)
     greedy = _tensorflow_greedy(reverser, sources)
     np.savez(os.path.join(directory, "reverser.npz"), sources=sources, greedy=greedy)
 
@@ -211,6 +243,12 @@ def compare(directory):
         differences[name] = {
             key: float(np.abs(actual[key] - expected[key]).max()) for key in actual
         }
+    model = keras.saving.load_model(os.path.join(directory, "fit.keras"))
+    expected = np.load(os.path.join(directory, "fit.npz"))
+    actual = fit_outputs(model)
+    differences["fit, compile_for_training"] = {
+        key: float(np.abs(actual[key] - expected[key]).max()) for key in actual
+    }
     return differences
 
 
