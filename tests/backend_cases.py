@@ -29,6 +29,7 @@ from keras import ops
 import keras_transformer
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
+from tests.test_case import functional_model
 
 RNG = np.random.default_rng(0)
 HIDDEN = RNG.normal(size=(2, 5, 16)).astype("float32")
@@ -111,16 +112,6 @@ FIT_LOGS = ("loss", "accuracy", "perplexity", "tokens")
 # The reverser: sequences of ids 4..19 reversed, each ending with EOS.
 REVERSER = {"vocab_size": 20, "num_layers": 2, "d_model": 64, "num_heads": 4, "d_ff": 128}
 REVERSER_MAX_LENGTH = 12
-
-
-def _functional(layer, inputs, options):
-    tensors = {
-        name: keras.Input(
-            shape=value.shape[1:], dtype=keras.backend.standardize_dtype(value.dtype), name=name
-        )
-        for name, value in inputs.items()
-    }
-    return keras.Model(tensors, layer(**tensors, **options))
 
 
 def _file_name(name):
@@ -208,7 +199,7 @@ def write_reference(directory):
     assert keras.backend.backend() == "tensorflow", "the reference is TensorFlow's"
     keras.utils.set_random_seed(1)
     for name, (factory, inputs, options) in LAYERS.items():
-        model = _functional(factory(), inputs, options)
+        model = functional_model(factory(), inputs, options)
         model.save(os.path.join(directory, _file_name(name) + ".keras"))
         np.savez(
             os.path.join(directory, _file_name(name) + ".npz"),
@@ -252,14 +243,20 @@ def compare(directory):
     return differences
 
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _environment(backend):
+    """This process's environment with Keras on `backend`, TensorFlow quiet."""
+    return {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
 def reference_in_subprocess(directory):
     """Runs `write_reference(directory)` in a TensorFlow process."""
-    environment = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
     code = f"from tests.backend_cases import write_reference; write_reference({directory!r})"
-    subprocess.run([sys.executable, "-c", code], check=True, env=environment, cwd=_ROOT)
-
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env=_environment("tensorflow"), cwd=_ROOT
+    )
 
 
 def main(argv=None):
@@ -276,12 +273,11 @@ def main(argv=None):
         reference_in_subprocess(directory)
     results = {}
     for backend in args.backends:
-        environment = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
         command = [sys.executable, "-m", "tests.backend_cases", "--json"]
         output = subprocess.run(
             command + ["--directory", directory],
             check=True,
-            env=environment,
+            env=_environment(backend),
             cwd=_ROOT,
             capture_output=True,
             text=True,

@@ -85,7 +85,9 @@ def run_build_test(layer_cls, init_kwargs, kwargs, call_kwargs, expected_num_tra
     assert len(layer.weights) == weights
 
 
-def _functional_model(layer, kwargs, call_kwargs):
+def functional_model(layer, kwargs, call_kwargs):
+    """A functional model around `layer`, with one `keras.Input` per
+    tensor in `kwargs` (their shapes without the batch axis)."""
     inputs = {
         name: keras.Input(
             shape=tuple(value.shape)[1:],
@@ -101,7 +103,7 @@ def _functional_model(layer, kwargs, call_kwargs):
 def run_model_saving_test(layer, kwargs, call_kwargs):
     """A model holding the layer saves to `.keras` and loads, without
     `custom_objects`, into one with identical outputs."""
-    model = _functional_model(layer, kwargs, call_kwargs)
+    model = functional_model(layer, kwargs, call_kwargs)
     expected = model(kwargs)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.keras")
@@ -118,7 +120,7 @@ def run_training_step(layer, kwargs, call_kwargs):
     Attention key biases are exempt: `q·(k + b_k)` adds the same `q·b_k` to
     every logit of a softmax row, so their gradient is exactly zero.
     """
-    model = _functional_model(layer, kwargs, call_kwargs)
+    model = functional_model(layer, kwargs, call_kwargs)
     before = [numpy(w) for w in model.trainable_weights]
     outputs = model(kwargs)
     targets = keras.tree.map_structure(lambda t: np.ones(t.shape, "float32"), outputs)
