@@ -14,11 +14,10 @@ on a CPU (`training.recommended_jit_compile`), JAX's `jit`, PyTorch eager.
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
+
+from script_workers import run_worker
 
 WARMUP_STEPS = 3
 
@@ -66,19 +65,13 @@ def main():
         result = worker(args.preset, args.steps, args.batch, args.length, args.vocab)
         print(json.dumps(result))
         return
-    results = []
-    for backend in args.backends:
-        environment = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        options = ["--preset", args.preset, "--steps", str(args.steps), "--batch", str(args.batch)]
-        options += ["--length", str(args.length), "--vocab", str(args.vocab)]
-        output = subprocess.run(
-            [sys.executable, __file__, "--worker", backend, *options],
-            env=environment,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        results.append(json.loads(output.strip().splitlines()[-1]))
+    options = ["--preset", args.preset, "--steps", str(args.steps), "--batch", str(args.batch)]
+    options += ["--length", str(args.length), "--vocab", str(args.vocab)]
+    environment = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+    results = [
+        run_worker(__file__, backend, options, {**environment, "KERAS_BACKEND": backend})
+        for backend in args.backends
+    ]
     first = results[0]["step_s"]
     print(
         f"preset {args.preset}, batch {args.batch} x {args.length} target tokens, "
@@ -94,5 +87,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     main()

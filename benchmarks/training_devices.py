@@ -13,9 +13,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from script_workers import run_worker
 
 
 def worker(mode, preset, steps, batch, length, vocab):
@@ -87,15 +88,7 @@ def main():
             )
         )
         return
-    rows = []
-    for mode in ("one_device", "mirrored"):
-        output = subprocess.run(
-            [sys.executable, __file__, "--worker", mode, *sys.argv[1:]],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        rows.append(json.loads(output.strip().splitlines()[-1]))
+    rows = [run_worker(__file__, mode, sys.argv[1:]) for mode in ("one_device", "mirrored")]
     base = rows[0]["tokens_per_sec"]
     print(
         f"preset {args.preset}, global batch {args.batch} x {args.length} target tokens, "

@@ -1,0 +1,32 @@
+"""A benchmark script's measurements, each in a fresh process: the script
+runs itself with `--worker NAME`, and the worker prints one JSON object on
+its last line of output."""
+
+import json
+import os
+import subprocess
+import sys
+
+
+def run_worker(script, name, arguments=(), environment=None):
+    """Runs `python script --worker name *arguments` and returns the JSON
+    object the worker printed last.
+
+    Args:
+        script: the script's path (its `__file__`).
+        name: the worker's name (what it measures).
+        arguments: further command-line arguments for the worker.
+        environment: extra environment variables (e.g. `KERAS_BACKEND`).
+
+    Example:
+
+    >>> run_worker(__file__, "mirrored", ["--steps", "20"])["step_ms"]
+    """
+    output = subprocess.run(
+        [sys.executable, script, "--worker", name, *arguments],
+        env={**os.environ, **(environment or {})},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(output.strip().splitlines()[-1])
