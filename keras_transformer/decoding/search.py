@@ -404,7 +404,8 @@ class BeamState(NamedTuple):
     alive_log_probs: tf.Tensor  # (batch, k) float32: their log-probabilities
     finished_ids: tf.Tensor  # (batch, k, width) int32: ended with EOS
     finished_scores: tf.Tensor  # (batch, k) float32: length-penalized scores
-    cache: dict  # "per_hypothesis": rows batch * k; "per_sentence": rows batch
+    parents: tf.Tensor  # (batch, k) int32: the cache row of each live one's parent
+    cache: dict  # "per_hypothesis": rows batch * k, in parent order; "per_sentence": rows batch
 
 
 def _check_beam_cache(cache):
@@ -504,6 +505,7 @@ def beam_search(
         alive_log_probs=tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1]),
         finished_ids=empty,
         finished_scores=tf.fill([batch_size, k], NEG_INF),
+        parents=tf.tile(tf.range(k)[None, :], [batch_size, 1]),
         cache={
             **cache,
             "per_hypothesis": tf.nest.map_structure(
@@ -532,7 +534,11 @@ def beam_search(
     def _step(state):
         step = state.step
         tokens = tf.reshape(tf.gather(state.alive_ids, step, axis=2), [-1, 1])  # (batch * k, 1)
-        logits, cache = tokens_to_logits(tokens, state.cache, step)
+        # The cache is reordered here, for the hypotheses chosen last step,
+        # not at the end of that step: XLA then fuses the reordering gather
+        # with `tokens_to_logits`'s write into one pass over the cache.
+        cache = _reorder_hypotheses(state.cache, state.parents, k)
+        logits, cache = tokens_to_logits(tokens, cache, step)
         logits = tf.cast(logits, tf.float32)
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
         forced, forced_token = _forced(prefix, step)
@@ -565,7 +571,6 @@ def beam_search(
 
         # The k best candidates that go on.
         live_log_probs, live = tf.math.top_k(tf.where(ends, NEG_INF, top_log_probs), k)
-        cache = _reorder_hypotheses(cache, tf.gather(top_beams, live, batch_dims=1), k)
 
         # The k best finished hypotheses so far, including those ending here.
         # An ending counts only if it ranks among the k best candidates, so
@@ -583,6 +588,7 @@ def beam_search(
             alive_log_probs=live_log_probs,
             finished_ids=finished_ids,
             finished_scores=finished_scores,
+            parents=tf.gather(top_beams, live, batch_dims=1),
             cache=cache,
         )
 
