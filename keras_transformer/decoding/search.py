@@ -113,9 +113,11 @@ def _best_extensions(logits, offsets, count):
 def _with_prefix(prefix, limits, batch_size, max_length, pad_id):
     """`(prefix, limits)`: the prefix `(batch, width >= 1)` with at most
     `max_length - 1` tokens, and the limits raised to leave room for EOS
-    after it. No prefix is an empty one."""
+    after it. Without a prefix (`None`) it stays `None`, so that the
+    searches skip forcing altogether (a pass over every logit each step),
+    and every limit is at least 1."""
     if prefix is None:
-        prefix = tf.fill([batch_size, 1], pad_id)
+        return None, tf.maximum(limits, tf.minimum(1, max_length))
     prefix = tf.convert_to_tensor(prefix, tf.int32)
     prefix = tf.concat([prefix, tf.fill([batch_size, 1], pad_id)], axis=1)
     prefix = prefix[:, : tf.maximum(tf.convert_to_tensor(max_length) - 1, 1)]
@@ -127,7 +129,10 @@ def _with_prefix(prefix, limits, batch_size, max_length, pad_id):
 
 def _forced(prefix, step):
     """`(forced, token)` `(batch,)`: whether `step`'s token is the prefix's,
-    and which (prefix positions past a sentence's prefix hold -1)."""
+    and which (prefix positions past a sentence's prefix hold -1); `(None,
+    None)` without a prefix."""
+    if prefix is None:
+        return None, None
     width = tf.shape(prefix)[1]
     token = tf.gather(prefix, tf.minimum(step, width - 1), axis=1)
     return tf.logical_and(step < width, token >= 0), token
@@ -135,10 +140,22 @@ def _forced(prefix, step):
 
 def _only_forced(logits, forced, token):
     """Where a sentence is `forced` `(batch,)`, every logit but `token`'s
-    becomes `NEG_INF`; `logits` is `(batch, ..., vocab)`."""
+    becomes `NEG_INF`; `logits` is `(batch, ..., vocab)`. Without a
+    prefix (`forced` is `None`) the logits are returned as they are."""
+    if forced is None:
+        return logits
     shape = [-1] + [1] * (logits.shape.rank - 1)
     other = tf.not_equal(tf.range(tf.shape(logits)[-1]), tf.reshape(token, shape))
     return tf.where(tf.logical_and(tf.reshape(forced, shape), other), NEG_INF, logits)
+
+
+def _outside_prefix(forced, controlled, logits):
+    """The `controlled` logits `(rows, vocab)`, except on rows being
+    `forced` `(rows,)` through a prefix (or `None`), which keep `logits`:
+    output controls do not apply inside a prefix."""
+    if forced is None:
+        return controlled
+    return tf.where(forced[:, None], logits, controlled)
 
 
 def _only_eos_at_limit(logits, step, limits, eos_id):
@@ -363,7 +380,7 @@ def _one_token_at_a_time(
         forced, forced_token = _forced(prefix, step)
         if controls is not None and controls.active:
             controlled = controls.apply(logits, sequences, step, limits, eos_id)
-            logits = tf.where(forced[:, None], logits, controlled)  # none inside the prefix
+            logits = _outside_prefix(forced, controlled, logits)
         normalizer = _log_normalizer(logits)
         logits = _only_eos_at_limit(logits, step, limits, eos_id)
         logits = _only_forced(logits, forced, forced_token)
@@ -550,7 +567,9 @@ def beam_search(
                 tf.repeat(limits, k),
                 eos_id,
             )
-            logits = tf.where(tf.repeat(forced, k)[:, None], logits, controlled)
+            logits = _outside_prefix(
+                None if forced is None else tf.repeat(forced, k), controlled, logits
+            )
         normalizer = tf.reshape(_log_normalizer(logits), [batch_size, k])
         logits = tf.reshape(logits, [batch_size, k, vocab])
         logits = _only_eos_at_limit(logits, step, limits, eos_id)
