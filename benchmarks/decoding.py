@@ -74,10 +74,11 @@ def make_decoder(model, search, cached, length):
                 return logits, {**cache, "per_hypothesis": {**state, "prefix": prefix}}
 
         step = forced_length(step, length, EOS_ID)
+        grow = dict(resize_cache=model.resize_cache) if cached else {}  # as `Translator` does
         if search == "greedy":
-            ids, _ = greedy_search(step, cache, batch, length)
+            ids, _ = greedy_search(step, cache, batch, length, **grow)
         else:
-            ids, _ = beam_search(step, cache, batch, length, beam_size=4)
+            ids, _ = beam_search(step, cache, batch, length, beam_size=4, **grow)
         return ids
 
     return run

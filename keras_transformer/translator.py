@@ -294,9 +294,14 @@ class Translator(tf.Module):
             "batch_size": tf.shape(source)[0],
             "limits": limits,
             "max_length": max_length,
-            "cache": model.init_cache(encoder_output, source_mask, max_length=max_length),
+            # Empty: the searches grow it (`resize_cache`).
+            "cache": model.init_cache(encoder_output, source_mask, max_length=0),
             "tokens_to_logits": tokens_to_logits,
-            "search_options": dict(controls=self.controls, prefix=options.get("prefix")),
+            "search_options": dict(
+                controls=self.controls,
+                prefix=options.get("prefix"),
+                resize_cache=model.resize_cache,
+            ),
         }
 
     def _special_ids(self):

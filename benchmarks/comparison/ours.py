@@ -79,11 +79,13 @@ def _searcher(model, beam, steps, ids, jit):
     def run(source):
         batch = tf.shape(source)[0]
         mask = tf.not_equal(source, ids["pad"])
-        cache = model.init_cache(model.encode(source), mask, max_length=steps)
+        # Empty: the search grows it as `Translator` does.
+        cache = model.init_cache(model.encode(source), mask, max_length=0)
+        grow = dict(resize_cache=model.resize_cache)
         if beam == 1:
-            output, _ = greedy_search(step, cache, batch, steps)
+            output, _ = greedy_search(step, cache, batch, steps, **grow)
         else:
-            output, _ = beam_search(step, cache, batch, steps, beam_size=beam)
+            output, _ = beam_search(step, cache, batch, steps, beam_size=beam, **grow)
         return output
 
     return run

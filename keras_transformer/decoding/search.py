@@ -19,10 +19,14 @@ the batch as their first axis:
   values, the source mask). It keeps one row per sentence and is never
   reordered; `tokens_to_logits` lets the rows of a sentence share it.
 
-Greedy search and sampling pass the cache through as it is. Everything runs in one
-`tf.while_loop` over fixed-shape state, so the searches trace once per
-input signature, run under `tf.function(jit_compile=True)`, and export in
-a SavedModel.
+Greedy search and sampling pass the cache through as it is. Everything
+runs in `tf.while_loop`s over fixed-shape state, so the searches trace
+once per input signature, run under `tf.function(jit_compile=True)`, and
+export in a SavedModel. Given `resize_cache` (for a Transformer,
+`model.resize_cache`), they run `CACHE_SEGMENTS` loops, each over a
+quarter of the steps with a cache just long enough for them: a step's
+cost grows with the cache it attends to, writes and (beam search)
+reorders, and most outputs end long before the buffer does.
 
 Outputs never include BOS; a hypothesis ends with EOS and is padded with
 `pad_id` after it. The output buffer holds `max_length` tokens; every
@@ -53,6 +57,59 @@ def _limits(batch_size, max_length, length_limits):
     if length_limits is None:
         return tf.fill([batch_size], max_length)
     return tf.minimum(tf.cast(length_limits, tf.int32), max_length)
+
+
+CACHE_SEGMENTS = 4
+
+
+def _segment_ends(max_length, resize_cache):
+    """The steps at which the searches stop to grow the cache: `[max_length]`
+    without `resize_cache`, else `CACHE_SEGMENTS` ends spread evenly up to
+    `max_length` (Python ints when it is one, else tensors)."""
+    if resize_cache is None:
+        return [max_length]
+    n = CACHE_SEGMENTS
+    if isinstance(max_length, int):
+        return [-(-max_length * (i + 1) // n) for i in range(n)]
+    max_length = tf.convert_to_tensor(max_length, tf.int32)
+    return [(max_length * (i + 1) + n - 1) // n for i in range(n)]
+
+
+def _resized(cache, resize_cache, length):
+    """`cache` with its per-hypothesis part holding `length` positions."""
+    if resize_cache is None:
+        return cache
+    _check_two_part_cache(cache, "`resize_cache`")
+    return {**cache, "per_hypothesis": resize_cache(cache["per_hypothesis"], length)}
+
+
+def _segmented_loop(cond, body, loop_vars, ends, resize):
+    """`tf.while_loop` over `loop_vars`, one loop per segment of steps:
+    `cond(end, *loop_vars)` says whether to go on in the segment that ends
+    at step `end`, and `resize(loop_vars, end)` prepares the loop
+    variables for it (the cache grown to hold `end` positions)."""
+    if len(ends) > 1:
+        body = _traced_once(body)
+    for end in ends:
+        loop_vars = tf.while_loop(
+            lambda *loop_vars, end=end: cond(end, *loop_vars), body, resize(loop_vars, end)
+        )
+    return loop_vars
+
+
+def _traced_once(body):
+    """`body` as a `tf.function` that the loops of all segments share: its
+    graph is traced once or twice (then with the cache length relaxed)
+    instead of once per segment, with the outputs' shapes those of the
+    inputs."""
+    shared = tf.function(body, reduce_retracing=True)
+
+    def call(*loop_vars):
+        outputs = shared(*loop_vars)
+        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), outputs, loop_vars)
+        return outputs
+
+    return call
 
 
 def _log_normalizer(logits):
@@ -182,6 +239,7 @@ def greedy_search(
     pad_id=PAD_ID,
     controls=None,
     prefix=None,
+    resize_cache=None,
 ):
     """Picks the most likely next token until every sentence has ended.
 
@@ -203,6 +261,13 @@ def greedy_search(
             each sentence's output starts with its prefix (forced, scored,
             not subject to `controls`), and the search goes on from there;
             a sentence's limit is raised to leave room for EOS after it.
+        resize_cache: optional `resize_cache(per_hypothesis, length)`: the
+            cache's `"per_hypothesis"` part holding `length` positions
+            (the first ones kept, new ones empty), e.g.
+            `Transformer.resize_cache`. With it the search grows the cache
+            in `CACHE_SEGMENTS` steps up to `max_length`, so that early
+            steps attend to, write and move a shorter cache; `cache` must
+            then have the two parts, and may hold any number of positions.
 
     Returns:
         `(ids, scores)`: int32 `(batch, max_length)` and the float32 sum of
@@ -228,6 +293,7 @@ def greedy_search(
         pad_id=pad_id,
         controls=controls,
         prefix=prefix,
+        resize_cache=resize_cache,
     )
 
 
@@ -247,6 +313,7 @@ def sample(
     pad_id=PAD_ID,
     controls=None,
     prefix=None,
+    resize_cache=None,
 ):
     """Draws each next token at random until every sentence has ended.
 
@@ -264,7 +331,8 @@ def sample(
 
     Args:
         tokens_to_logits, cache, batch_size, max_length, length_limits,
-        bos_id, eos_id, pad_id, controls, prefix: as for `greedy_search`.
+        bos_id, eos_id, pad_id, controls, prefix, resize_cache: as for
+            `greedy_search`.
         seed: an integer or int32/int64 scalar tensor.
         temperature: a positive float.
         top_k: a non-negative int.
@@ -298,6 +366,7 @@ def sample(
         pad_id=pad_id,
         controls=controls,
         prefix=prefix,
+        resize_cache=resize_cache,
     )
 
 
@@ -358,6 +427,7 @@ def _one_token_at_a_time(
     pad_id,
     controls,
     prefix,
+    resize_cache,
 ):
     """The loop of greedy search and sampling: `pick(logits, step)` chooses
     each sentence's next token `(batch,)` from its logits `(batch, vocab)`
@@ -368,8 +438,8 @@ def _one_token_at_a_time(
         [tf.fill([batch_size, 1], bos_id), tf.fill([batch_size, max_length], pad_id)], 1
     )  # (batch, BOS + max_length tokens)
 
-    def cond(step, sequences, finished, scores, cache):
-        return tf.logical_and(step < max_length, tf.logical_not(tf.reduce_all(finished)))
+    def cond(end, step, sequences, finished, scores, cache):
+        return tf.logical_and(step < end, tf.logical_not(tf.reduce_all(finished)))
 
     def body(step, sequences, finished, scores, cache):
         # A gather (not a slice at a tensor offset) keeps the shape static
@@ -394,7 +464,10 @@ def _one_token_at_a_time(
         finished = tf.logical_or(finished, tf.equal(next_token, eos_id))
         return step + 1, sequences, finished, scores, cache
 
-    _, sequences, _, scores, _ = tf.while_loop(
+    def resize(state, length):
+        return (*state[:4], _resized(state[4], resize_cache, length))
+
+    _, sequences, _, scores, _ = _segmented_loop(
         cond,
         body,
         (
@@ -404,6 +477,8 @@ def _one_token_at_a_time(
             tf.zeros([batch_size], tf.float32),
             cache,
         ),
+        _segment_ends(max_length, resize_cache),
+        resize,
     )
     return sequences[:, 1:], scores
 
@@ -425,12 +500,12 @@ class BeamState(NamedTuple):
     cache: dict  # "per_hypothesis": rows batch * k, in parent order; "per_sentence": rows batch
 
 
-def _check_beam_cache(cache):
+def _check_two_part_cache(cache, user):
     if not isinstance(cache, dict) or set(cache) != set(CACHE_PARTS):
         received = sorted(cache) if isinstance(cache, dict) else type(cache).__name__
         raise ValueError(
-            f"beam_search needs `cache` as a dict with exactly the keys {list(CACHE_PARTS)} "
-            f"(what it reorders per hypothesis, and what stays one per sentence). "
+            f"{user} needs `cache` as a dict with exactly the keys {list(CACHE_PARTS)} "
+            f"(what belongs to each hypothesis, and what stays one per sentence). "
             f"Received: cache with {received}"
         )
 
@@ -462,6 +537,7 @@ def beam_search(
     pad_id=PAD_ID,
     controls=None,
     prefix=None,
+    resize_cache=None,
 ):
     """Beam search with GNMT's length penalty (§6.1: beam 4, alpha 0.6).
 
@@ -493,6 +569,8 @@ def beam_search(
             the scores are then under the controlled distribution.
         prefix: optional forced start of every sentence's hypotheses, as
             for `greedy_search`.
+        resize_cache: optional, grows the per-hypothesis cache in segments,
+            as for `greedy_search`.
 
     Returns:
         `(ids, scores)`: int32 `(batch, num_results, max_length)` and
@@ -508,7 +586,7 @@ def beam_search(
             f"`num_results` must be in [1, beam_size={beam_size}]. "
             f"Received: num_results={num_results}"
         )
-    _check_beam_cache(cache)
+    _check_two_part_cache(cache, "beam_search")
     k = beam_size
     limits = _limits(batch_size, max_length, length_limits)
     prefix, limits = _with_prefix(prefix, limits, batch_size, max_length, pad_id)
@@ -537,9 +615,8 @@ def beam_search(
         worst_kept = state.finished_scores[:, num_results - 1]  # finished is sorted
         return tf.logical_or(reached_limit, worst_kept >= best_possible)
 
-    def cond(state):
-        done = sentence_done(state)
-        return tf.logical_and(state.step < max_length, tf.logical_not(tf.reduce_all(done)))
+    def cond(end, state):
+        return tf.logical_and(state.step < end, tf.logical_not(tf.reduce_all(sentence_done(state))))
 
     def body(state):
         new_state = _step(state)
@@ -611,5 +688,14 @@ def beam_search(
             cache=cache,
         )
 
-    (final,) = tf.while_loop(cond, body, (initial,))
+    def resize(state, length):
+        return (state[0]._replace(cache=_resized(state[0].cache, resize_cache, length)),)
+
+    (final,) = _segmented_loop(
+        cond,
+        body,
+        (initial,),
+        _segment_ends(max_length, resize_cache),
+        resize,
+    )
     return final.finished_ids[:, :num_results, 1:], final.finished_scores[:, :num_results]

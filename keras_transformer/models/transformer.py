@@ -4,6 +4,7 @@ import inspect
 
 import keras
 from keras import ops
+from keras import tree
 
 from keras_transformer.layers._utils import check_cache_keys
 from keras_transformer.layers._utils import sublayer_seed
@@ -385,6 +386,27 @@ class Transformer(keras.Model):
                 "encoder_padding_mask": decoder_cache["encoder_padding_mask"],
             },
         }
+
+    def resize_cache(self, per_hypothesis, length):
+        """The `"per_hypothesis"` part of a cache (from `init_cache`) holding
+        `length` target positions (an int or scalar tensor): its first
+        `length` positions kept, zeros for new ones. The searches take it
+        as `resize_cache` to grow the cache as decoding goes on.
+
+        Example:
+
+        >>> cache = model.init_cache(encoder_output, mask, max_length=8)
+        >>> longer = model.resize_cache(cache["per_hypothesis"], 16)
+        """
+
+        def resize(buffer):  # (rows, heads, positions, depth)
+            kept = buffer[:, :, :length]
+            shape = ops.shape(kept)
+            missing = ops.maximum(length - shape[2], 0)
+            zeros = ops.zeros((shape[0], shape[1], missing, shape[3]), buffer.dtype)
+            return ops.concatenate([kept, zeros], axis=2)
+
+        return tree.map_structure(resize, per_hypothesis)
 
     def decode_step(self, target_ids, cache, index):
         """Decodes `target_ids` `(rows, steps)` placed at positions

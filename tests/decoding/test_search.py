@@ -325,3 +325,81 @@ def test_sampling_is_stateless_and_compiles():
 def test_bad_sampling_settings(kwargs, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
         sample(*markov(1), batch_size=1, max_length=5, seed=0, **kwargs)
+
+
+def history_markov(batch, max_length):
+    """The order-2 Markov model of `markov(batch, order=2)`, but reading the
+    token before `ids` from a buffer of every position so far, its
+    per-hypothesis cache `(rows, 1, positions, 1)` written at `index` like
+    a Transformer's keys: a cache that is not kept, grown or reordered
+    right changes the outputs. Returns `(step, cache, resize, positions)`,
+    `positions` a variable counting the buffer positions the steps saw."""
+    positions = tf.Variable(0)
+
+    def step(ids, cache, index):
+        sentences = cache["per_sentence"]["sentence"]
+        sentence = tf.repeat(sentences, tf.shape(ids)[0] // tf.shape(sentences)[0])
+        buffer = cache["per_hypothesis"]["tokens"]
+        positions.assign_add(tf.shape(buffer)[2])
+        before = tf.gather(buffer[:, 0, :, 0], tf.maximum(index - 1, 0), axis=1)
+        previous = tf.where(index > 0, before, 2)  # BOS before BOS
+        logits = tf.gather_nd(TABLE2, tf.stack([sentence, previous, ids[:, 0]], axis=1))
+        here = tf.equal(tf.range(tf.shape(buffer)[2]), index)[None, None, :, None]
+        buffer = tf.where(here, ids[:, :, None, None], buffer)
+        return logits, {**cache, "per_hypothesis": {"tokens": buffer}}
+
+    def resize(per_hypothesis, length):
+        kept = per_hypothesis["tokens"][:, :, :length]
+        missing = tf.maximum(length - tf.shape(kept)[2], 0)
+        zeros = tf.zeros([tf.shape(kept)[0], 1, missing, 1], tf.int32)
+        return {"tokens": tf.concat([kept, zeros], axis=2)}
+
+    cache = {
+        "per_hypothesis": {"tokens": tf.zeros([batch, 1, max_length, 1], tf.int32)},
+        "per_sentence": {"sentence": tf.range(batch) % 3},
+    }
+    return step, cache, resize, positions
+
+
+SEARCHES = {
+    "greedy": lambda *args, **kw: greedy_search(*args, **kw),
+    "beam": lambda *args, **kw: beam_search(*args, beam_size=3, num_results=2, **kw),
+    "sample": lambda *args, **kw: sample(*args, seed=3, **kw),
+}
+
+
+@pytest.mark.parametrize("search", sorted(SEARCHES))
+def test_a_cache_grown_in_segments_changes_nothing(search):
+    """With `resize_cache` the searches run one loop per segment of steps,
+    the cache only as long as the segment needs: same ids and scores as one
+    loop over the full cache, and the model saw the shorter caches."""
+    batch, max_length = 4, 7  # segments end at steps 2, 4, 6, 7
+    run = SEARCHES[search]
+    step, cache, _, full_positions = history_markov(batch, max_length)
+    ids, scores = run(step, cache, batch, max_length)
+    step, cache, resize, positions = history_markov(batch, max_length)
+    grown_ids, grown_scores = run(step, cache, batch, max_length, resize_cache=resize)
+    np.testing.assert_array_equal(grown_ids.numpy(), ids.numpy())
+    np.testing.assert_allclose(grown_scores.numpy(), scores.numpy(), rtol=1e-6)
+    steps = full_positions.numpy() // max_length
+    assert steps >= 3  # past the first two segments
+    assert positions.numpy() == sum([2, 2, 4, 4, 6, 6, 7][:steps])
+
+    # The same in a graph and under XLA, where the segments' ends are
+    # tensors and constants.
+    step, cache, resize, _ = history_markov(batch, 1)  # grown from one position
+
+    def traced(size):
+        return run(step, cache, batch, size, resize_cache=resize)
+
+    graph_ids, _ = tf.function(traced)(tf.constant(max_length))
+    xla_ids, _ = tf.function(traced, jit_compile=True)(max_length)
+    np.testing.assert_array_equal(graph_ids.numpy(), ids.numpy())
+    if search != "sample":  # XLA draws other random numbers
+        np.testing.assert_array_equal(xla_ids.numpy(), ids.numpy())
+
+
+def test_growing_a_cache_needs_its_two_parts():
+    step, cache, resize, _ = history_markov(2, 5)
+    with pytest.raises(ValueError, match="resize_cache.*per_hypothesis.*per_sentence"):
+        greedy_search(step, cache["per_hypothesis"], 2, 5, resize_cache=resize)

@@ -105,6 +105,27 @@ def test_cached_decoding_equals_full_pass(position_encoding):
         assert_close(logits[:, 0], full[:, t], atol=1e-4)
 
 
+def test_a_cache_grown_as_decoding_goes_equals_full_pass():
+    """`resize_cache` keeps the positions written so far and adds empty ones:
+    a cache grown one position per step gives the full pass's logits, and
+    cutting it back keeps exactly its first positions."""
+    model = tiny(norm_first=True)
+    source, target = batch()
+    full = ops.convert_to_numpy(model((source, target)))
+    cache = model.init_cache(model.encode(source), source != 0, max_length=0)
+    for t in range(5):
+        cache["per_hypothesis"] = model.resize_cache(cache["per_hypothesis"], t + 1)
+        logits, cache = model.decode_step(target[:, t : t + 1], cache, t)
+        assert_close(logits[:, 0], full[:, t], atol=1e-4)
+    grown = model.resize_cache(cache["per_hypothesis"], 8)["self_attention"][0]["key"]
+    cut = model.resize_cache(cache["per_hypothesis"], 3)["self_attention"][0]["key"]
+    written = numpy(cache["per_hypothesis"]["self_attention"][0]["key"])
+    assert numpy(grown).shape[2] == 8 and numpy(cut).shape[2] == 3
+    np.testing.assert_array_equal(numpy(grown)[:, :, :5], written)
+    np.testing.assert_array_equal(numpy(grown)[:, :, 5:], 0.0)
+    np.testing.assert_array_equal(numpy(cut), written[:, :, :3])
+
+
 def test_beams_share_the_per_sentence_cache():
     """Two rows per sentence (the per-hypothesis part repeated, the
     per-sentence part not) give each sentence's full-pass logits."""
