@@ -688,8 +688,19 @@ def beam_search(
             cache=cache,
         )
 
-    def resize(state, length):
-        return (state[0]._replace(cache=_resized(state[0].cache, resize_cache, length)),)
+    def resize(loop_vars, length):
+        (state,) = loop_vars
+        return (
+            BeamState(
+                step=state.step,
+                alive_ids=state.alive_ids,
+                alive_log_probs=state.alive_log_probs,
+                finished_ids=state.finished_ids,
+                finished_scores=state.finished_scores,
+                parents=state.parents,
+                cache=_resized(state.cache, resize_cache, length),
+            ),
+        )
 
     (final,) = _segmented_loop(
         cond,
