@@ -91,9 +91,10 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert summary["training"]["budget"]["averaging_from"] == 25
     stages = summary["stage_seconds"]
     assert list(stages) == [
-        "data", "vocabulary", "training", "averaging", "evaluation", "plots", "export"
+        "startup", "data", "vocabulary", "training", "averaging", "evaluation", "plots", "export"
     ]  # fmt: skip
     assert sum(stages.values()) <= 60 * summary["minutes"] <= 20 * 60
+    assert stages["startup"] > 0.5  # importing TensorFlow counts against the budget
     assert "wall time by stage" in (model_dir / "summary.md").read_text()
     weights = summary["weights"]
     assert weights["candidates"]["average_last"]["checkpoints"] == ["ckpt-28", "ckpt-30"]
