@@ -205,7 +205,7 @@ class RunConfig:
 RUN_PRESETS = {
     "base": {},
     "big": dict(model="big", train_steps=300_000, average_last=20),
-    "small": dict(model="small", vocab_size=4000, norm_first=True, batch_tokens=1024,
+    "small": dict(model="small", vocab_size=4000, dropout=0.2, norm_first=True, batch_tokens=1024,
                   update_tokens=1024, warmup_steps=800, learning_rate_scale=0.5,
                   train_steps=50_000, steps_per_checkpoint=100, eval_every=200,
                   eval_sentences=500, max_length=128),

@@ -214,7 +214,7 @@ def test_flags_override_the_preset_which_overrides_the_defaults():
     config = load_example("wmt_config").parse_config(["--preset", "small", "--warmup_steps", "9"])
     assert (config.model, config.vocab_size, config.warmup_steps) == ("small", 4000, 9)
     assert (config.beam_size, config.model_dir) == (4, os.path.join("runs", "small"))
-    assert config.model_arguments() == {"norm_first": True, "max_length": 128}
+    assert config.model_arguments() == {"dropout": 0.2, "norm_first": True, "max_length": 128}
     config = load_example("wmt_config").parse_config(["--preset", "tiny", "--d_model", "32"])
     assert config.model_arguments() == {"d_model": 32, "max_length": 64}
 
