@@ -78,10 +78,11 @@ class Stopwatch:
     """The wall time of each stage, and what is left of --budget_minutes."""
 
     def __init__(self, budget_minutes=None, started=None):
-        self.started = time.time() if started is None else started
+        now = time.time()
+        self.started = now if started is None else started
         self.budget = None if budget_minutes is None else 60.0 * budget_minutes
         # Python and TensorFlow's imports, before the first stage.
-        self.seconds = {"startup": time.time() - self.started}
+        self.seconds = {"startup": now - self.started}
 
     @contextlib.contextmanager
     def stage(self, name):
