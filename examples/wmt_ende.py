@@ -365,6 +365,7 @@ def training_stage(config, model, tokenizer, data, stopwatch):
             sampling_alpha=config.sampling_alpha,
             # Tokenize once (unless every pass samples a new segmentation).
             cache_ids=config.sampling_alpha is None,
+            repeat=True,  # no part-filled batches where a pass ends
         )
 
     evaluator = _evaluator(config, model, tokenizer, valid)

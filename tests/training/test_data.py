@@ -114,6 +114,40 @@ def test_truncate_keeps_long_pairs():
     assert sum(len(s) for s, _, _ in dropped) == 1
 
 
+def test_repeated_passes_fill_every_batch_and_cover_the_pairs_evenly():
+    sources, targets = reversal_corpus(300, vocab=50, min_len=1, max_len=30)
+    pairs = text_pairs_from_lists(sources, targets)
+    budget, max_length = 120, 32
+    edges = bucket_boundaries(max_length, growth=1.05)  # make_batches' default
+
+    def bucket(source, target_in):  # the upper edge of the batch's bucket
+        longest = max(np.count_nonzero(source, 1).max(), np.count_nonzero(target_in, 1).max())
+        return min(e for e in edges if e > longest)
+
+    def full_size(source, target_in):
+        return budget // (bucket(source, target_in) - 1)
+
+    one_pass = collect(make_batches(pairs, number_tokenizer, budget, max_length, seed=1))
+    assert sum(len(s) for s, _, _ in one_pass) == 300
+    assert any(len(s) < full_size(s, ti) for s, ti, _ in one_pass)  # each bucket's last batch
+    repeated = make_batches(pairs, number_tokenizer, budget, max_length, seed=1, repeat=True)
+    batches = collect(repeated.take(8 * len(one_pass)))
+    assert all(len(s) == full_size(s, ti) for s, ti, _ in batches)
+    seen = collections.Counter(strip(r) for s, _, _ in batches for r in s)
+    assert set(seen) == {strip(r) for s, _, _ in one_pass for r in s}
+    # Unshuffled, every pass enters in order: a pair of a bucket comes out
+    # once per pass, as often as the others of its bucket (give or take one).
+    in_order = make_batches(pairs, number_tokenizer, budget, max_length, shuffle=False, repeat=True)
+    batches = collect(in_order.take(8 * len(one_pass)))
+    assert all(len(s) == full_size(s, ti) for s, ti, _ in batches)
+    by_bucket = collections.defaultdict(collections.Counter)
+    for s, ti, _ in batches:
+        for row in s:
+            by_bucket[bucket(s, ti)][strip(row)] += 1
+    assert sum(len(seen) for seen in by_bucket.values()) == 300
+    assert all(max(c.values()) - min(c.values()) <= 1 for c in by_bucket.values())
+
+
 def test_seeded_shuffle_is_reproducible_and_reshuffles_each_pass():
     sources, targets = reversal_corpus(200)
 

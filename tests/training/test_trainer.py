@@ -155,15 +155,20 @@ def test_compile_for_training_honours_the_models_pad_id():
 
 def test_no_training_data_is_an_error_that_says_why(tmp_path):
     # Every pair is longer than max_length: nothing to train on.
-    long_pairs = reversal_batches(50, max_length=3)
-    with pytest.raises(training.NoTrainingDataError, match="50 pairs read, 0 kept.*50 dropped"):
-        train_tiny(tmp_path / "long", 4, batches=long_pairs, steps_per_checkpoint=2)
+    # Repeated passes over no pairs are no batches too, not an endless wait.
+    for repeat in (False, True):
+        long_pairs = reversal_batches(50, max_length=3, repeat=repeat)
+        with pytest.raises(training.NoTrainingDataError, match="50 pairs read, 0 kept.*50 dropped"):
+            train_tiny(tmp_path / "long", 4, batches=long_pairs, steps_per_checkpoint=2)
     (tmp_path / "empty.src").write_text("")
     (tmp_path / "empty.tgt").write_text("")
     pairs = training.text_pairs_from_files(tmp_path / "empty.src", tmp_path / "empty.tgt")
-    empty = training.make_batches(pairs, number_tokenizer, batch_tokens=64, max_length=16)
-    with pytest.raises(training.NoTrainingDataError, match="0 pairs read"):
-        train_tiny(tmp_path / "empty", 4, batches=empty, steps_per_checkpoint=2)
+    for repeat in (False, True):
+        empty = training.make_batches(
+            pairs, number_tokenizer, batch_tokens=64, max_length=16, repeat=repeat
+        )
+        with pytest.raises(training.NoTrainingDataError, match="0 pairs read"):
+            train_tiny(tmp_path / "empty", 4, batches=empty, steps_per_checkpoint=2)
     # No checkpoint of untrained weights was left behind.
     assert training.checkpoint_paths(tmp_path / "long") == []
     assert training.checkpoint_paths(tmp_path / "empty") == []
