@@ -313,10 +313,13 @@ def _after_training_seconds(config, evaluator, data):
     return 1.1 * seconds + (EXPORT_SECONDS if config.export_dir else 10.0)
 
 
-def capped_reserve(estimate, most):
-    """The reserve for the stages after training: `estimate`, but at most
-    `most` seconds, so that training keeps the rest of the budget."""
-    return min(estimate, most)
+def capped_reserve(estimate, most, beyond=0.0):
+    """The reserve for the stages after training, inside training's time
+    limit: `estimate`, but at most `most` seconds, so that training keeps
+    the rest of the budget; less `beyond`, the part of the budget that lies
+    past training's limit anyway (when --max_train_minutes ends training
+    before --budget_minutes would)."""
+    return max(0.0, min(estimate, most) - beyond)
 
 
 def _training_seconds(config, stopwatch):
@@ -374,9 +377,10 @@ def training_stage(config, model, tokenizer, data, stopwatch):
     reserve = 0.0
     if stopwatch.budget is not None:
         most = MAX_RESERVE_FRACTION * stopwatch.left()
+        beyond = stopwatch.left() - max_seconds
 
         def reserve():
-            return capped_reserve(_after_training_seconds(config, evaluator, data), most)
+            return capped_reserve(_after_training_seconds(config, evaluator, data), most, beyond)
 
     result = training.train(
         model,

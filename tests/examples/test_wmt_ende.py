@@ -251,3 +251,7 @@ def test_an_early_evaluation_cannot_take_the_whole_budget(tmp_path):
     most = module.MAX_RESERVE_FRACTION * left
     assert module.capped_reserve(900.0, most) == pytest.approx(0.4 * left)
     assert module.capped_reserve(60.0, most) == 60.0
+    # --max_train_minutes ends training 100 s before the budget would: those
+    # 100 s are the stages' already, and only the rest is reserved in training.
+    assert module.capped_reserve(150.0, most, beyond=100.0) == pytest.approx(50.0)
+    assert module.capped_reserve(60.0, most, beyond=100.0) == 0.0
