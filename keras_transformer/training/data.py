@@ -303,8 +303,8 @@ def make_batches(
         repeat: repeat the pairs forever (step-based training) instead of
             one pass. The passes run into each other before batching, so
             no length bucket ends a pass with a part-filled batch (on
-            Multi30k at 4,096 tokens, one pass's part-filled batches hold
-            12% fewer positions than full ones would).
+            Multi30k at 4,096 tokens, the batches of single passes hold
+            12% fewer positions on average than full ones).
         vocab_size: if given, ids are checked to be below it (XLA cannot
             check them inside the model).
         input_context: a `tf.distribute.InputContext`, or `None`.
