@@ -376,8 +376,9 @@ def training_stage(config, model, tokenizer, data, stopwatch):
     max_seconds = _training_seconds(config, stopwatch)
     reserve = 0.0
     if stopwatch.budget is not None:
-        most = MAX_RESERVE_FRACTION * stopwatch.left()
-        beyond = stopwatch.left() - max_seconds
+        left = stopwatch.left()
+        most = MAX_RESERVE_FRACTION * left
+        beyond = max(0.0, left - max_seconds)  # the budget past --max_train_minutes
 
         def reserve():
             return capped_reserve(_after_training_seconds(config, evaluator, data), most, beyond)
