@@ -368,7 +368,8 @@ def training_stage(config, model, tokenizer, data, stopwatch):
             sampling_alpha=config.sampling_alpha,
             # Tokenize once (unless every pass samples a new segmentation).
             cache_ids=config.sampling_alpha is None,
-            repeat=True,  # no part-filled batches where a pass ends
+            repeat=True,  # no part-filled batches where a pass ends, and (so)
+            # buckets by each side's length: neither pads to the other's
         )
 
     evaluator = _evaluator(config, model, tokenizer, valid)

@@ -30,6 +30,7 @@ from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
 
 LONG_PAIRS = ("drop", "truncate")
+BUCKET_BY = ("auto", "longer_side", "each_side")
 
 
 @_backend.tensorflow_only("training.text_pairs_from_lists", "tf.data")
@@ -207,6 +208,35 @@ def _tokenized(pairs, tokenizer, vocab_size):
     return pairs.batch(256).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
 
 
+def _batch_by_each_side(frames, boundaries, batch_tokens, pad_id):
+    """Batches `(source, target_in, target_out)` frames in a bucket per
+    (source bucket, target bucket), each padded to its batch's longest."""
+    # Bucket i holds lengths in [boundaries[i - 1], boundaries[i]).
+    longest = [edge - 1 for edge in boundaries]
+    count = len(boundaries)
+    batch_sizes = tf.constant(
+        [max(1, batch_tokens // max(s, t)) for t in longest for s in longest], tf.int64
+    )
+    edges = tf.constant(boundaries, tf.int32)
+
+    def bucket(sequence):
+        return tf.reduce_sum(tf.cast(tf.size(sequence) >= edges, tf.int64))
+
+    def key(source, target_in, target_out):
+        return bucket(target_in) * count + bucket(source)
+
+    def batch(key, frames):
+        return frames.padded_batch(
+            tf.gather(batch_sizes, key),
+            padded_shapes=([None], [None], [None]),
+            padding_values=(pad_id, pad_id, pad_id),
+        )
+
+    return frames.group_by_window(
+        key_func=key, reduce_func=batch, window_size_func=lambda key: tf.gather(batch_sizes, key)
+    )
+
+
 def _keep_pair(max_length, long_pairs):
     """A function of `(source_ids, target_ids)` to booleans: `empty`,
     `too_long` (dropped unless truncated) and `kept`."""
@@ -268,11 +298,12 @@ def make_batches(
     sampling_alpha=None,
     cache_ids=False,
     bucket_growth=1.05,
+    bucket_by="auto",
 ):
     """Tokenizes text pairs and batches them by a token budget.
 
     Pairs are grouped into length buckets (`bucket_boundaries` with
-    `bucket_growth`); each
+    `bucket_growth`, by the longer side or by each side: `bucket_by`); each
     bucket's batch size is `batch_tokens // longest length in the bucket`,
     so no batch holds more than `batch_tokens` source positions or target
     positions, padding included (the paper's ~25,000 source + 25,000
@@ -328,8 +359,18 @@ def make_batches(
         bucket_growth: how much longer each length bucket's longest
             sequence is than the previous one's; a batch's padding stays
             within `bucket_growth - 1` of its longest sequence (Multi30k,
-            4,096 tokens: 1.1 leaves 7.9% of the target positions padding,
-            1.05 leaves 5.2%).
+            4,096 tokens, by the longer side: 1.1 leaves 7.9% of the target
+            positions padding, 1.05 leaves 5.2%).
+        bucket_by: `"longer_side"` groups pairs by the longer of their
+            source and target, so a batch's shorter side pads up to the
+            other's lengths; `"each_side"` groups them by source length and
+            target length (a bucket per pair of buckets), so neither side
+            pads beyond its own bucket, but there are many more buckets,
+            each ending a single pass with a part-filled batch. `"auto"`
+            (the default): `"each_side"` when `repeat`, else
+            `"longer_side"`. Multi30k at 4,096 tokens, repeated (1,000
+            batches): target padding 5.2% → 0.6%, source padding 8.2% →
+            0.4%.
 
     Returns:
         A dataset of `((source, target_in), target_out)` int32 batches.
@@ -344,6 +385,9 @@ def make_batches(
     eos_id = getattr(tokenizer, "eos_id", EOS_ID) if eos_id is None else eos_id
     pad_id = getattr(tokenizer, "pad_id", PAD_ID) if pad_id is None else pad_id
     _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
+    _validation.check_choice(BUCKET_BY, bucket_by=bucket_by)
+    if bucket_by == "auto":
+        bucket_by = "each_side" if repeat else "longer_side"
     if max_length < 2:
         raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
     segment = tokenizer
@@ -394,14 +438,17 @@ def make_batches(
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     boundaries = bucket_boundaries(max_length, growth=bucket_growth)
-    # Bucket i holds lengths < boundaries[i]; the extra last bucket is empty.
-    batch_sizes = [max(1, batch_tokens // (edge - 1)) for edge in boundaries] + [1]
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(ti)),
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=batch_sizes,
-        padding_values=(pad_id, pad_id, pad_id),
-    )
+    if bucket_by == "each_side":
+        dataset = _batch_by_each_side(dataset, boundaries, batch_tokens, pad_id)
+    else:
+        # Bucket i holds lengths < boundaries[i]; the extra last bucket is empty.
+        batch_sizes = [max(1, batch_tokens // (edge - 1)) for edge in boundaries] + [1]
+        dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(ti)),
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=batch_sizes,
+            padding_values=(pad_id, pad_id, pad_id),
+        )
     if shuffle:
         dataset = dataset.shuffle(128, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(lambda s, ti, to: ((s, ti), to)).prefetch(tf.data.AUTOTUNE)

@@ -130,14 +130,24 @@ def test_repeated_passes_fill_every_batch_and_cover_the_pairs_evenly():
     one_pass = collect(make_batches(pairs, number_tokenizer, budget, max_length, seed=1))
     assert sum(len(s) for s, _, _ in one_pass) == 300
     assert any(len(s) < full_size(s, ti) for s, ti, _ in one_pass)  # each bucket's last batch
-    repeated = make_batches(pairs, number_tokenizer, budget, max_length, seed=1, repeat=True)
+    repeated = make_batches(
+        pairs, number_tokenizer, budget, max_length, seed=1, repeat=True, bucket_by="longer_side"
+    )
     batches = collect(repeated.take(8 * len(one_pass)))
     assert all(len(s) == full_size(s, ti) for s, ti, _ in batches)
     seen = collections.Counter(strip(r) for s, _, _ in batches for r in s)
     assert set(seen) == {strip(r) for s, _, _ in one_pass for r in s}
     # Unshuffled, every pass enters in order: a pair of a bucket comes out
     # once per pass, as often as the others of its bucket (give or take one).
-    in_order = make_batches(pairs, number_tokenizer, budget, max_length, shuffle=False, repeat=True)
+    in_order = make_batches(
+        pairs,
+        number_tokenizer,
+        budget,
+        max_length,
+        shuffle=False,
+        repeat=True,
+        bucket_by="longer_side",
+    )
     batches = collect(in_order.take(8 * len(one_pass)))
     assert all(len(s) == full_size(s, ti) for s, ti, _ in batches)
     by_bucket = collections.defaultdict(collections.Counter)
@@ -146,6 +156,82 @@ def test_repeated_passes_fill_every_batch_and_cover_the_pairs_evenly():
             by_bucket[bucket(s, ti)][strip(row)] += 1
     assert sum(len(seen) for seen in by_bucket.values()) == 300
     assert all(max(c.values()) - min(c.values()) <= 1 for c in by_bucket.values())
+
+
+def unrelated_lengths_corpus(n, max_len, seed=0):
+    """Sources and targets of 1 to `max_len` ids each, lengths drawn apart."""
+    rng = np.random.default_rng(seed)
+
+    def sentence():
+        return " ".join(map(str, rng.integers(4, 50, rng.integers(1, max_len + 1))))
+
+    return [sentence() for _ in range(n)], [sentence() for _ in range(n)]
+
+
+def lengths(batch):
+    return np.count_nonzero(batch, axis=1)
+
+
+def test_each_side_buckets_fill_every_batch_from_both_sides_and_cover_the_pairs_evenly():
+    pairs = text_pairs_from_lists(*unrelated_lengths_corpus(300, max_len=30))
+    budget, max_length = 120, 32
+    edges = np.array(bucket_boundaries(max_length, growth=1.05))  # make_batches' default
+
+    def bucket(length):  # the upper edge of the bucket holding `length`
+        return edges[edges > length].min()
+
+    def full_size(source, target_in):
+        longest = max(bucket(lengths(source).max()), bucket(lengths(target_in).max())) - 1
+        return budget // longest
+
+    def check(batches):
+        for source, target_in, _ in batches:
+            # No row pads beyond its own bucket, on either side.
+            assert len({bucket(n) for n in lengths(source)}) == 1
+            assert len({bucket(n) for n in lengths(target_in)}) == 1
+            assert len(source) == full_size(source, target_in)
+
+    one_pass = collect(
+        make_batches(pairs, number_tokenizer, budget, max_length, seed=1, bucket_by="each_side")
+    )
+    assert sum(len(s) for s, _, _ in one_pass) == 300
+    assert any(len(s) < full_size(s, ti) for s, ti, _ in one_pass)  # a bucket's last batch
+    repeated = make_batches(pairs, number_tokenizer, budget, max_length, seed=1, repeat=True)
+    batches = collect(repeated.take(8 * len(one_pass)))  # "auto": each side under repeat
+    check(batches)
+    seen = {strip(r) for s, _, _ in batches for r in s}
+    assert seen == {strip(r) for s, _, _ in one_pass for r in s}
+    # Unshuffled, a pair comes out as often as the others of its buckets.
+    in_order = make_batches(pairs, number_tokenizer, budget, max_length, shuffle=False, repeat=True)
+    batches = collect(in_order.take(8 * len(one_pass)))
+    check(batches)
+    by_bucket = collections.defaultdict(collections.Counter)
+    for s, ti, _ in batches:
+        for row in s:
+            by_bucket[bucket(lengths(s).max()), bucket(lengths(ti).max())][strip(row)] += 1
+    assert sum(len(seen) for seen in by_bucket.values()) == 300
+    assert all(max(c.values()) - min(c.values()) <= 1 for c in by_bucket.values())
+
+
+def test_each_side_buckets_pad_less_than_the_longer_side():
+    pairs = text_pairs_from_lists(*unrelated_lengths_corpus(2000, max_len=60))
+
+    def padding(bucket_by):
+        batches = collect(make_batches(pairs, number_tokenizer, 2000, bucket_by=bucket_by))
+        rows = sorted(strip(r) for s, _, _ in batches for r in s)
+        return rows, [
+            1 - sum(np.count_nonzero(b[side]) for b in batches) / sum(b[side].size for b in batches)
+            for side in (0, 1)
+        ]
+
+    rows, (source, target) = padding("each_side")
+    longer_rows, (longer_source, longer_target) = padding("longer_side")
+    assert rows == longer_rows  # the same pairs, batched differently
+    # Lengths drawn apart, uniform in 1-60 (plus EOS or BOS): by the longer
+    # side, each side pads to the other's lengths (E[max] / E[side] - 1:
+    # about a quarter of its positions); by each side, only within its own
+    # 5% bucket (about 2%).
+    assert max(source, target) < 0.05 < 0.2 < min(longer_source, longer_target)
 
 
 def test_seeded_shuffle_is_reproducible_and_reshuffles_each_pass():
@@ -258,6 +344,7 @@ def test_vocab_check_in_the_pipeline():
         (dict(max_length=1), "max_length"),
         (dict(cache_ids="yes"), "cache_ids"),
         (dict(bucket_growth=1.0), "growth"),
+        (dict(bucket_by="shorter_side"), "bucket_by"),
     ],
 )
 def test_bad_arguments(kwargs, name):
