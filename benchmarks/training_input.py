@@ -5,13 +5,15 @@
 
 Measures, in one process on one machine, the target tokens per second of
 the same model (the `small` model preset, the `wmt_ende.py` small run's
-shape) trained four ways:
+shape) trained in these ways (five rows):
 
 1. `fixed`: one batch of `batch_tokens / 32` sentences of exactly 32
    source and 32 target tokens, fed again and again (`compare.py`'s
    training row, at this batch size): the model's own speed;
 2. `pipeline`: the corpus through `make_batches` (tokenized once, length
-   buckets) into `model.fit`: adds padding and varying shapes;
+   buckets of each side, as under `repeat=True`) into `model.fit`: adds
+   padding and varying shapes; `pipeline, longer-side buckets`: the same
+   with `bucket_by="longer_side"` (each side pads to the other's lengths);
 3. `train`: the same batches through `training.train`, as
    `examples/wmt_ende.py` runs it: adds checkpoints, the time budget's
    callbacks, the progress bar and TensorBoard;
@@ -20,8 +22,8 @@ shape) trained four ways:
 
 Tokens are real (non-padding) target tokens; rows 2-4 count every
 second of their wall time after `--warmup` steps (tracing excluded).
-Also printed: the padding share of the batches and their real target
-tokens.
+Also printed: the padding share of the batches (each side, both
+bucketings) and their real target tokens.
 """
 
 import argparse
@@ -109,7 +111,7 @@ def main():
     ]
     tokenizer = kt.tokenization.train_sentencepiece(sample, args.vocab_size, seed=0)
 
-    def batches(cache_ids=True):
+    def batches(cache_ids=True, bucket_by="auto"):
         return training.make_batches(
             pairs,
             tokenizer,
@@ -118,13 +120,23 @@ def main():
             seed=0,
             cache_ids=cache_ids,
             repeat=True,  # as the example: no part-filled batch at the end of a pass
+            bucket_by=bucket_by,
         )
 
-    real = positions = 0
     measured = 200
-    for _, target in batches().take(measured):
-        real += int(tf.math.count_nonzero(target))
-        positions += int(tf.size(target))
+
+    def padding(bucket_by):
+        """Padding shares of the source and target positions, real target
+        tokens per batch."""
+        real, positions = np.zeros(2), np.zeros(2)
+        for (source, _), target in batches(bucket_by=bucket_by).take(measured):
+            for side, ids in enumerate((source, target)):
+                real[side] += int(tf.math.count_nonzero(ids))
+                positions[side] += int(tf.size(ids))
+        return 1 - real / positions, real[1] / measured
+
+    (source_pad, target_pad), real = padding("auto")
+    (longer_source_pad, longer_target_pad), _ = padding("longer_side")
     rows = []
     steps = args.warmup + args.steps
 
@@ -132,7 +144,11 @@ def main():
     sentences = args.batch_tokens // 32
     ids = rng.integers(4, tokenizer.vocab_size, (sentences, 33)).astype("int32")
     fixed = tf.data.Dataset.from_tensors(((ids[:, :-1], ids[:, :-1]), ids[:, 1:])).repeat()
-    for name, data in (("fixed", fixed), ("pipeline", batches())):
+    for name, data in (
+        ("fixed", fixed),
+        ("pipeline", batches()),
+        ("pipeline, longer-side buckets", batches(bucket_by="longer_side")),
+    ):
         net = training.compile_for_training(model(tokenizer, precision), warmup_steps=800)
         times = StepTimes(args.warmup)
         net.fit(data, steps_per_epoch=steps, epochs=1, verbose=0,
@@ -157,9 +173,10 @@ def main():
 
     print(
         f"\nsmall model preset (pre-norm), {precision}, {args.batch_tokens:,} tokens per batch; "
-        f"corpus batches: {100 * (1 - real / positions):.1f}% of the target positions are "
-        f"padding, {real / measured:,.0f} real target tokens per batch; {args.steps} steps "
-        f"after {args.warmup}\n"
+        f"corpus batches: padding {100 * source_pad:.1f}% of the source and "
+        f"{100 * target_pad:.1f}% of the target positions ({100 * longer_source_pad:.1f}% and "
+        f"{100 * longer_target_pad:.1f}% with longer-side buckets), {real:,.0f} real target "
+        f"tokens per batch; {args.steps} steps after {args.warmup}\n"
     )
     print("| how | target tokens/s | vs fixed |\n| --- | --- | --- |")
     for name, rate in rows:
