@@ -3,6 +3,8 @@ performance targets."""
 
 import statistics
 
+from comparison.workload import BEAM
+
 # The peers each of our rows is compared with, and the target ratio where one
 # is set.
 TARGETS = {
@@ -17,6 +19,10 @@ TARGETS = {
     ("beam4_single", "fp32"): [("ctranslate2", "fp32", 1.0)],
 }
 
+# Beam search decodes `BEAM` rows for each output token: its rows per second
+# against the same implementation's greedy rows per second, and the target.
+BEAM_ROWS_TARGET = 1.5
+
 
 def _ceiling(report, precision):
     values = [
@@ -24,6 +30,26 @@ def _ceiling(report, precision):
     ]
     values = [v for v in values if v]
     return statistics.mean(values) if values else None
+
+
+def _beam_rows_lines(rows):
+    """For each implementation and precision with a beam-4 and a greedy row:
+    beam search's decoder rows per second (`BEAM` per output token) against
+    greedy search's, the gain of decoding `BEAM` rows per sentence at once."""
+    found = []
+    for (task, impl, precision), beam in rows.items():
+        greedy = rows.get(("greedy", impl, precision), {})
+        if task == "beam4" and "tokens_per_s" in beam and "tokens_per_s" in greedy:
+            gain = BEAM * beam["tokens_per_s"] / greedy["tokens_per_s"]
+            text = f"{impl} {precision} {gain:.2f}x"
+            if impl == "ours":
+                met = "met" if gain >= BEAM_ROWS_TARGET else "missed"
+                text += f" (target {BEAM_ROWS_TARGET}x: {met})"
+            found.append(text)
+    if not found:
+        return []
+    title = f"beam {BEAM} decoder rows/s against greedy rows/s, same implementation"
+    return [f"\n{title}: " + ", ".join(found)]
 
 
 def format_report(report):
@@ -72,6 +98,7 @@ def format_report(report):
             f"| {task} | {impl} | {precision} | {row['tokens_per_s']:,.0f} | {median} | "
             f"{percent} | {row['peak_rss_mib']:,.0f} | {ratio} |"
         )
+    lines += _beam_rows_lines(rows)
     copy = report.get("bf16_copy_task")
     if copy and all("final_loss" in copy[p] for p in ("fp32", "bf16")):
         a, b = copy["fp32"]["final_loss"], copy["bf16"]["final_loss"]

@@ -96,6 +96,30 @@ def test_table_gives_ratios_against_each_peer_and_checks_targets():
         in table
     )
     assert "not installed, skipped: ctranslate2" in table
+    assert "rows/s against greedy" not in table  # no beam rows
+
+
+def test_table_gives_beam_rows_against_greedy_rows():
+    """Beam search's rows per second (4 per output token) over greedy's,
+    per implementation, from the tokens/s of the two rows."""
+    table = report.format_report(
+        {
+            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
+            **dict(steps=5, warmup=2, skipped=[], ceilings={}),
+            "rows": [
+                _row("greedy", "ours", "fp32", 1000.0),
+                _row("beam4", "ours", "fp32", 350.0),
+                _row("greedy", "ctranslate2", "fp32", 800.0),
+                _row("beam4", "ctranslate2", "fp32", 400.0),
+                _row("beam4", "ctranslate2", "int8", 500.0),
+            ],
+        }
+    )
+    assert (
+        "beam 4 decoder rows/s against greedy rows/s, same implementation: "
+        "ours fp32 1.40x (target 1.5x: missed), ctranslate2 fp32 2.00x" in table
+    )
+    assert "int8" not in table.split("rows/s against greedy")[1]  # no greedy int8 row
 
 
 def test_missing_peer_is_reported_as_not_installed(monkeypatch):
