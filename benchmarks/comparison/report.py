@@ -32,6 +32,11 @@ def _ceiling(report, precision):
     return statistics.mean(values) if values else None
 
 
+def _verdict(ratio, target):
+    """` (target 1.15x: met)` or `... missed`: whether `ratio` reaches `target`."""
+    return f" (target {target}x: {'met' if ratio >= target else 'missed'})"
+
+
 def _beam_rows_lines(rows):
     """For each implementation and precision with a beam-4 and a greedy row:
     beam search's decoder rows per second (`BEAM` per output token) against
@@ -43,8 +48,7 @@ def _beam_rows_lines(rows):
             gain = BEAM * beam["tokens_per_s"] / greedy["tokens_per_s"]
             text = f"{impl} {precision} {gain:.2f}x"
             if impl == "ours":
-                met = "met" if gain >= BEAM_ROWS_TARGET else "missed"
-                text += f" (target {BEAM_ROWS_TARGET}x: {met})"
+                text += _verdict(gain, BEAM_ROWS_TARGET)
             found.append(text)
     if not found:
         return []
@@ -91,8 +95,7 @@ def format_report(report):
             ratio = f"{ours['tokens_per_s'] / row['tokens_per_s']:.2f}x"
             for peer, peer_precision, target in TARGETS.get((task, ours["precision"]), []):
                 if (peer, peer_precision) == (impl, precision) and target:
-                    ok = ours["tokens_per_s"] / row["tokens_per_s"] >= target
-                    ratio += f" (target {target}x: {'met' if ok else 'missed'})"
+                    ratio += _verdict(ours["tokens_per_s"] / row["tokens_per_s"], target)
         median = f"{1000 * row['median_s']:,.1f}" if "median_s" in row else ""
         lines.append(
             f"| {task} | {impl} | {precision} | {row['tokens_per_s']:,.0f} | {median} | "
