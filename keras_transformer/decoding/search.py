@@ -129,42 +129,129 @@ def _chunk_size(vocab):
     return min(divisors, key=lambda d: abs(d - root)) if divisors else math.ceil(root)
 
 
-def _best_extensions(logits, offsets, count):
-    """The `count` largest `offsets[b, i] + logits[b, i, v]` of each sentence
-    `b` over its beams `i` and tokens `v`, exactly as `tf.math.top_k` over the
-    flattened `(batch, beams * vocab)` candidates gives them (ties to the
-    lower flat index): `(values, flat_indices)`, each `(batch, count)`.
+class _OnlyToken(NamedTuple):
+    """Per sentence, at most one allowed token: where `where` `(batch,)`,
+    every logit but `token`'s `(batch,)` counts as `NEG_INF`, and
+    `token`'s own as `value` `(batch, beams)` (at least `NEG_INF`)."""
 
-    A full top-k over `beams * vocab` candidates per sentence dominated a
-    beam search step. Here the vocabulary is cut into chunks: a chunk that
-    holds one of the `count` best candidates has one of the `count` largest
-    chunk maxima (ties to the lower chunk), because at most `count - 1`
-    chunks can beat it. So one pass takes the chunk maxima, and the top-k
+    where: tf.Tensor
+    token: tf.Tensor
+    value: tf.Tensor
+
+
+def _only_token(logits, step, limits, eos_id, forced, forced_token):
+    """What `_only_eos_at_limit` and then `_only_forced` would do to
+    `logits` `(batch, beams, vocab)`, as an `_OnlyToken`: at the limit only
+    EOS keeps its logit; inside a prefix only the forced token does, and
+    only if it is also allowed at the limit."""
+    at_limit = tf.equal(step + 1, limits)
+    eos = tf.fill(tf.shape(at_limit), eos_id)
+    if forced is None:
+        where, token, clash = at_limit, eos, tf.zeros_like(at_limit)
+    else:
+        where = tf.logical_or(at_limit, forced)
+        token = tf.where(forced, forced_token, eos)
+        clash = tf.logical_and(tf.logical_and(at_limit, forced), tf.not_equal(forced_token, eos))
+    # A logit below NEG_INF counts as NEG_INF: then the token's chunk
+    # maximum is its value, whatever else the chunk holds.
+    value = tf.maximum(tf.gather(logits, token, axis=2, batch_dims=1), NEG_INF)  # (batch, beams)
+    return _OnlyToken(where, token, tf.where(clash[:, None], NEG_INF, value))
+
+
+def _masked(logits, only):
+    """`logits` `(batch, beams, vocab)` with `only` applied in full."""
+    vocab = tf.range(tf.shape(logits)[-1])
+    other = tf.logical_and(only.where[:, None], tf.not_equal(vocab, only.token[:, None]))
+    logits = tf.where(other[:, None, :], NEG_INF, logits)
+    is_token = tf.logical_and(only.where[:, None], tf.equal(vocab, only.token[:, None]))
+    return tf.where(is_token[:, None, :], only.value[:, :, None], logits)
+
+
+class _Candidates:
+    """Every extension of every beam of a sentence: `logits` `(batch, beams,
+    vocab)` plus a per-beam offset, searched for the best without a full
+    top-k over `beams * vocab` values per sentence (which dominated a beam
+    search step), and without writing the logits out again.
+
+    The vocabulary is cut into chunks of `_chunk_size(vocab)` tokens. A
+    chunk that holds one of the `count` best candidates has one of the
+    `count` largest chunk maxima (ties to the lower chunk), because at most
+    `count - 1` chunks can beat it. So one pass takes the chunk maxima,
+    which also give the maximum that `log_normalizer` needs, and the top-k
     runs over them and then over the `count` chosen chunks, gathered in
-    flat order so that ties resolve as before.
+    flat order so that ties resolve as a full top-k's do. A rule allowing
+    one token per sentence (`_OnlyToken`) applies to the chunk maxima and
+    to the chosen chunks only.
     """
-    batch, beams, vocab = tf.shape(logits)[0], logits.shape[1], logits.shape[2]
-    if vocab is not None:
-        size = _chunk_size(vocab)
-        chunks = -(-vocab // size)
-    if vocab is None or beams * chunks < count:
-        candidates = tf.reshape(offsets[:, :, None] + logits, [batch, -1])
-        return tf.math.top_k(candidates, count)
-    if chunks * size != vocab:  # padding: never chosen, whatever its offset
-        padding = [[0, 0], [0, 0], [0, chunks * size - vocab]]
-        logits = tf.pad(logits, padding, constant_values=-math.inf)
-    logits = tf.reshape(logits, [batch, beams * chunks, size])  # chunk c = beam * chunks + m
-    chunk_offsets = tf.repeat(offsets, chunks, axis=1)  # (batch, beams * chunks)
-    _, chosen = tf.math.top_k(tf.reduce_max(logits, axis=-1) + chunk_offsets, count)
-    chosen = tf.sort(chosen, axis=-1)  # flat order
-    values = (
-        tf.gather(logits, chosen, batch_dims=1)
-        + tf.gather(chunk_offsets, chosen, batch_dims=1)[:, :, None]
-    )  # (batch, count, size)
-    top_values, position = tf.math.top_k(tf.reshape(values, [batch, count * size]), count)
-    chunk = tf.gather(chosen, position // size, batch_dims=1)
-    token = (chunk % chunks) * size + position % size
-    return top_values, (chunk // chunks) * vocab + token
+
+    def __init__(self, logits):
+        self.logits = logits
+        self.beams, self.vocab = logits.shape[1], logits.shape[2]
+        self.size = _chunk_size(self.vocab)
+        self.chunks = -(-self.vocab // self.size)
+        if self.chunks * self.size != self.vocab:  # padding: never chosen
+            padding = [[0, 0], [0, 0], [0, self.chunks * self.size - self.vocab]]
+            logits = tf.pad(logits, padding, constant_values=-math.inf)
+        # Chunk c = beam * chunks + m holds tokens m * size .. (m + 1) * size - 1.
+        self.chunked = tf.reshape(logits, [tf.shape(logits)[0], -1, self.size])
+        self.maxima = tf.reduce_max(self.chunked, axis=-1)  # (batch, beams * chunks)
+
+    def log_normalizer(self):
+        """`log Σ_v exp(logits[..., v])` `(batch, beams)`, as
+        `_log_normalizer` computes it, its maximum from the chunk maxima."""
+        batch = tf.shape(self.logits)[0]
+        top = tf.reduce_max(tf.reshape(self.maxima, [batch, self.beams, self.chunks]), -1)
+        return top + tf.math.log(tf.reduce_sum(tf.exp(self.logits - top[..., None]), axis=-1))
+
+    def _masked_maxima(self, only):
+        """The chunk maxima under `only`: its token's value in the token's
+        chunk, `NEG_INF` in every other chunk."""
+        home = tf.equal(tf.range(self.chunks), only.token[:, None] // self.size)
+        maxima = tf.where(home[:, None, :], only.value[:, :, None], NEG_INF)
+        maxima = tf.reshape(maxima, tf.shape(self.maxima))  # (batch, beams * chunks)
+        return tf.where(only.where[:, None], maxima, self.maxima)
+
+    def best(self, offsets, count, only=None):
+        """The `count` largest `offsets[b, i] + logits[b, i, v]` of each
+        sentence `b` over its beams `i` and tokens `v`, under `only` (or
+        `None`), exactly as `tf.math.top_k` over the flattened `(batch,
+        beams * vocab)` candidates gives them (ties to the lower flat
+        index): `(values, flat_indices)`, each `(batch, count)`."""
+        batch = tf.shape(self.logits)[0]
+        if self.beams * self.chunks < count:
+            logits = self.logits if only is None else _masked(self.logits, only)
+            candidates = tf.reshape(offsets[:, :, None] + logits, [batch, -1])
+            return tf.math.top_k(candidates, count)
+        maxima = self.maxima if only is None else self._masked_maxima(only)
+        chunk_offsets = tf.repeat(offsets, self.chunks, axis=1)  # (batch, beams * chunks)
+        _, chosen = tf.math.top_k(maxima + chunk_offsets, count)
+        chosen = tf.sort(chosen, axis=-1)  # flat order
+        values = tf.gather(self.chunked, chosen, batch_dims=1)  # (batch, count, size)
+        if only is not None:
+            token = (chosen % self.chunks)[:, :, None] * self.size + tf.range(self.size)
+            real = token < self.vocab
+            value = tf.gather(only.value, chosen // self.chunks, batch_dims=1)[:, :, None]
+            ruled = tf.where(tf.equal(token, only.token[:, None, None]), value, NEG_INF)
+            values = tf.where(tf.logical_and(only.where[:, None, None], real), ruled, values)
+        values = values + tf.gather(chunk_offsets, chosen, batch_dims=1)[:, :, None]
+        top_values, position = tf.math.top_k(tf.reshape(values, [batch, count * self.size]), count)
+        chunk = tf.gather(chosen, position // self.size, batch_dims=1)
+        token = (chunk % self.chunks) * self.size + position % self.size
+        return top_values, (chunk // self.chunks) * self.vocab + token
+
+
+def _best_extensions(logits, alive_log_probs, count, only):
+    """The `count` most likely extensions of each sentence's beams:
+    `(log_probs, flat_indices)` `(batch, count)`, the flat index being
+    `beam * vocab + token`, over `logits` `(batch, beams, vocab)` of beams
+    with log-probabilities `alive_log_probs` `(batch, beams)`, under the
+    `_OnlyToken` rule `only` (the normalizer is taken before it)."""
+    if logits.shape[2] is None:  # the vocabulary's size unknown while tracing
+        offsets = alive_log_probs - _log_normalizer(logits)
+        candidates = offsets[:, :, None] + _masked(logits, only)
+        return tf.math.top_k(tf.reshape(candidates, [tf.shape(logits)[0], -1]), count)
+    candidates = _Candidates(logits)
+    return candidates.best(alive_log_probs - candidates.log_normalizer(), count, only)
 
 
 def _with_prefix(prefix, limits, batch_size, max_length, pad_id):
@@ -647,16 +734,14 @@ def beam_search(
             logits = _outside_prefix(
                 None if forced is None else tf.repeat(forced, k), controlled, logits
             )
-        normalizer = tf.reshape(_log_normalizer(logits), [batch_size, k])
         logits = tf.reshape(logits, [batch_size, k, vocab])
-        logits = _only_eos_at_limit(logits, step, limits, eos_id)
-        logits = _only_forced(logits, forced, forced_token)
+        only = _only_token(logits, step, limits, eos_id, forced, forced_token)
 
         # The candidates: each live hypothesis extended by each token, with
         # log-probability alive + logits - normalizer. 2k of them: enough
         # for k live ones even if k of them end here.
         top_log_probs, top_indices = _best_extensions(
-            logits, state.alive_log_probs - normalizer, 2 * k
+            logits, state.alive_log_probs, 2 * k, only
         )  # (batch, 2k)
         top_beams, top_tokens = top_indices // vocab, top_indices % vocab
         column = tf.equal(tf.range(width), step + 1)[None, None, :]
