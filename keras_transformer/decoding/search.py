@@ -167,6 +167,13 @@ def _masked(logits, only):
     return tf.where(is_token[:, None, :], only.value[:, :, None], logits)
 
 
+def _full_top_k(logits, offsets, count, only=None):
+    """`_Candidates.best` by a top-k over every flattened candidate."""
+    logits = logits if only is None else _masked(logits, only)
+    candidates = tf.reshape(offsets[:, :, None] + logits, [tf.shape(logits)[0], -1])
+    return tf.math.top_k(candidates, count)
+
+
 class _Candidates:
     """Every extension of every beam of a sentence: `logits` `(batch, beams,
     vocab)` plus a per-beam offset, searched for the best without a full
@@ -219,9 +226,7 @@ class _Candidates:
         index): `(values, flat_indices)`, each `(batch, count)`."""
         batch = tf.shape(self.logits)[0]
         if self.beams * self.chunks < count:
-            logits = self.logits if only is None else _masked(self.logits, only)
-            candidates = tf.reshape(offsets[:, :, None] + logits, [batch, -1])
-            return tf.math.top_k(candidates, count)
+            return _full_top_k(self.logits, offsets, count, only)
         maxima = self.maxima if only is None else self._masked_maxima(only)
         chunk_offsets = tf.repeat(offsets, self.chunks, axis=1)  # (batch, beams * chunks)
         _, chosen = tf.math.top_k(maxima + chunk_offsets, count)
@@ -247,9 +252,7 @@ def _best_extensions(logits, alive_log_probs, count, only):
     with log-probabilities `alive_log_probs` `(batch, beams)`, under the
     `_OnlyToken` rule `only` (the normalizer is taken before it)."""
     if logits.shape[2] is None:  # the vocabulary's size unknown while tracing
-        offsets = alive_log_probs - _log_normalizer(logits)
-        candidates = offsets[:, :, None] + _masked(logits, only)
-        return tf.math.top_k(tf.reshape(candidates, [tf.shape(logits)[0], -1]), count)
+        return _full_top_k(logits, alive_log_probs - _log_normalizer(logits), count, only)
     candidates = _Candidates(logits)
     return candidates.best(alive_log_probs - candidates.log_normalizer(), count, only)
 
