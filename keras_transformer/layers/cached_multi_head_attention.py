@@ -67,7 +67,8 @@ class CachedMultiHeadAttention(keras.layers.Layer):
 
     Besides `call` (the full pass), three methods serve decoding and plots;
     a cache is a dict `{"key": (batch, num_heads, length, key_dim),
-    "value": (batch, num_heads, length, value_dim)}`:
+    "value": (batch, num_heads, length, value_dim)}`, a memory a dict
+    `{"transposed_key": (batch, num_heads, key_dim, length), "value": ...}`:
 
     * `call_with_cache(query, cache, index)`: causal self-attention of new
       positions `index, index + 1, ...` over a fixed-size cache
@@ -189,7 +190,8 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         mask = self._attention_mask(
             query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
         )
-        return self._attend(self._project_query(query), memory, mask, training)
+        queries = self._project_query(query)
+        return self._attend(queries, memory["transposed_key"], memory["value"], mask, training)
 
     def _project_query(self, query):
         """`(batch, query_len, features)` to scaled per-head queries `(batch,
@@ -198,14 +200,20 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         return queries * ops.cast(1.0 / math.sqrt(self.key_dim), queries.dtype)
 
     def project_memory(self, value, key=None):
-        """Per-head keys and values of `value` (and `key`, default `value`):
-        `{"key": (batch, num_heads, key_len, key_dim), "value": (batch,
-        num_heads, key_len, value_dim)}`, the memory `call_with_memory`
-        attends to (for a decoder: the encoder output, projected once)."""
+        """Per-head keys and values of `value` (and `key`, default `value`),
+        the memory `call_with_memory` attends to (for a decoder: the encoder
+        output, projected once): `{"transposed_key": (batch, num_heads,
+        key_dim, key_len), "value": (batch, num_heads, key_len, value_dim)}`.
+
+        The keys are kept as Kᵀ, so that every decoding step multiplies QKᵀ
+        as the matrices lie: on XLA:CPU, the beams' grouped queries against
+        keys stored by position made the slowest of the attention products.
+        """
         require_built(self, "project_memory")
         key = value if key is None else key
+        keys = self._split_heads(self.key_dense(key), self.key_dim)
         return {
-            "key": self._split_heads(self.key_dense(key), self.key_dim),
+            "transposed_key": ops.swapaxes(keys, -1, -2),
             "value": self._split_heads(self.value_dense(value), self.value_dim),
         }
 
@@ -226,14 +234,14 @@ class CachedMultiHeadAttention(keras.layers.Layer):
             key_mask = ops.expand_dims(key_mask, -2)  # (batch, 1, k)
         causal = None
         if use_causal_mask:
-            key_length = ops.shape(memory["key"])[2]
+            key_length = ops.shape(memory["value"])[2]
             causal = ops.expand_dims(causal_mask(ops.shape(query)[1], key_length), 0)
         return merge_masks(query_mask, value_mask, key_mask, attention_mask, causal)
 
-    def _probabilities(self, queries, keys, mask):
+    def _probabilities(self, queries, transposed_keys, mask):
         """softmax(QKᵀ) `(batch, heads, q, k)` (queries already scaled),
         zero where `mask` `(batch|1, q, k)` hides every key of a query."""
-        logits = ops.matmul(queries, ops.swapaxes(keys, -1, -2))  # (b, h, q, k)
+        logits = ops.matmul(queries, transposed_keys)  # (b, h, q, k)
         logits = ops.cast(logits, "float32")
         if mask is None:
             return ops.cast(_softmax_over_keys(logits), self.compute_dtype)
@@ -242,11 +250,11 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         scores = scores * ops.cast(ops.any(mask, axis=-1, keepdims=True), scores.dtype)
         return ops.cast(scores, self.compute_dtype)
 
-    def _attend(self, queries, memory, mask, training):
+    def _attend(self, queries, transposed_keys, values, mask, training):
         """The heads' weighted values, concatenated and projected: the
         output `(batch, q_len, output_dim)`."""
-        scores = self._probabilities(queries, memory["key"], mask)
-        context = ops.matmul(self.dropout_layer(scores, training=training), memory["value"])
+        scores = self._probabilities(queries, transposed_keys, mask)
+        context = ops.matmul(self.dropout_layer(scores, training=training), values)
         batch, length = ops.shape(context)[0], ops.shape(context)[2]
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
         context = ops.reshape(context, (batch, length, self.num_heads * self.value_dim))
@@ -278,7 +286,7 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         mask = self._attention_mask(
             query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
         )
-        return self._probabilities(self._project_query(query), memory["key"], mask)
+        return self._probabilities(self._project_query(query), memory["transposed_key"], mask)
 
     def initial_cache(self, batch_size, length):
         """An empty self-attention cache for `length` positions: zeros
@@ -309,11 +317,15 @@ class CachedMultiHeadAttention(keras.layers.Layer):
             )
         if not self.built:
             self.build(query.shape, query.shape)
-        new = self.project_memory(query)
+        new = {
+            "key": self._split_heads(self.key_dense(query), self.key_dim),
+            "value": self._split_heads(self.value_dense(query), self.value_dim),
+        }
         cache = {name: _write_at(cache[name], new[name], index) for name in ("key", "value")}
         steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
         mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
-        return self._attend(self._project_query(query), cache, mask, training=False), cache
+        queries, keys = self._project_query(query), ops.swapaxes(cache["key"], -1, -2)
+        return self._attend(queries, keys, cache["value"], mask, training=False), cache
 
     def call_with_memory(self, query, memory, memory_mask=None):
         """Attention of `query` `(rows, steps, features)` over `memory` (from
@@ -328,17 +340,20 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         Returns:
             `(rows, steps, output_dim)`.
         """
-        check_cache_keys(memory, "memory", ("key", "value"))
-        rows, sentences = query.shape[0], memory["key"].shape[0]
+        check_cache_keys(memory, "memory", ("transposed_key", "value"))
+        rows, sentences = query.shape[0], memory["value"].shape[0]
         if rows is not None and sentences is not None and rows % sentences:
             raise ValueError(
                 f"`query` must have a multiple of the memory's {sentences} rows (the beams of "
                 f"a sentence together). Received: query with {rows} rows"
             )
         steps, features = ops.shape(query)[1], query.shape[-1]
-        grouped = ops.reshape(query, (ops.shape(memory["key"])[0], -1, features))
+        grouped = ops.reshape(query, (ops.shape(memory["value"])[0], -1, features))
         mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
-        output = self._attend(self._project_query(grouped), memory, mask, training=False)
+        queries = self._project_query(grouped)
+        output = self._attend(
+            queries, memory["transposed_key"], memory["value"], mask, training=False
+        )
         return ops.reshape(output, (ops.shape(query)[0], steps, output.shape[-1]))
 
     def get_config(self):

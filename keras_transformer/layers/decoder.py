@@ -27,8 +27,8 @@ class Decoder(LayerStackBase):
 
     * `"self_attention"`: per layer, a `"key"`/`"value"` dict of `cache_len`
       target positions, filled one step at a time;
-    * `"cross_attention"`: per layer, a `"key"`/`"value"` dict of the encoder
-      output, projected once per source;
+    * `"cross_attention"`: per layer, a `"transposed_key"`/`"value"` dict of
+      the encoder output, projected once per source;
     * `"encoder_padding_mask"`: boolean `(batch, source_len)`.
 
     Args:

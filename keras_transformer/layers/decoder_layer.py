@@ -22,8 +22,8 @@ class DecoderLayer(TransformerLayerBase):
 
     * `"self_attention"`: a `"key"`/`"value"` dict of `cache_len` target
       positions, zeros at first (`self.self_attention.initial_cache`);
-    * `"cross_attention"`: a `"key"`/`"value"` dict of the encoder output, from
-      `self.cross_attention.project_memory(encoder_sequence)`;
+    * `"cross_attention"`: a `"transposed_key"`/`"value"` dict of the encoder
+      output, from `self.cross_attention.project_memory(encoder_sequence)`;
     * `"encoder_padding_mask"`: boolean `(batch, source_len)`.
 
     Its rows may be a multiple of the cross-attention batch (the beams of a

@@ -356,7 +356,8 @@ class Transformer(keras.Model):
           `{"self_attention": per layer {"key", "value"}}`, `(batch,
           num_heads, max_length, head_dim)` each, zeros at first;
         * `"per_sentence"`: what depends on the source only and is never
-          written: `{"cross_attention": per layer {"key", "value"},
+          written: `{"cross_attention": per layer {"transposed_key",
+          "value"} (see `CachedMultiHeadAttention.project_memory`),
           "encoder_padding_mask": (batch, source_len)}`.
 
         A search may repeat the per-hypothesis part `k` times per sentence

@@ -119,7 +119,7 @@ def test_cache_step_by_step_equals_full_causal_pass():
     for t in range(6):
         step, cache = layer.call_with_cache(x[:, t : t + 1], cache, t)
         assert_close(step[:, 0], full[:, t], atol=1e-5)
-    keys = layer.project_memory(x)["key"]
+    keys = ops.swapaxes(layer.project_memory(x)["transposed_key"], -1, -2)
     assert_close(cache["key"][:, :, :6], keys, atol=1e-6)
     np.testing.assert_array_equal(ops.convert_to_numpy(cache["key"])[:, :, 6:], 0.0)
 
@@ -134,6 +134,21 @@ def test_cache_written_several_positions_at_a_time():
     assert_close(ops.concatenate([first, rest], 1), full, atol=1e-5)
     assert_close(cache["value"][:, :, :6], layer.project_memory(x)["value"], atol=1e-6)
     np.testing.assert_array_equal(ops.convert_to_numpy(cache["value"])[:, :, 6:], 0.0)
+
+
+def test_memory_holds_transposed_keys_and_values_by_position():
+    _, value = _inputs()
+    layer = CachedMultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    layer(value, value)
+    memory = layer.project_memory(value)
+    value = ops.convert_to_numpy(value)
+
+    def heads(dense, depth):  # (batch, len, heads * depth) -> (batch, heads, len, depth)
+        x = value @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
+        return x.reshape(x.shape[0], x.shape[1], 2, depth).transpose(0, 2, 1, 3)
+
+    assert_close(memory["transposed_key"], heads(layer.key_dense, 4).swapaxes(-1, -2), atol=1e-5)
+    assert_close(memory["value"], heads(layer.value_dense, 3), atol=1e-5)
 
 
 def test_memory_equals_cross_attention():
