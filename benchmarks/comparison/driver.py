@@ -141,23 +141,47 @@ def plan(args):
 
 
 def _measure_row(cfg, label, spec, timeout):
+    """One fresh-process measurement of the row `label`, with its median
+    time, tokens/s and GFLOP/s."""
     task, impl, precision = label
     result = run_subprocess(spec, timeout)
     row = {"task": task, "impl": impl, "precision": precision, **result}
     if "times" not in result:
         print(f"{task:6} {impl:12} {precision}: {result.get('error')}", flush=True)
         return row
-    median = statistics.median(result["times"])
-    if task == "train":
-        tokens, work = TRAIN_BATCH * TARGET_LEN, flops.train_flops(cfg)
-    else:
-        tokens, work = result["tokens"], flops.decode_flops(cfg, spec["decode"])
-    row.update(median_s=median, tokens_per_s=tokens / median, gflops=work / median / 1e9)
+    _set_speed(row, cfg, spec, statistics.median(result["times"]))
     print(
         f"{task:6} {impl:12} {precision}: {row['tokens_per_s']:10,.0f} tokens/s "
-        f"(median {median * 1000:.0f} ms, peak {result['peak_rss_mib']:,.0f} MiB)",
+        f"(median {row['median_s'] * 1000:.0f} ms, peak {result['peak_rss_mib']:,.0f} MiB)",
         flush=True,
     )
+    return row
+
+
+def _set_speed(row, cfg, spec, median):
+    """Sets `row`'s `median_s`, `tokens_per_s` and `gflops` for a call of
+    `median` seconds."""
+    if row["task"] == "train":
+        tokens, work = TRAIN_BATCH * TARGET_LEN, flops.train_flops(cfg)
+    else:
+        tokens, work = row["tokens"], flops.decode_flops(cfg, spec["decode"])
+    row.update(median_s=median, tokens_per_s=tokens / median, gflops=work / median / 1e9)
+
+
+def merge_rounds(cfg, spec, rounds):
+    """One row from the measurements of the same row in several rounds: the
+    median of the rounds' medians (a round that ran while the machine was
+    busy moves it less than it moves a mean), with every round's median
+    kept in `round_medians_s` and every call in `times`. A round that
+    failed is left out; if all failed, the first failure is the row."""
+    done = [r for r in rounds if "median_s" in r]
+    if len(rounds) == 1 or not done:
+        return rounds[0]
+    row = dict(done[0])
+    row["round_medians_s"] = [r["median_s"] for r in done]
+    row["times"] = [t for r in done for t in r["times"]]
+    row["peak_rss_mib"] = max(r["peak_rss_mib"] for r in done)
+    _set_speed(row, cfg, spec, statistics.median(row["round_medians_s"]))
     return row
 
 
@@ -169,6 +193,13 @@ def _parser(description):
     parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement (>= 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every row this many times, in turn (each round runs through all the rows), "
+        "and report the median of the rounds' medians: steadier ratios on a noisy machine",
+    )
     parser.add_argument("--only", nargs="+", default=implementations, choices=implementations)
     tasks = ("train", "greedy", "beam4", "beam4_single")
     parser.add_argument("--tasks", nargs="+", default=list(tasks), choices=tasks)
@@ -194,6 +225,8 @@ def main(description=None):
         return run_worker(json.loads(args.worker))
     if args.steps < 5:
         parser.error(f"--steps must be at least 5. Received: --steps={args.steps}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1. Received: --rounds={args.rounds}")
     cfg = CONFIGS[args.config]
     skipped = [p for p in PEER_MODULES if p in args.only and not installed(p)]
     for peer in skipped:
@@ -201,7 +234,7 @@ def main(description=None):
     args.only = [x for x in args.only if x not in skipped]
     machine = {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
     report = dict(config=dict(cfg, name=args.config), machine=machine, steps=args.steps)
-    report.update(warmup=args.warmup, skipped=skipped, ceilings={}, rows=[])
+    report.update(warmup=args.warmup, rounds=args.rounds, skipped=skipped, ceilings={}, rows=[])
     precisions, note = measured_precisions(args.bf16)
     if note:
         report["bf16_skipped"] = note
@@ -216,9 +249,14 @@ def main(description=None):
             print(f"ceiling {precision} ({when}): {gflops:.0f} GFLOP/s", flush=True)
 
     ceilings("start")
-    for label, spec in plan(args):
-        if label[2] in precisions or label[2] == "int8":
-            report["rows"].append(_measure_row(cfg, label, spec, args.timeout))
+    timed = [(label, spec) for label, spec in plan(args) if label[2] in (*precisions, "int8")]
+    measured = {label: [] for label, _ in timed}
+    for round_index in range(args.rounds):
+        if args.rounds > 1:
+            print(f"round {round_index + 1} of {args.rounds}", flush=True)
+        for label, spec in timed:
+            measured[label].append(_measure_row(cfg, label, spec, args.timeout))
+    report["rows"] = [merge_rounds(cfg, spec, measured[label]) for label, spec in timed]
     ids = special_ids()
     if "ours" in args.only and args.copy_steps and "bf16" in precisions:
         copy = dict(worker="ours/copy", copy_steps=args.copy_steps, copy_vocab=30, copy_length=8)

@@ -56,12 +56,23 @@ def _beam_rows_lines(rows):
     return [f"\n{title}: " + ", ".join(found)]
 
 
+def _rounds_text(rounds):
+    """What the header says of `--rounds`: nothing for one round."""
+    if rounds == 1:
+        return ""
+    return (
+        f"; every row measured in {rounds} rounds, in turn: the median of the rounds' "
+        "medians (their range in brackets)"
+    )
+
+
 def format_report(report):
     cfg = report["config"]
     lines = [
         f"config {cfg['name']}: vocab {cfg['vocab']:,}, d_model {cfg['d_model']}, "
         f"{cfg['layers']}+{cfg['layers']} layers, {cfg['heads']} heads, d_ff {cfg['d_ff']:,}; "
-        f"median of {report['steps']} steps after {report['warmup']} warm-up",
+        f"median of {report['steps']} steps after {report['warmup']} warm-up"
+        + _rounds_text(report.get("rounds", 1)),
     ]
     c = report["ceilings"]
     lines.append(
@@ -97,6 +108,9 @@ def format_report(report):
                 if (peer, peer_precision) == (impl, precision) and target:
                     ratio += _verdict(ours["tokens_per_s"] / row["tokens_per_s"], target)
         median = f"{1000 * row['median_s']:,.1f}" if "median_s" in row else ""
+        if len(row.get("round_medians_s", ())) > 1:
+            spread = [1000 * t for t in row["round_medians_s"]]
+            median += f" ({min(spread):,.0f}–{max(spread):,.0f})"
         lines.append(
             f"| {task} | {impl} | {precision} | {row['tokens_per_s']:,.0f} | {median} | "
             f"{percent} | {row['peak_rss_mib']:,.0f} | {ratio} |"

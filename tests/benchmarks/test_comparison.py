@@ -122,6 +122,45 @@ def test_table_gives_beam_rows_against_greedy_rows():
     assert "int8" not in table.split("rows/s against greedy")[1]  # no greedy int8 row
 
 
+def test_rounds_merge_by_the_median_of_their_medians():
+    """Three rounds of one decoding row, one slow and one failed: the row
+    takes the median of the successful rounds' medians, not of all calls."""
+    cfg = workload.CONFIGS["tiny"]
+    spec = dict(decode=workload.DECODE_SHAPES["beam4"])
+    tokens = workload.DECODE_BATCH * workload.DECODE_STEPS
+
+    def measured(times, rss):
+        row = dict(task="beam4", impl="ours", precision="fp32", times=times, tokens=tokens)
+        row["peak_rss_mib"] = rss
+        driver._set_speed(row, cfg, spec, float(np.median(times)))
+        return row
+
+    rounds = [
+        measured([1.0, 1.0, 1.0, 0.6, 0.6], 10.0),
+        {"task": "beam4", "impl": "ours", "precision": "fp32", "error": "timed out"},
+        measured([2.0, 2.0, 2.0, 0.6, 0.6], 12.0),
+        measured([0.5, 0.5, 0.5, 0.5, 0.5], 11.0),
+    ]
+    row = driver.merge_rounds(cfg, spec, rounds)
+    assert row["round_medians_s"] == [1.0, 2.0, 0.5]
+    # Not the median of all 15 calls (0.6), nor the mean of the medians.
+    assert row["median_s"] == 1.0
+    assert row["tokens_per_s"] == tokens / 1.0
+    assert row["gflops"] == flops.decode_flops(cfg, spec["decode"]) / 1.0 / 1e9
+    assert row["peak_rss_mib"] == 12.0 and len(row["times"]) == 15
+    assert driver.merge_rounds(cfg, spec, rounds[1:2]) == rounds[1]  # all failed
+    assert driver.merge_rounds(cfg, spec, rounds[:1]) == rounds[0]
+
+    table = report.format_report(
+        {
+            "config": dict(cfg, name="tiny"),
+            **dict(steps=5, warmup=2, rounds=4, skipped=[], ceilings={}, rows=[row]),
+        }
+    )
+    assert "every row measured in 4 rounds" in table
+    assert "| beam4 | ours | fp32 | 2,560 | 1,000.0 (500–2,000) |" in table
+
+
 def test_missing_peer_is_reported_as_not_installed(monkeypatch):
     monkeypatch.setitem(driver.PEER_MODULES, "torch", "no_such_module_for_sure")
     assert not driver.installed("torch")
