@@ -210,10 +210,14 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         keys stored by position made the slowest of the attention products.
         """
         require_built(self, "project_memory")
-        key = value if key is None else key
-        keys = self._split_heads(self.key_dense(key), self.key_dim)
+        memory = self._keys_and_values(value, value if key is None else key)
+        return {"transposed_key": ops.swapaxes(memory["key"], -1, -2), "value": memory["value"]}
+
+    def _keys_and_values(self, value, key):
+        """Per-head keys and values by position: `{"key": (batch, num_heads,
+        key_len, key_dim), "value": (batch, num_heads, key_len, value_dim)}`."""
         return {
-            "transposed_key": ops.swapaxes(keys, -1, -2),
+            "key": self._split_heads(self.key_dense(key), self.key_dim),
             "value": self._split_heads(self.value_dense(value), self.value_dim),
         }
 
@@ -317,10 +321,7 @@ class CachedMultiHeadAttention(keras.layers.Layer):
             )
         if not self.built:
             self.build(query.shape, query.shape)
-        new = {
-            "key": self._split_heads(self.key_dense(query), self.key_dim),
-            "value": self._split_heads(self.value_dense(query), self.value_dim),
-        }
+        new = self._keys_and_values(query, query)
         cache = {name: _write_at(cache[name], new[name], index) for name in ("key", "value")}
         steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
         mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
