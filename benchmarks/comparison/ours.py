@@ -62,7 +62,7 @@ def worker_train(spec):
     return {"times": times, "loss": losses[-1]}
 
 
-def _searcher(model, beam, steps, ids, jit):
+def searcher(model, beam, steps, ids, jit):
     """A `tf.function` from sources to exactly `steps` generated tokens."""
     import tensorflow as tf
 
@@ -101,7 +101,7 @@ def worker_decode(spec):
     cfg, ids = spec["cfg"], spec["ids"]
     model = build_model(cfg, spec["precision"], dropout=0.0)
     shape = spec["decode"]
-    run = _searcher(model, shape["beam"], shape["steps"], ids, jit=True)
+    run = searcher(model, shape["beam"], shape["steps"], ids, jit=True)
     source = tf.constant(decode_sources(cfg, ids, (shape["batch"], shape["source_len"])))
     shapes = []
     step = lambda: shapes.append(run(source).numpy().shape)  # noqa: E731
@@ -119,7 +119,7 @@ def worker_memory(spec):
 
     cfg, calls, ids = spec["cfg"], spec["calls"], spec["ids"]
     model = build_model(cfg, "fp32", dropout=0.0)
-    runs = [_searcher(model, beam, 8, ids, jit=True) for beam in (1, BEAM)]
+    runs = [searcher(model, beam, 8, ids, jit=True) for beam in (1, BEAM)]
     rng = np.random.default_rng(0)
     rss = {}
     start = time.perf_counter()
