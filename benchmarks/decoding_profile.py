@@ -27,7 +27,8 @@ of that sum:
 * other: layer norms, residual adds, softmax, the search's bookkeeping.
 
 The kinds come from shapes, not from names, so they are a guide: compare
-two tasks or two versions of the code in one run, on one machine.
+two tasks or two versions of the code in one run, on one machine. `--top N` also
+lists the N costliest thunks.
 """
 
 import argparse
@@ -148,6 +149,19 @@ def by_kind(times, instructions, rows, heads, depth, vocab):
     return kinds
 
 
+def costliest(times, instructions, count, **sizes):
+    """The `count` instructions with the most thunk time: `(ms, kind, name,
+    opcode, output dims)`, most first."""
+    rows = []
+    for name, ms in times.items():
+        if name in instructions:
+            kind = classify(instructions[name], instructions, **sizes)
+            if kind is not None:
+                instruction = instructions[name]
+                rows.append((ms, kind, name, instruction.opcode, instruction.dims))
+    return sorted(rows, reverse=True)[:count]
+
+
 def table(kinds):
     total = sum(kinds.values())
     lines = ["| kind | ms (all threads) | share |", "| --- | --- | --- |"]
@@ -162,6 +176,7 @@ def main(argv=None):
     parser.add_argument("--config", choices=["tiny", "small", "base"], default="tiny")
     parser.add_argument("--task", choices=["greedy", "beam4", "beam4_single"], default="beam4")
     parser.add_argument("--calls", type=int, default=3, help="timed calls before the trace")
+    parser.add_argument("--top", type=int, default=0, help="also list the costliest thunks")
     args = parser.parse_args(argv)
 
     work = tempfile.mkdtemp(prefix="decoding_profile_")
@@ -200,22 +215,24 @@ def main(argv=None):
     modules = glob.glob(os.path.join(dump, "*after_optimizations.txt"))
     with open(max(modules, key=os.path.getsize)) as f:  # the decoding function
         instructions = parse_hlo(f.read())
-    rows = shape["batch"] * shape["beam"]
-    heads = cfg["heads"]
-    kinds = by_kind(
-        thunk_times(os.path.join(work, "trace")),
-        instructions,
-        rows,
-        heads,
-        cfg["d_model"] // heads,
-        cfg["vocab"],
+    sizes = dict(
+        rows=shape["batch"] * shape["beam"],
+        heads=cfg["heads"],
+        depth=cfg["d_model"] // cfg["heads"],
+        vocab=cfg["vocab"],
     )
+    times = thunk_times(os.path.join(work, "trace"))
+    kinds = by_kind(times, instructions, **sizes)
     print(
         f"config {args.config}, {args.task}: {shape['batch']} sentence(s), beam {shape['beam']}, "
         f"{shape['steps']} steps; call wall ms, median of {args.calls}: "
         f"{statistics.median(walls):,.1f}; the traced call: {traced:,.1f}\n"
     )
     print(table(kinds))
+    if args.top:
+        print("\n| ms | kind | thunk | op | output |\n| --- | --- | --- | --- | --- |")
+        for ms, kind, name, opcode, dims in costliest(times, instructions, args.top, **sizes):
+            print(f"| {ms:,.1f} | {kind} | {name} | {opcode} | {list(dims)} |")
 
 
 if __name__ == "__main__":

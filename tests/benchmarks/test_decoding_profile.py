@@ -101,3 +101,12 @@ def test_times_add_up_by_kind_and_names_outside_the_module_are_left_out():
     text = profile.table(kinds)
     assert "| output projection | 3.0 | 66.7% |" in text
     assert "| all thunks | 4.5 | 100% |" in text
+
+
+def test_costliest_lists_the_instructions_with_the_most_time_first():
+    instructions = profile.parse_hlo(HLO)
+    times = {"MatMul.1": 1.0, "while": 9.0, "MatMul.9": 3.0, "dot.2": 0.5, "ThunkExecutor": 7.0}
+    assert profile.costliest(times, instructions, 2, **SIZES) == [
+        (3.0, "output projection", "MatMul.9", "dot", (8, 100)),
+        (1.0, "projections, feed-forward", "MatMul.1", "dot", (8, 8)),
+    ]
