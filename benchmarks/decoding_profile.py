@@ -27,20 +27,20 @@ of that sum:
 * other: layer norms, residual adds, softmax, the search's bookkeeping.
 
 The kinds come from shapes, not from names, so they are a guide: compare
-two tasks or two versions of the code in one run, on one machine. `--top N` also
-lists the N costliest thunks.
+two tasks or two versions of the code in one run, on one machine.
+`--top N` also lists the N costliest thunks.
 """
 
 import argparse
 import collections
 import dataclasses
 import glob
+import math
 import os
 import re
 import statistics
 import sys
 import tempfile
-import time
 
 KINDS = (
     "encoder",
@@ -93,13 +93,6 @@ def parse_hlo(text):
     return instructions
 
 
-def _size(dims):
-    size = 1
-    for d in dims:
-        size *= d
-    return size
-
-
 def classify(instruction, instructions, rows, heads, depth, vocab):
     """The kind (one of `KINDS`) of an instruction, from its shapes, or
     None for control flow. `rows` is the decoder's rows per step (batch ×
@@ -116,7 +109,7 @@ def classify(instruction, instructions, rows, heads, depth, vocab):
     if len(dims) == 4 and dims[0] == rows and dims[1] == heads and dims[3] == depth:
         return "cache, loop copies" if instruction.opcode == "copy" else "cache, reorder and write"
     operands = [instructions[name].dims for name in instruction.operands if name in instructions]
-    if max(_size(d) for d in [dims, *operands]) >= rows * vocab:
+    if max(math.prod(d) for d in [dims, *operands]) >= rows * vocab:
         return "logits passes"
     return "other"
 
@@ -138,27 +131,31 @@ def thunk_times(trace_dir):
     return totals
 
 
-def by_kind(times, instructions, rows, heads, depth, vocab):
-    """`{kind: ms}` of the thunks whose names are HLO instructions."""
-    kinds = collections.Counter({kind: 0.0 for kind in KINDS})
+def _classified(times, instructions, **sizes):
+    """`(ms, kind, name)` for each thunk that is an HLO instruction and not
+    control flow; `sizes` as `classify` takes them."""
     for name, ms in times.items():
         if name in instructions:
-            kind = classify(instructions[name], instructions, rows, heads, depth, vocab)
+            kind = classify(instructions[name], instructions, **sizes)
             if kind is not None:
-                kinds[kind] += ms
+                yield ms, kind, name
+
+
+def by_kind(times, instructions, **sizes):
+    """`{kind: ms}` of the thunks whose names are HLO instructions."""
+    kinds = collections.Counter({kind: 0.0 for kind in KINDS})
+    for ms, kind, _ in _classified(times, instructions, **sizes):
+        kinds[kind] += ms
     return kinds
 
 
 def costliest(times, instructions, count, **sizes):
     """The `count` instructions with the most thunk time: `(ms, kind, name,
     opcode, output dims)`, most first."""
-    rows = []
-    for name, ms in times.items():
-        if name in instructions:
-            kind = classify(instructions[name], instructions, **sizes)
-            if kind is not None:
-                instruction = instructions[name]
-                rows.append((ms, kind, name, instruction.opcode, instruction.dims))
+    rows = [
+        (ms, kind, name, instructions[name].opcode, instructions[name].dims)
+        for ms, kind, name in _classified(times, instructions, **sizes)
+    ]
     return sorted(rows, reverse=True)[:count]
 
 
@@ -190,6 +187,7 @@ def main(argv=None):
 
     from comparison import ours
     from comparison import workload
+    from comparison.measure import time_calls
 
     cfg, ids, shape = (
         workload.CONFIGS[args.config],
@@ -199,17 +197,10 @@ def main(argv=None):
     model = ours.build_model(cfg, "fp32", dropout=0.0)
     run = ours.searcher(model, shape["beam"], shape["steps"], ids, jit=True)
     source = tf.constant(workload.decode_sources(cfg, ids, (shape["batch"], shape["source_len"])))
-    for _ in range(2):  # compilation
-        run(source).numpy()
-    walls = []
-    for _ in range(args.calls):
-        start = time.perf_counter()
-        run(source).numpy()
-        walls.append(1000 * (time.perf_counter() - start))
+    call = lambda: run(source).numpy()  # noqa: E731
+    walls = time_calls(call, warmup=2, steps=args.calls)  # the warm-up compiles
     tf.profiler.experimental.start(os.path.join(work, "trace"))
-    start = time.perf_counter()
-    run(source).numpy()
-    traced = 1000 * (time.perf_counter() - start)
+    (traced,) = time_calls(call, warmup=0, steps=1)
     tf.profiler.experimental.stop()
 
     modules = glob.glob(os.path.join(dump, "*after_optimizations.txt"))
@@ -226,7 +217,7 @@ def main(argv=None):
     print(
         f"config {args.config}, {args.task}: {shape['batch']} sentence(s), beam {shape['beam']}, "
         f"{shape['steps']} steps; call wall ms, median of {args.calls}: "
-        f"{statistics.median(walls):,.1f}; the traced call: {traced:,.1f}\n"
+        f"{1000 * statistics.median(walls):,.1f}; the traced call: {1000 * traced:,.1f}\n"
     )
     print(table(kinds))
     if args.top:
