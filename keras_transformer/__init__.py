@@ -13,13 +13,13 @@ from keras_transformer import models
 from keras_transformer import tokenization
 from keras_transformer import training
 from keras_transformer._backend import BackendError
-from keras_transformer.layers import CachedMultiHeadAttention
 from keras_transformer.layers import Decoder
 from keras_transformer.layers import DecoderLayer
 from keras_transformer.layers import Encoder
 from keras_transformer.layers import EncoderLayer
 from keras_transformer.layers import FeedForward
 from keras_transformer.layers import LearnedPositionalEmbedding
+from keras_transformer.layers import MultiHeadAttention
 from keras_transformer.layers import PositionalEncoding
 from keras_transformer.layers import TokenEmbedding
 from keras_transformer.models import Transformer
@@ -42,7 +42,7 @@ __all__ = [
     "TokenEmbedding",
     "PositionalEncoding",
     "LearnedPositionalEmbedding",
-    "CachedMultiHeadAttention",
+    "MultiHeadAttention",
     "FeedForward",
     "EncoderLayer",
     "DecoderLayer",

@@ -53,8 +53,8 @@ LAYERS = {
         {"inputs": HIDDEN},
         {},
     ),
-    "CachedMultiHeadAttention": (
-        lambda: keras_transformer.CachedMultiHeadAttention(num_heads=4, key_dim=4),
+    "MultiHeadAttention": (
+        lambda: keras_transformer.MultiHeadAttention(num_heads=4, key_dim=4),
         {"query": HIDDEN, "value": MEMORY, "value_mask": MEMORY_MASK},
         {},
     ),

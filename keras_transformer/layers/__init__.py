@@ -1,6 +1,6 @@
 """Serializable Keras layers of the Transformer."""
 
-from keras_transformer.layers.cached_multi_head_attention import CachedMultiHeadAttention
+from keras_transformer.layers import _legacy  # noqa: F401 (registers former names)
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder import Encoder
@@ -9,6 +9,7 @@ from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.learned_positional_embedding import LearnedPositionalEmbedding
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import padding_mask
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 
@@ -19,7 +20,7 @@ __all__ = [
     "EncoderLayer",
     "FeedForward",
     "LearnedPositionalEmbedding",
-    "CachedMultiHeadAttention",
+    "MultiHeadAttention",
     "PositionalEncoding",
     "TokenEmbedding",
     "causal_mask",

@@ -8,8 +8,8 @@ from keras import ops
 from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import sublayer_seed
-from keras_transformer.layers.cached_multi_head_attention import CachedMultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 
 # The arguments every encoder/decoder layer and stack takes, documented once
 # and written into each class's docstring by `document_layer_arguments`.
@@ -130,7 +130,7 @@ class TransformerLayerBase(keras.layers.Layer):
 
     def _make_attention(self, name, query_shape, value_shape):
         key_dim, value_dim = self._head_dims(query_shape[-1])
-        layer = CachedMultiHeadAttention(
+        layer = MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=key_dim,
             value_dim=value_dim,

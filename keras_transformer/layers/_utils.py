@@ -39,15 +39,3 @@ def require_built(layer, method):
             f"Layer {layer.name} has no weights yet: call it once or `build` it before "
             f"`{method}`. Received: an unbuilt layer"
         )
-
-
-def check_cache_keys(cache, argument, keys):
-    """Raises a `ValueError` naming `argument` unless `cache` is a dict
-    with every one of `keys` (a decoding cache passed in the wrong shape)."""
-    missing = [k for k in keys if not isinstance(cache, dict) or k not in cache]
-    if missing:
-        received = sorted(cache) if isinstance(cache, dict) else type(cache).__name__
-        raise ValueError(
-            f"`{argument}` must be a dict with the keys {list(keys)} (missing {missing}). "
-            f"Received: {argument} with {received}"
-        )

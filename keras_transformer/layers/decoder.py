@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer.layers._base import LayerStackBase
 from keras_transformer.layers._base import document_layer_arguments
-from keras_transformer.layers._utils import check_cache_keys
+from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._utils import require_built
 from keras_transformer.layers.decoder_layer import CACHE_KEYS
 from keras_transformer.layers.decoder_layer import DecoderLayer

@@ -5,7 +5,7 @@ import keras
 
 from keras_transformer.layers._base import TransformerLayerBase
 from keras_transformer.layers._base import document_layer_arguments
-from keras_transformer.layers._utils import check_cache_keys
+from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._utils import require_built
 
 

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 from keras import tree
 
-from keras_transformer.layers._utils import check_cache_keys
+from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
@@ -357,7 +357,7 @@ class Transformer(keras.Model):
           num_heads, max_length, head_dim)` each, zeros at first;
         * `"per_sentence"`: what depends on the source only and is never
           written: `{"cross_attention": per layer {"transposed_key",
-          "value"} (see `CachedMultiHeadAttention.project_memory`),
+          "value"} (see `MultiHeadAttention.project_memory`),
           "encoder_padding_mask": (batch, source_len)}`.
 
         A search may repeat the per-hypothesis part `k` times per sentence

@@ -6,57 +6,34 @@ import keras
 from keras import ops
 
 from keras_transformer import _validation
-from keras_transformer.layers._utils import check_cache_keys
+from keras_transformer.layers import _keras_attention_arguments
+from keras_transformer.layers._cache import check_cache_keys
+from keras_transformer.layers._cache import write_at
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import require_built
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks
 
-# Logit given to hidden keys. Finite (not -inf) so that a row whose keys are
-# all hidden gives a uniform softmax instead of NaN; that row is then zeroed.
+# Logit of hidden keys: finite, so a row whose keys are all hidden is no NaN.
 _MASKED_LOGIT = -1e9
 
 
-def _write_at(buffer, update, index):
-    """`buffer` `(batch, heads, length, depth)` with `update` `(batch, heads,
-    steps, depth)` written at positions `index .. index + steps - 1`.
-
-    A select against the positions, not `ops.slice_update`: on TensorFlow
-    that lowers to `XlaDynamicUpdateSlice`, which runs only where
-    TensorFlow's XLA JIT is linked and enabled (stock TF Serving leaves
-    XLA:CPU off), so an exported model would depend on it. One step (the
-    usual case) is broadcast along the positions; several are gathered.
-    """
-    length, steps = ops.shape(buffer)[2], ops.shape(update)[2]
-    offsets = ops.arange(length) - index  # position p takes update[p - index]
-    written = ops.logical_and(offsets >= 0, offsets < steps)
-    if update.shape[2] != 1:
-        update = ops.take(update, ops.clip(offsets, 0, steps - 1), axis=2)
-    return ops.where(written[None, None, :, None], update, buffer)
-
-
-def _softmax_over_keys(logits):
-    """`softmax(logits)` over the last axis. Over a single key (a one-token
-    sequence) that is 1, written out: Keras's softmax warns on size-1 axes."""
-    if logits.shape[-1] == 1:
-        return ops.ones_like(logits)
-    return ops.softmax(logits, axis=-1)
-
-
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class CachedMultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention: softmax(QKᵀ/√d_k)V over `num_heads` heads.
 
     Queries, keys and values are projected to `num_heads` heads of size
     `key_dim` (queries, keys) and `value_dim` (values); each head computes
     scaled dot-product attention; the heads are concatenated and projected
-    back to the query's feature size (or `output_dim`). The softmax is
+    back to the query's feature size (or `output_shape`). The softmax is
     computed in float32 under any dtype policy.
 
-    Not Keras's `keras.layers.MultiHeadAttention`: this layer adds cached
-    incremental decoding and zero outputs for fully masked rows, and takes
-    only the constructor arguments below.
+    A drop-in for `keras.layers.MultiHeadAttention` over sequences `(batch,
+    length, features)`: the same constructor arguments and call signature.
+    What Keras's layer has beyond the paper's attention (other
+    `attention_axes`, `sliding_window`, `flash_attention=True`,
+    `use_gate=True`) is refused with a `ValueError` naming the argument.
 
     Masking: a key is attended to only where every given mask allows it.
     Masks are boolean, `True` meaning "may attend": `attention_mask`
@@ -65,19 +42,13 @@ class CachedMultiHeadAttention(keras.layers.Layer):
     `key_mask`), and a causal mask with `use_causal_mask=True`. A query row
     whose keys are all hidden returns zeros (never NaN).
 
-    Besides `call` (the full pass), three methods serve decoding and plots;
-    a cache is a dict `{"key": (batch, num_heads, length, key_dim),
-    "value": (batch, num_heads, length, value_dim)}`, a memory a dict
-    `{"transposed_key": (batch, num_heads, key_dim, length), "value": ...}`:
-
-    * `call_with_cache(query, cache, index)`: causal self-attention of new
-      positions `index, index + 1, ...` over a fixed-size cache
-      (`initial_cache`), which it returns with their keys and values written;
-    * `call_with_memory(query, memory, memory_mask)`: attention over keys and
-      values projected once (`project_memory`), e.g. an encoder output; the
-      query rows may be a multiple of the memory's batch (beams of a
-      sentence, rows together), and share its one copy;
-    * `attention_scores(...)`: the attention probabilities of `call`.
+    Decoding and plots have their own methods: `call_with_cache(query,
+    cache, index)`, causal self-attention of new positions over a
+    fixed-size cache `{"key", "value"}` (`initial_cache`), returned with
+    their keys and values written; `call_with_memory(query, memory,
+    memory_mask)`, attention over keys and values projected once
+    (`project_memory`, e.g. an encoder output), shared by the rows of a
+    sentence; `attention_scores(...)`, the probabilities of `call`.
 
     Args:
         num_heads: number of attention heads, `h` in the paper.
@@ -85,9 +56,16 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         value_dim: size of each value head, `d_v`. Defaults to `key_dim`.
         dropout: dropout rate on the attention probabilities.
         use_bias: whether the four projections have biases.
-        output_dim: feature size of the output. Defaults to the query's.
-        kernel_initializer: initializer of the projection kernels.
-        bias_initializer: initializer of the projection biases.
+        output_shape: feature size of the output, an int (or a tuple of
+            one). Defaults to the query's.
+        attention_axes, sliding_window, flash_attention, use_gate: Keras's
+            arguments, accepted with the values that leave them off
+            (`None`, or 1 for `attention_axes`; `None` or `False`;
+            `False`).
+        kernel_initializer, bias_initializer, kernel_regularizer,
+            bias_regularizer, kernel_constraint, bias_constraint: of the four
+            projections' kernels and biases.
+        activity_regularizer: regularizer of the output.
         seed: seed of the attention dropout, for reproducible runs.
         **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`...).
 
@@ -99,15 +77,20 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         value_mask: optional boolean `(batch, key_len)`.
         key_mask: optional boolean `(batch, key_len)`.
         attention_mask: optional boolean `(batch, query_len, key_len)`.
-        use_causal_mask: whether query `i` may only see keys `j <= i`.
+        return_attention_scores: also return the attention probabilities
+            (before dropout), as Keras's layer does; `attention_scores` is
+            the method for them alone.
         training: whether dropout is active.
+        use_causal_mask: whether query `i` may only see keys `j <= i`.
 
     Returns:
-        `(batch, query_len, output_dim)`.
+        `(batch, query_len, output_features)`; with
+        `return_attention_scores`, `(output, scores)`, the scores `(batch,
+        num_heads, query_len, key_len)`.
 
     Example:
 
-    >>> layer = CachedMultiHeadAttention(num_heads=8, key_dim=64)
+    >>> layer = MultiHeadAttention(num_heads=8, key_dim=64)
     >>> x = keras.random.normal((2, 10, 512))
     >>> layer(x, x, use_causal_mask=True).shape
     TensorShape([2, 10, 512])
@@ -122,16 +105,28 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         value_dim=None,
         dropout=0.0,
         use_bias=True,
-        output_dim=None,
+        output_shape=None,
+        attention_axes=None,
+        sliding_window=None,
+        flash_attention=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        use_gate=False,
         seed=None,
         **kwargs,
     ):
         _validation.check_positive_int(num_heads=num_heads, key_dim=key_dim)
         _validation.check_rate(dropout=dropout)
-        _validation.check_positive_int(allow_none=True, value_dim=value_dim, output_dim=output_dim)
-        super().__init__(**kwargs)
+        _validation.check_positive_int(allow_none=True, value_dim=value_dim)
+        _keras_attention_arguments.check_paper_attention(
+            attention_axes, sliding_window, flash_attention, use_gate
+        )
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.supports_masking = True
         self.num_heads = num_heads
         self.key_dim = key_dim
@@ -139,9 +134,14 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         self.dropout = dropout
         self.seed = seed  # of the dropout
         self.use_bias = use_bias
-        self.output_dim = output_dim
+        # Not `self.output_shape`: Keras's functional models read that name.
+        self.output_features = _keras_attention_arguments.output_features(output_shape)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
 
     def _dense(self, units, input_dim, name):
         layer = keras.layers.Dense(
@@ -149,6 +149,10 @@ class CachedMultiHeadAttention(keras.layers.Layer):
             use_bias=self.use_bias,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            kernel_constraint=self.kernel_constraint,
+            bias_constraint=self.bias_constraint,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -162,7 +166,7 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         self.key_dense = self._dense(heads * self.key_dim, key_shape[-1], "key")
         self.value_dense = self._dense(heads * self.value_dim, value_shape[-1], "value")
         self.output_dense = self._dense(
-            self.output_dim or query_shape[-1], heads * self.value_dim, "output"
+            self.output_features or query_shape[-1], heads * self.value_dim, "output"
         )
         self.dropout_layer = keras.layers.Dropout(
             self.dropout,
@@ -183,15 +187,24 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         key_mask=None,
         attention_mask=None,
-        use_causal_mask=False,
+        return_attention_scores=False,
         training=None,
+        use_causal_mask=False,
     ):
+        masks = (query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
+        scores, values, mask = self._scores(query, value, key, *masks)
+        output = self._weighted_values(scores, values, mask, training)
+        if return_attention_scores:  # keras.layers.MultiHeadAttention's call signature
+            return output, scores
+        return output
+
+    def _scores(self, query, value, key, *masks):
+        """`call`'s probabilities `(batch, heads, q, k)`, the per-head values
+        they weight, and the merged mask."""
         memory = self.project_memory(value, key)
-        mask = self._attention_mask(
-            query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
-        )
-        queries = self._project_query(query)
-        return self._attend(queries, memory["transposed_key"], memory["value"], mask, training)
+        mask = self._attention_mask(query, memory, *masks)
+        scores = self._probabilities(self._project_query(query), memory["transposed_key"], mask)
+        return scores, memory["value"], mask
 
     def _project_query(self, query):
         """`(batch, query_len, features)` to scaled per-head queries `(batch,
@@ -200,15 +213,11 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         return queries * ops.cast(1.0 / math.sqrt(self.key_dim), queries.dtype)
 
     def project_memory(self, value, key=None):
-        """Per-head keys and values of `value` (and `key`, default `value`),
-        the memory `call_with_memory` attends to (for a decoder: the encoder
-        output, projected once): `{"transposed_key": (batch, num_heads,
-        key_dim, key_len), "value": (batch, num_heads, key_len, value_dim)}`.
-
-        The keys are kept as Kᵀ, so that every decoding step multiplies QKᵀ
-        as the matrices lie: on XLA:CPU, the beams' grouped queries against
-        keys stored by position made the slowest of the attention products.
-        """
+        """The memory `call_with_memory` attends to (for a decoder: the
+        encoder output, projected once): `{"transposed_key": (batch,
+        num_heads, key_dim, key_len), "value": (batch, num_heads, key_len,
+        value_dim)}`, the keys transposed so that QKᵀ multiplies them as
+        they lie."""
         require_built(self, "project_memory")
         memory = self._keys_and_values(value, value if key is None else key)
         return {"transposed_key": ops.swapaxes(memory["key"], -1, -2), "value": memory["value"]}
@@ -230,34 +239,33 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         self, query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
     ):
         """Merges every mask into one boolean `(batch|1, q_len, k_len)`."""
-        if query_mask is not None:
-            query_mask = ops.expand_dims(query_mask, -1)  # (batch, q, 1)
-        if value_mask is not None:
-            value_mask = ops.expand_dims(value_mask, -2)  # (batch, 1, k)
-        if key_mask is not None:
-            key_mask = ops.expand_dims(key_mask, -2)  # (batch, 1, k)
+
+        def expanded(mask, axis):  # (batch, q, 1) for queries, (batch, 1, k) for keys
+            return None if mask is None else ops.expand_dims(mask, axis)
+
         causal = None
         if use_causal_mask:
             key_length = ops.shape(memory["value"])[2]
             causal = ops.expand_dims(causal_mask(ops.shape(query)[1], key_length), 0)
-        return merge_masks(query_mask, value_mask, key_mask, attention_mask, causal)
+        keys = (expanded(value_mask, -2), expanded(key_mask, -2))
+        return merge_masks(expanded(query_mask, -1), *keys, attention_mask, causal)
 
     def _probabilities(self, queries, transposed_keys, mask):
         """softmax(QKᵀ) `(batch, heads, q, k)` (queries already scaled),
         zero where `mask` `(batch|1, q, k)` hides every key of a query."""
-        logits = ops.matmul(queries, transposed_keys)  # (b, h, q, k)
-        logits = ops.cast(logits, "float32")
-        if mask is None:
-            return ops.cast(_softmax_over_keys(logits), self.compute_dtype)
-        mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
-        scores = _softmax_over_keys(ops.where(mask, logits, _MASKED_LOGIT))
-        scores = scores * ops.cast(ops.any(mask, axis=-1, keepdims=True), scores.dtype)
+        logits = ops.cast(ops.matmul(queries, transposed_keys), "float32")  # (b, h, q, k)
+        if mask is not None:
+            mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
+            logits = ops.where(mask, logits, _MASKED_LOGIT)
+        # Over a single key the softmax is 1, written out: Keras's warns on size-1 axes.
+        scores = ops.ones_like(logits) if logits.shape[-1] == 1 else ops.softmax(logits, axis=-1)
+        if mask is not None:
+            scores = scores * ops.cast(ops.any(mask, axis=-1, keepdims=True), scores.dtype)
         return ops.cast(scores, self.compute_dtype)
 
-    def _attend(self, queries, transposed_keys, values, mask, training):
-        """The heads' weighted values, concatenated and projected: the
-        output `(batch, q_len, output_dim)`."""
-        scores = self._probabilities(queries, transposed_keys, mask)
+    def _weighted_values(self, scores, values, mask, training):
+        """The heads' `values` weighted by `scores`, concatenated and
+        projected: the output `(batch, q_len, output_features)`."""
         context = ops.matmul(self.dropout_layer(scores, training=training), values)
         batch, length = ops.shape(context)[0], ops.shape(context)[2]
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
@@ -267,6 +275,12 @@ class CachedMultiHeadAttention(keras.layers.Layer):
             return output
         # A query row with no visible key attends to nothing.
         return output * ops.cast(ops.any(mask, axis=-1, keepdims=True), output.dtype)
+
+    def _attend(self, queries, transposed_keys, values, mask):
+        """Attention of scaled per-head `queries` over keys and values, dropout
+        off (decoding): the output `(batch, q_len, output_features)`."""
+        scores = self._probabilities(queries, transposed_keys, mask)
+        return self._weighted_values(scores, values, mask, training=False)
 
     # Decoding and plots.
 
@@ -286,11 +300,8 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         hidden keys and for query rows that see no key."""
         if not self.built:
             self.build(query.shape, value.shape, None if key is None else key.shape)
-        memory = self.project_memory(value, key)
-        mask = self._attention_mask(
-            query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
-        )
-        return self._probabilities(self._project_query(query), memory["transposed_key"], mask)
+        masks = (query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
+        return self._scores(query, value, key, *masks)[0]
 
     def initial_cache(self, batch_size, length):
         """An empty self-attention cache for `length` positions: zeros
@@ -310,7 +321,7 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         pieces gives `call(x, x, use_causal_mask=True)` of the whole.
 
         Returns:
-            `(output, cache)`: `(batch, steps, output_dim)` and the cache with
+            `(output, cache)`: `(batch, steps, output_features)` and the cache with
             these positions written (same shapes).
         """
         check_cache_keys(cache, "cache", ("key", "value"))
@@ -322,11 +333,11 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         if not self.built:
             self.build(query.shape, query.shape)
         new = self._keys_and_values(query, query)
-        cache = {name: _write_at(cache[name], new[name], index) for name in ("key", "value")}
+        cache = {name: write_at(cache[name], new[name], index) for name in ("key", "value")}
         steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
         mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
         queries, keys = self._project_query(query), ops.swapaxes(cache["key"], -1, -2)
-        return self._attend(queries, keys, cache["value"], mask, training=False), cache
+        return self._attend(queries, keys, cache["value"], mask), cache
 
     def call_with_memory(self, query, memory, memory_mask=None):
         """Attention of `query` `(rows, steps, features)` over `memory` (from
@@ -339,7 +350,7 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         copy of its keys and values.
 
         Returns:
-            `(rows, steps, output_dim)`.
+            `(rows, steps, output_features)`.
         """
         check_cache_keys(memory, "memory", ("transposed_key", "value"))
         rows, sentences = query.shape[0], memory["value"].shape[0]
@@ -352,30 +363,38 @@ class CachedMultiHeadAttention(keras.layers.Layer):
         grouped = ops.reshape(query, (ops.shape(memory["value"])[0], -1, features))
         mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
         queries = self._project_query(grouped)
-        output = self._attend(
-            queries, memory["transposed_key"], memory["value"], mask, training=False
-        )
+        output = self._attend(queries, memory["transposed_key"], memory["value"], mask)
         return ops.reshape(output, (ops.shape(query)[0], steps, output.shape[-1]))
 
     def get_config(self):
         config = super().get_config()
+        output_shape = None if self.output_features is None else (self.output_features,)
         config.update(
             {
                 "num_heads": self.num_heads,
                 "key_dim": self.key_dim,
                 "value_dim": self.value_dim,
                 "dropout": self.dropout,
-                "seed": self.seed,
                 "use_bias": self.use_bias,
-                "output_dim": self.output_dim,
+                "output_shape": output_shape,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+                "seed": self.seed,
             }
         )
         return config
 
-    def compute_output_spec(self, query, value, key=None, **unused):
+    def compute_output_spec(self, query, value, key=None, return_attention_scores=False, **unused):
         # The masks and `training` change no shape.
-        return keras.KerasTensor(
-            query.shape[:-1] + (self.output_dim or query.shape[-1],), dtype=self.compute_dtype
+        output = keras.KerasTensor(
+            query.shape[:-1] + (self.output_features or query.shape[-1],),
+            dtype=self.compute_dtype,
         )
+        if not return_attention_scores:
+            return output
+        scores = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
+        return output, keras.KerasTensor(scores, dtype=self.compute_dtype)

@@ -1,9 +1,12 @@
+import json
+import zipfile
+
 import keras
 import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.layers import CachedMultiHeadAttention
+from keras_transformer.layers import MultiHeadAttention
 from tests import reference
 from tests.layers import weight_counts
 from tests.test_case import assert_close
@@ -22,7 +25,7 @@ def _inputs(batch=2, q_len=5, k_len=7, dim=16):
 def test_layer_contract():
     query, value = _inputs()
     run_layer_test(
-        CachedMultiHeadAttention,
+        MultiHeadAttention,
         dict(num_heads=4, key_dim=8, dropout=0.1),
         {"query": query, "value": value},
         expected_output_shape=(2, 5, 16),
@@ -33,8 +36,8 @@ def test_layer_contract():
 def test_layer_contract_with_value_dim():
     query, value = _inputs()
     run_layer_test(
-        CachedMultiHeadAttention,
-        dict(num_heads=2, key_dim=8, value_dim=3, output_dim=6),
+        MultiHeadAttention,
+        dict(num_heads=2, key_dim=8, value_dim=3, output_shape=6),
         {"query": query, "value": value},
         expected_output_shape=(2, 5, 6),
         expected_num_trainable_weights=weight_counts.ATTENTION,
@@ -43,7 +46,7 @@ def test_layer_contract_with_value_dim():
 
 def test_attention_scores_equal_numpy_probabilities():
     query, value = _inputs()
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, dropout=0.5)
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, dropout=0.5)
     value_mask = np.array([[1] * 7, [1] * 4 + [0] * 3], bool)
     scores = ops.convert_to_numpy(layer.attention_scores(query, value, value_mask=value_mask))
     q = reference.dense(query, layer.query_dense).reshape(2, 5, 2, 8).transpose(0, 2, 1, 3)
@@ -56,14 +59,14 @@ def test_attention_scores_equal_numpy_probabilities():
 @pytest.mark.parametrize("k_len", [7, 1])
 def test_equals_numpy_formula_without_mask(k_len):
     query, value = _inputs(k_len=k_len)
-    layer = CachedMultiHeadAttention(num_heads=4, key_dim=8, value_dim=6)
+    layer = MultiHeadAttention(num_heads=4, key_dim=8, value_dim=6)
     out = layer(query, value)
     assert_close(out, reference.attention(query, value, layer), atol=1e-5)
 
 
 def test_equals_numpy_formula_with_masks():
     query, value = _inputs()
-    layer = CachedMultiHeadAttention(num_heads=4, key_dim=4)
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
     attention_mask = RNG.random((2, 5, 7)) > 0.4
     attention_mask[0, 1] = False  # one query sees no key at all
     value_mask = np.array([[1] * 7, [1] * 4 + [0] * 3], bool)
@@ -74,7 +77,7 @@ def test_equals_numpy_formula_with_masks():
 
 def test_fully_masked_rows_are_zero_not_nan():
     query, value = _inputs()
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, bias_initializer="ones")
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, bias_initializer="ones")
     mask = np.zeros((2, 5, 7), bool)
     mask[:, :2] = True
     out = ops.convert_to_numpy(layer(query, value, attention_mask=mask))
@@ -88,7 +91,7 @@ def test_fully_masked_rows_are_zero_not_nan():
 def test_keras_masks_are_honoured():
     ids = np.array([[3, 4, 5, 0, 0], [6, 7, 0, 0, 0]])
     embedded = keras.layers.Embedding(10, 8, mask_zero=True)(ids)
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=4)
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
     implicit = layer(embedded, embedded)
     explicit = layer(
         ops.convert_to_numpy(embedded),
@@ -104,7 +107,7 @@ def test_keras_masks_are_honoured():
 
 def test_causal_mask_equals_lower_triangle():
     query, _ = _inputs(q_len=6)
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8)
+    layer = MultiHeadAttention(num_heads=2, key_dim=8)
     causal = layer(query, query, use_causal_mask=True)
     tril = np.broadcast_to(np.tril(np.ones((6, 6), bool)), (2, 6, 6))
     assert_close(causal, reference.attention(query, query, layer, tril), atol=1e-5)
@@ -112,7 +115,7 @@ def test_causal_mask_equals_lower_triangle():
 
 def test_cache_step_by_step_equals_full_causal_pass():
     x, _ = _inputs(q_len=6)
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8, value_dim=4)
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, value_dim=4)
     full = ops.convert_to_numpy(layer(x, x, use_causal_mask=True))
     cache = layer.initial_cache(batch_size=2, length=9)
     assert tuple(cache["value"].shape) == (2, 2, 9, 4)
@@ -126,7 +129,7 @@ def test_cache_step_by_step_equals_full_causal_pass():
 
 def test_cache_written_several_positions_at_a_time():
     x, _ = _inputs(q_len=6)
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8)
+    layer = MultiHeadAttention(num_heads=2, key_dim=8)
     full = ops.convert_to_numpy(layer(x, x, use_causal_mask=True))
     cache = layer.initial_cache(batch_size=2, length=9)
     first, cache = layer.call_with_cache(x[:, :2], cache, 0)
@@ -138,7 +141,7 @@ def test_cache_written_several_positions_at_a_time():
 
 def test_memory_holds_transposed_keys_and_values_by_position():
     _, value = _inputs()
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
     layer(value, value)
     memory = layer.project_memory(value)
     value = ops.convert_to_numpy(value)
@@ -153,7 +156,7 @@ def test_memory_holds_transposed_keys_and_values_by_position():
 
 def test_memory_equals_cross_attention():
     query, value = _inputs()
-    layer = CachedMultiHeadAttention(num_heads=4, key_dim=4)
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
     value_mask = np.array([[1] * 7, [1] * 3 + [0] * 4], bool)
     direct = layer(query, value, value_mask=value_mask)
     memory = layer.project_memory(value)
@@ -162,7 +165,7 @@ def test_memory_equals_cross_attention():
 
 def test_memory_is_shared_by_the_rows_of_a_sentence():
     query, value = _inputs(batch=2, q_len=3)
-    layer = CachedMultiHeadAttention(num_heads=4, key_dim=4)
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
     value_mask = np.array([[1] * 7, [1] * 3 + [0] * 4], bool)
     beams = np.concatenate([query, query[:, ::-1], query * 2], 0)[[0, 2, 4, 1, 3, 5]]
     repeated = layer(beams, np.repeat(value, 3, 0), value_mask=np.repeat(value_mask, 3, 0))
@@ -182,7 +185,7 @@ def test_memory_is_shared_by_the_rows_of_a_sentence():
 )
 def test_cache_misuse_says_what_is_missing(method, cache, match):
     query, _ = _inputs()
-    layer = CachedMultiHeadAttention(num_heads=2, key_dim=8)
+    layer = MultiHeadAttention(num_heads=2, key_dim=8)
     layer(query, query)
     with pytest.raises(ValueError, match=match):
         getattr(layer, method)(query, cache, 0)
@@ -193,9 +196,9 @@ def test_cache_misuse_says_what_is_missing(method, cache, match):
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_matches_float32(policy):
     query, value = _inputs()
-    exact = CachedMultiHeadAttention(num_heads=4, key_dim=4)
+    exact = MultiHeadAttention(num_heads=4, key_dim=4)
     expected = exact(query, value)
-    mixed = CachedMultiHeadAttention(num_heads=4, key_dim=4, dtype=policy)
+    mixed = MultiHeadAttention(num_heads=4, key_dim=4, dtype=policy)
     mixed.build(query.shape, value.shape)
     mixed.set_weights(exact.get_weights())
     out = mixed(query, value)
@@ -218,4 +221,115 @@ def test_mixed_precision_matches_float32(policy):
 )
 def test_bad_arguments_raise(kwargs, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
-        CachedMultiHeadAttention(**kwargs)
+        MultiHeadAttention(**kwargs)
+
+
+def _keras_twin(layer, **kwargs):
+    """`keras.layers.MultiHeadAttention` with `layer`'s weights: its
+    `EinsumDense` kernels `(features, heads, dim)` are our `Dense` kernels
+    `(features, heads * dim)` reshaped (and back for the output)."""
+    twin = keras.layers.MultiHeadAttention(**kwargs)
+    query, value = _inputs()
+    twin(query, value)
+    for ours, theirs in (
+        (layer.query_dense, twin.query_dense),
+        (layer.key_dense, twin.key_dense),
+        (layer.value_dense, twin.value_dense),
+        (layer.output_dense, twin.output_dense),
+    ):
+        theirs.kernel.assign(np.reshape(ours.kernel.numpy(), theirs.kernel.shape))
+        theirs.bias.assign(np.reshape(ours.bias.numpy(), theirs.bias.shape))
+    return twin
+
+
+@pytest.mark.parametrize(
+    "kwargs, call_kwargs",
+    [
+        (dict(num_heads=4, key_dim=8), {}),
+        (dict(num_heads=2, key_dim=8, value_dim=3, output_shape=6), {"use_causal_mask": True}),
+        (dict(num_heads=2, key_dim=4), {"value_mask": "half"}),
+        (dict(num_heads=2, key_dim=4), {"attention_mask": "random"}),
+    ],
+)
+def test_a_drop_in_for_keras_multi_head_attention(kwargs, call_kwargs):
+    """The same arguments, call and results as Keras's own layer (with the
+    same weights), attention scores included."""
+    query, value = _inputs(q_len=7)
+    masks = {
+        "half": np.array([[1] * 7, [1] * 4 + [0] * 3], bool),
+        "random": RNG.random((2, 7, 7)) < 0.7,
+    }
+    if "attention_mask" in call_kwargs:
+        masks["random"][:, :, 0] = True  # no query sees no key
+    call_kwargs = {k: masks.get(v, v) if isinstance(v, str) else v for k, v in call_kwargs.items()}
+    layer = MultiHeadAttention(**kwargs)
+    output, scores = layer(query, value, return_attention_scores=True, **call_kwargs)
+    twin = _keras_twin(layer, **kwargs)
+    expected, expected_scores = twin(query, value, return_attention_scores=True, **call_kwargs)
+    assert_close(output, expected, atol=1e-5)
+    assert_close(scores, expected_scores, atol=1e-6)
+    assert_close(layer(query, value, **call_kwargs), output, atol=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(attention_axes=(1, 2)), "attention_axes"),
+        (dict(sliding_window=4), "sliding_window"),
+        (dict(flash_attention=True), "flash_attention"),
+        (dict(use_gate=True), "use_gate"),
+        (dict(output_shape=(4, 5)), "output_shape"),
+    ],
+)
+def test_what_keras_has_beyond_the_papers_attention_is_refused_by_name(kwargs, name):
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        MultiHeadAttention(num_heads=2, key_dim=4, **kwargs)
+    # Their "off" values are accepted, as Keras's defaults are.
+    MultiHeadAttention(2, 4, attention_axes=1, flash_attention=False, output_shape=(6,))
+
+
+def test_regularizers_and_constraints_reach_every_projection():
+    query, value = _inputs()
+    layer = MultiHeadAttention(
+        num_heads=2, key_dim=4, kernel_regularizer="l2", kernel_constraint="non_neg"
+    )
+    layer(query, value)
+    kernels = [d.kernel for d in (layer.query_dense, layer.key_dense, layer.value_dense)]
+    kernels.append(layer.output_dense.kernel)
+    expected = sum(0.01 * np.sum(np.square(k.numpy())) for k in kernels)
+    np.testing.assert_allclose(float(sum(layer.losses)), expected, rtol=1e-5)
+    assert all(isinstance(k.constraint, keras.constraints.NonNeg) for k in kernels)
+
+
+def test_files_saved_under_the_former_name_still_load(tmp_path):
+    """A `.keras` file of the layer under its former registered name
+    (`CachedMultiHeadAttention`, with `output_dim`) loads and gives the
+    same outputs."""
+    query, value = _inputs()
+    inputs = [keras.Input((5, 16)), keras.Input((7, 16))]
+    layer = MultiHeadAttention(2, 8, output_shape=6, name="cached_multi_head_attention")
+    model = keras.Model(inputs, layer(*inputs))
+    path = str(tmp_path / "new.keras")
+    model.save(path)
+    old = str(tmp_path / "old.keras")
+    with zipfile.ZipFile(path) as new_file, zipfile.ZipFile(old, "w") as old_file:
+        for item in new_file.infolist():
+            data = new_file.read(item)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                entry = next(
+                    e for e in config["config"]["layers"] if e["config"]["name"] == layer.name
+                )
+                entry["class_name"] = "CachedMultiHeadAttention"
+                entry["registered_name"] = "keras_transformer>CachedMultiHeadAttention"
+                entry["module"] = "keras_transformer.layers.cached_multi_head_attention"
+                former = entry["config"]
+                for kind in ("regularizer", "constraint"):
+                    former.pop(f"kernel_{kind}"), former.pop(f"bias_{kind}")
+                former["output_dim"] = former.pop("output_shape")[0]
+                data = json.dumps(config).encode()
+            old_file.writestr(item, data)
+    restored = keras.saving.load_model(old)
+    assert isinstance(restored.layers[-1], MultiHeadAttention)
+    assert restored.layers[-1].output_features == 6
+    assert_close(restored([query, value]), model([query, value]), atol=0)
