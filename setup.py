@@ -22,7 +22,9 @@ setup(
     ),
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    packages=find_packages(
+        include=["keras_transformer", "keras_transformer.*", "keras_transformer_runtime"]
+    ),
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={

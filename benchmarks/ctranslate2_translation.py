@@ -41,10 +41,10 @@ import tensorflow as tf  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer import training  # noqa: E402
-from keras_transformer.export import CTranslate2Translator  # noqa: E402
 from keras_transformer.export import export_ctranslate2  # noqa: E402
 from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.tokenization import SentencePieceTokenizer  # noqa: E402
+from keras_transformer_runtime import CTranslate2Translator  # noqa: E402
 
 MODEL_SETTINGS = (
     "num_layers",

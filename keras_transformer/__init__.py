@@ -28,15 +28,17 @@ from keras_transformer.training import MaskedAccuracy
 from keras_transformer.training import Perplexity
 from keras_transformer.training import TokenCount
 from keras_transformer.training import TransformerSchedule
-from keras_transformer.translator import AlignedTranslation
-from keras_transformer.translator import TargetScore
 from keras_transformer.translator import Translator
+from keras_transformer_runtime import AlignedTranslation
+from keras_transformer_runtime import DecodingSettings
+from keras_transformer_runtime import TargetScore
 
 __version__ = "0.1.0"
 
 # The model, its building blocks in the order of the architecture, the
-# training recipe's Keras objects, the translator, the error of the
-# TensorFlow-only parts under another backend, then the subpackages.
+# training recipe's Keras objects, the translator with its settings and
+# results, the error of the TensorFlow-only parts under another backend,
+# then the subpackages.
 __all__ = [
     "Transformer",
     "TokenEmbedding",
@@ -54,6 +56,7 @@ __all__ = [
     "Perplexity",
     "TokenCount",
     "Translator",
+    "DecodingSettings",
     "TargetScore",
     "AlignedTranslation",
     "BackendError",

@@ -11,9 +11,10 @@ or a CTranslate2 export.
 `--export_dir` is a version directory or the base directory that holds
 numbered versions (the newest is used). `--ctranslate2_dir` is a directory
 written by `keras_transformer.export.export_ctranslate2` (`pip install -e
-".[ctranslate2]"`): the same modes and output, run by CTranslate2 with its
-exported settings (`--compute_type int8` quantizes at load time; sampling
-draws from CTranslate2's own random generator). Lines are processed in
+".[ctranslate2]"`): the same modes and output, run by
+`keras_transformer_runtime.CTranslate2Translator` with its exported
+settings (`--compute_type int8` quantizes at load time; sampling draws
+from CTranslate2's own random generator). Lines are processed in
 batches of `--batch_size`: input is split on `\n` only, invalid UTF-8 is
 read as it is (with a warning on stderr), and an output never contains a
 line break.
@@ -48,6 +49,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the ops the graph uses)
 
 from keras_transformer.export.versions import resolve_version_dir  # noqa: E402
+from keras_transformer_runtime import DecodingSettings  # noqa: E402
 
 
 def describe(loaded, path):
@@ -230,7 +232,7 @@ def main(argv=None):
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
     if args.ctranslate2_dir is not None:
-        from keras_transformer.export.ctranslate2 import CTranslate2Translator
+        from keras_transformer_runtime import CTranslate2Translator
 
         try:
             translator = CTranslate2Translator(args.ctranslate2_dir, compute_type=args.compute_type)
@@ -238,7 +240,8 @@ def main(argv=None):
             parser.error(str(error))
         if args.info:
             print(f"CTranslate2 model: {args.ctranslate2_dir}")
-            print("decoding settings: " + json.dumps(translator.settings, sort_keys=True))
+            print(f"quantization: {translator.quantization}")
+            print("decoding settings: " + json.dumps(translator.settings.to_dict(), sort_keys=True))
             return 0
         settings = translator.settings
     else:
@@ -247,10 +250,10 @@ def main(argv=None):
         if args.info:
             print(describe(loaded, path))
             return 0
-        settings = json.loads(loaded.settings_json.numpy().decode())
-    if args.mode == "translate" and args.n_best > settings["beam_size"]:
+        settings = DecodingSettings.from_dict(json.loads(loaded.settings_json.numpy().decode()))
+    if args.mode == "translate" and args.n_best > settings.beam_size:
         parser.error(
-            f"--n_best must be at most the exported beam size ({settings['beam_size']}). "
+            f"--n_best must be at most the exported beam size ({settings.beam_size}). "
             f"Received: --n_best={args.n_best}"
         )
     lines = read_lines(sys.stdin.buffer)

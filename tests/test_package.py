@@ -1,28 +1,33 @@
-"""The public API and the layout's rules: imports run one way, and only one
-module touches private Keras internals."""
+"""The public API and the layout's rules: imports run one way, the runtime
+package needs neither TensorFlow nor Keras, and only one module touches
+private Keras internals."""
 
 import ast
 import pathlib
+import sys
 
 import keras
 
 import keras_transformer
+import keras_transformer_runtime
 
 PACKAGE_DIR = pathlib.Path(keras_transformer.__file__).parent
-# Leaf modules that import nothing from the package; any module may use them.
-SHARED = {"_backend", "_validation", "special_ids"}
+RUNTIME_DIR = pathlib.Path(keras_transformer_runtime.__file__).parent
+# Leaf modules that import nothing from the package; any module may use them,
+# as any may use `keras_transformer_runtime`, which imports nothing of ours.
+SHARED = {"_backend", "special_ids"}
 # Each part of the package may import only from the parts listed for it (and
-# from SHARED): layers <- models <- (training, decoding, tokenization) <- export.
+# from SHARED): layers <- models <- (training, decoding, tokenization) <-
+# translator <- export.
 ALLOWED = {
     "_backend.py": set(),
-    "_validation.py": set(),
     "special_ids.py": set(),
     "layers": {"layers"} | SHARED,
     "models": {"layers", "models"} | SHARED,
     "training": {"training"} | SHARED,
     "decoding": {"decoding"} | SHARED,
     "tokenization": {"tokenization"} | SHARED,
-    "translator.py": {"decoding", "tokenization"} | SHARED,
+    "translator": {"decoding", "tokenization", "translator"} | SHARED,
     "export": {"export", "translator"} | SHARED,
     "translate.py": {"export"},
 }
@@ -68,6 +73,30 @@ def test_imports_run_one_way():
                         continue
                     imported = parts[1] if len(parts) > 1 else node.names[0].name
                     assert imported in allowed, f"{path} imports {imported} from the package"
+
+
+def imported_modules(path):
+    """The top-level modules that `path` imports, wherever it imports them."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_runtime_needs_neither_tensorflow_nor_keras():
+    """What a CPU inference server imports to run a CTranslate2 export: the
+    standard library, `ctranslate2` and `sentencepiece`, nothing else (the
+    large tier runs one and checks `sys.modules`)."""
+    allowed = set(sys.stdlib_module_names) | {
+        "keras_transformer_runtime",
+        "ctranslate2",
+        "sentencepiece",
+    }
+    for path in sorted(RUNTIME_DIR.glob("*.py")):
+        assert imported_modules(path) <= allowed, path
 
 
 def test_private_keras_attributes_are_used_in_one_module_only():

@@ -218,7 +218,7 @@ def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained):
     ids, scores = hot._sample(source_ids, tf.constant(3, tf.int64))
     log_probs = tf.reduce_sum(hot._score(source_ids, ids[:, 0]), axis=1).numpy()
     lengths = (ids[:, 0].numpy() != model.pad_id).sum(axis=1)
-    expected = log_probs / ((5 + lengths) / 6) ** hot.alpha
+    expected = log_probs / ((5 + lengths) / 6) ** hot.settings.alpha
     np.testing.assert_allclose(scores[:, 0].numpy(), expected, rtol=1e-4, atol=1e-4)
     assert len({tuple(row) for row in ids[:, 0].numpy()}) > 5
     with pytest.raises(ValueError, match="Received: seed=1"):
@@ -254,7 +254,7 @@ def test_output_controls_in_the_translator(trained):
     sources = ["a a a a a a", "b", "c d c d c d"]
     plain = Translator(model, tokenizer, beam_size=2)
     controlled = Translator(model, tokenizer, beam_size=2, min_length=6, no_repeat_ngram_size=2)
-    assert controlled.settings()["min_length"] == 6
+    assert controlled.settings.min_length == 6
     plain_ids = plain._search(plain.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
     ids = controlled._search(controlled.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
 

@@ -10,6 +10,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from keras_transformer_runtime.settings import check_controls
+
 NEG_INF = -1.0e9
 
 
@@ -38,18 +40,7 @@ class OutputControls:
     repetition_penalty: float = 1.0
 
     def __post_init__(self):
-        for name in ("min_length", "no_repeat_ngram_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(
-                    f"`{name}` must be a non-negative integer (0: off). Received: {name}={value!r}"
-                )
-        penalty = self.repetition_penalty
-        if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or penalty < 1:
-            raise ValueError(
-                "`repetition_penalty` must be a number >= 1 (1.0: off). "
-                f"Received: repetition_penalty={penalty!r}"
-            )
+        check_controls(self.min_length, self.no_repeat_ngram_size, self.repetition_penalty)
 
     @property
     def active(self):

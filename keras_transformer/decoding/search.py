@@ -44,11 +44,8 @@ from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
-
-
-def length_penalty(length, alpha):
-    """GNMT's length penalty ((5 + length) / 6)^alpha (Wu et al., 2016)."""
-    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.settings import check_sampling
 
 
 def _limits(batch_size, max_length, length_limits):
@@ -460,24 +457,6 @@ def sample(
     )
 
 
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_sampling(temperature, top_k, top_p):
-    """`ValueError`s for sampling settings outside their ranges."""
-    if not _is_number(temperature) or not temperature > 0:
-        raise ValueError(
-            f"`temperature` must be a positive number. Received: temperature={temperature!r}"
-        )
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
-        raise ValueError(
-            f"`top_k` must be a non-negative integer (0: no limit). Received: top_k={top_k!r}"
-        )
-    if not _is_number(top_p) or not 0 < top_p <= 1:
-        raise ValueError(f"`top_p` must be in (0, 1] (1: no limit). Received: top_p={top_p!r}")
-
-
 def _draw(logits, key, temperature, top_k, top_p):
     """One token per row of `logits` `(rows, vocab)`, drawn with the
     stateless `key` from the tempered, top-k- and top-p-filtered softmax."""
@@ -680,7 +659,7 @@ def beam_search(
     k = beam_size
     limits = _limits(batch_size, max_length, length_limits)
     prefix, limits = _with_prefix(prefix, limits, batch_size, max_length, pad_id)
-    max_penalty = length_penalty(limits, alpha)  # (batch,)
+    max_penalty = length_penalty(tf.cast(limits, tf.float32), alpha)  # (batch,)
     width = tf.convert_to_tensor(max_length) + 1  # BOS + tokens
     empty = tf.fill([batch_size, k, width], pad_id)
     initial = BeamState(
@@ -760,9 +739,8 @@ def beam_search(
         # An ending counts only if it ranks among the k best candidates, so
         # that a beam of 1 is exactly greedy search.
         in_beam = tf.range(2 * k)[None, :] < k
-        new_scores = tf.where(
-            tf.logical_and(ends, in_beam), top_log_probs / length_penalty(step + 1, alpha), NEG_INF
-        )
+        penalty = length_penalty(tf.cast(step + 1, tf.float32), alpha)
+        new_scores = tf.where(tf.logical_and(ends, in_beam), top_log_probs / penalty, NEG_INF)
         new_scores = tf.where(sentence_done(state)[:, None], NEG_INF, new_scores)  # stopped
         finished_scores, keep = tf.math.top_k(tf.concat([state.finished_scores, new_scores], 1), k)
         finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], 1), keep, batch_dims=1)

@@ -21,17 +21,17 @@ import shutil
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer import _validation
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
 from keras_transformer.export.versions import swap_in
-from keras_transformer.translator import MAX_OUTPUT_LENGTH
-from keras_transformer.translator import PREFIX
-from keras_transformer.translator import SEED
-from keras_transformer.translator import SOURCE
-from keras_transformer.translator import TARGET
-from keras_transformer.translator import TEXT
+from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
+from keras_transformer.translator.signatures import PREFIX
+from keras_transformer.translator.signatures import SEED
+from keras_transformer.translator.signatures import SOURCE
+from keras_transformer.translator.signatures import TARGET
+from keras_transformer.translator.signatures import TEXT
+from keras_transformer_runtime import _validation
 
 SETTINGS_FILE = "keras_transformer.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -62,7 +62,7 @@ class _ServingModule(tf.Module):
 
     def settings(self):
         """The translator's decoding settings and the request limits."""
-        return {**self.translator.settings(), **self.limits}
+        return {**self.translator.settings.to_dict(), **self.limits}
 
     def _within_limits(self, text, side="source"):
         """`text`, after assertions that the request is within the limits
@@ -70,7 +70,7 @@ class _ServingModule(tf.Module):
         says how the text is truncated (`"source"` or `"target"`)."""
         max_batch, max_tokens = self.limits["max_batch_size"], self.limits["max_input_tokens"]
         truncated_to = {
-            "source": self.translator.max_input_length,
+            "source": self.translator.settings.max_input_length,
             "target": self.translator.model.max_length,
         }[side]
         lengths = tf.cast(self.translator.tokenizer.tokenize(text).row_lengths(), tf.int64)

@@ -5,11 +5,11 @@ import inspect
 import keras
 from keras import ops
 
-from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer_runtime import _validation
 
 # The arguments every encoder/decoder layer and stack takes, documented once
 # and written into each class's docstring by `document_layer_arguments`.

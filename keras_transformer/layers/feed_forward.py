@@ -2,9 +2,9 @@
 
 import keras
 
-from keras_transformer import _validation
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import sublayer_seed
+from keras_transformer_runtime import _validation
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

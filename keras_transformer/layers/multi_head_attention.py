@@ -5,7 +5,6 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer import _validation
 from keras_transformer.layers import _keras_attention_arguments
 from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._cache import write_at
@@ -14,6 +13,7 @@ from keras_transformer.layers._utils import require_built
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks
+from keras_transformer_runtime import _validation
 
 # Logit of hidden keys: finite, so a row whose keys are all hidden is no NaN.
 _MASKED_LOGIT = -1e9

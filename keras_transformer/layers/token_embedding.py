@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer import _validation
+from keras_transformer_runtime import _validation
 
 
 def _concrete_values(ids):

@@ -1,6 +1,6 @@
 """The constructor checks of `Transformer`, on the values it stored."""
 
-from keras_transformer import _validation
+from keras_transformer_runtime import _validation
 
 TIE_EMBEDDINGS = ("all", "target", "none")
 POSITION_ENCODINGS = ("sinusoidal", "learned")

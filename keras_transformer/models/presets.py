@@ -16,7 +16,7 @@ Multi30k-sized corpus in half an hour on a 2-core CPU; `tiny` is small
 enough for unit tests and demos.
 """
 
-from keras_transformer import _validation
+from keras_transformer_runtime import _validation
 
 PRESETS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, d_ff=128, dropout=0.1, max_length=256),

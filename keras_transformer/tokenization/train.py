@@ -8,9 +8,9 @@ import re
 import sentencepiece
 
 from keras_transformer import _backend
-from keras_transformer import _validation
 from keras_transformer.special_ids import SPECIAL_IDS
 from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
+from keras_transformer_runtime import _validation
 
 MODEL_TYPES = ("bpe", "unigram")
 

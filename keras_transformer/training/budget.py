@@ -27,13 +27,13 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer import _validation
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training.checkpoints import checkpoint_paths
 from keras_transformer.training.checkpoints import checkpoint_step
 from keras_transformer.training.checkpoints import write_json_atomically
+from keras_transformer_runtime import _validation
 
 DECAYS = ("linear", "cosine")
 BUDGET_FILE = "budget.json"

@@ -24,10 +24,10 @@ import math
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer import _validation
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
+from keras_transformer_runtime import _validation
 
 LONG_PAIRS = ("drop", "truncate")
 BUCKET_BY = ("auto", "longer_side", "each_side")

@@ -6,7 +6,7 @@ import warnings
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer import _validation
+from keras_transformer_runtime import _validation
 
 STRATEGIES = ("auto", "mirrored", "multiworker", "one_device")
 MIXED_PRECISION = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}

@@ -8,12 +8,12 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer import _validation
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training.checkpoints import all_finite
+from keras_transformer_runtime import _validation
 
 # What `TranslationEvaluator` adds to the logs, in this order.
 SCORES = ("val_bleu", "val_chrf")

@@ -5,9 +5,9 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import _backend
-from keras_transformer import _validation
 from keras_transformer.special_ids import PAD_ID
 from keras_transformer.training._distribute import sum_over_replicas
+from keras_transformer_runtime import _validation
 
 
 def _smoothed_forward(logits, ids, label_smoothing):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer import _validation
+from keras_transformer_runtime import _validation
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

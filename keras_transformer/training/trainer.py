@@ -25,7 +25,6 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer import _validation
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
@@ -52,6 +51,7 @@ from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
 from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer.training.schedules import paper_optimizer
+from keras_transformer_runtime import _validation
 
 JIT_COMPILE = ("auto", True, False)
 LEARNING_RATE_SCHEDULES = ("auto", "paper", "budget")

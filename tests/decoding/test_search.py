@@ -134,7 +134,7 @@ def test_beam_four_scores_at_least_greedy():
     )
     for b in range(3):
         tokens = strip(greedy[b].numpy())
-        greedy_score = sequence_log_prob(b, tokens) / length_penalty(len(tokens), 0.6).numpy()
+        greedy_score = sequence_log_prob(b, tokens) / length_penalty(len(tokens), 0.6)
         assert float(scores[b, 0]) >= greedy_score - 1e-5
         assert np.all(np.diff(scores[b].numpy()) <= 1e-6)  # best first
         for k in range(4):  # every returned score is its hypothesis' score

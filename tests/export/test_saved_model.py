@@ -201,7 +201,7 @@ def test_other_signatures_settings_and_warmup(exported):
     assert n_best["translations"].shape == (1, 3)
     settings = json.loads(loaded.settings_json.numpy())
     limits = {"max_batch_size": 256, "max_input_tokens": 16_384}  # the defaults
-    assert settings == {**translator.settings(), **limits} and settings["beam_size"] == 3
+    assert settings == {**translator.settings.to_dict(), **limits} and settings["beam_size"] == 3
     with open(os.path.join(path, "assets.extra", "keras_transformer.json")) as f:
         assert json.load(f)["alpha"] == 0.6
 

@@ -1,0 +1,242 @@
+"""`ModelSearch`: the searches of `keras_transformer.decoding` over a
+`Transformer`, in token ids."""
+
+import tensorflow as tf
+
+from keras_transformer import special_ids
+from keras_transformer.decoding import OutputControls
+from keras_transformer.decoding import beam_search
+from keras_transformer.decoding import greedy_search
+from keras_transformer.decoding import sample
+from keras_transformer.decoding.controls import NEG_INF
+from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.settings import DecodingSettings
+
+
+class ModelSearch:
+    """Searches, scores and aligns token ids with a `Transformer`: what a
+    `Translator` runs between tokenizing and detokenizing.
+
+    The searches take source ids `(batch, source_len)` (padded with the
+    model's `pad_id`, each ending with EOS) and decode with `settings`:
+    each sentence may have up to its source length + `max_extra_length`
+    tokens (at most `max_output_length`), only the tokenizer's ids come
+    out, and outputs are framed with the tokenizer's BOS and EOS.
+
+    Args:
+        model: a `Transformer`.
+        tokenizer: its tokenizer (for its special ids and vocabulary size;
+            a tokenizer whose `pad_id` differs from the model's, or whose
+            vocabulary the model does not cover, is refused).
+        settings: the `DecodingSettings`, lengths resolved.
+        alignment_layer: the decoder layer whose cross-attention aligns.
+
+    Example:
+
+    >>> search = ModelSearch(model, tokenizer, DecodingSettings(max_input_length=256,
+    ...                      max_output_length=256), alignment_layer=-1)
+    >>> ids, scores = search.search_ids(source_ids, num_results=1)
+    """
+
+    def __init__(self, model, tokenizer, settings, alignment_layer):
+        self.model = model
+        self.settings = settings
+        self.alignment_layer = alignment_layer
+        self.pad_id = model.pad_id
+        self.bos_id, self.eos_id = _framing_ids(tokenizer, model.pad_id)
+        self.output_vocab_size = _output_vocab_size(model, tokenizer)
+        self.controls = OutputControls(
+            min_length=settings.min_length,
+            no_repeat_ngram_size=settings.no_repeat_ngram_size,
+            repetition_penalty=settings.repetition_penalty,
+        )
+
+    def _start(self, source, options):
+        """What every search needs for `source` ids: `{"batch_size",
+        "limits"` (per sentence)`, "max_length"` (the buffer)`, "cache",
+        "tokens_to_logits", "options"}`; `options` holds the optional
+        `"prefix"` ids and a request's `"max_output_length"` (<= 0: the
+        translator's)."""
+        model = self.model
+        options = dict(options or {})
+        source_mask = tf.not_equal(source, self.pad_id)
+        source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
+        most = self.settings.max_output_length
+        if "max_output_length" in options:
+            asked = tf.cast(options["max_output_length"], tf.int32)
+            most = tf.where(asked > 0, tf.minimum(asked, most), most)
+        limits = tf.minimum(source_lengths + self.settings.max_extra_length, most)
+        if "prefix" in options:
+            prefix_lengths = tf.reduce_sum(
+                tf.cast(tf.not_equal(options["prefix"], self.pad_id), tf.int32), axis=1
+            )
+            limits = tf.minimum(
+                tf.maximum(limits, prefix_lengths + 1), self.settings.max_output_length
+            )
+        max_length = tf.maximum(tf.reduce_max(tf.concat([limits, [1]], 0)), 1)
+        encoder_output = model.encode(source, training=False)
+
+        def tokens_to_logits(token_ids, cache, index):
+            logits, cache = model.decode_step(token_ids, cache, index)
+            return self._tokenizer_ids_only(logits[:, -1]), cache
+
+        return {
+            "batch_size": tf.shape(source)[0],
+            "limits": limits,
+            "max_length": max_length,
+            # Empty: the searches grow it (`resize_cache`).
+            "cache": model.init_cache(encoder_output, source_mask, max_length=0),
+            "tokens_to_logits": tokens_to_logits,
+            "search_options": dict(
+                controls=self.controls,
+                prefix=options.get("prefix"),
+                resize_cache=model.resize_cache,
+            ),
+        }
+
+    def _special_ids(self):
+        return dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
+
+    def _penalized(self, ids, log_probs):
+        """Single-hypothesis outputs as `(ids (batch, 1, length), scores
+        (batch, 1))`, the scores length-penalized like beam search's."""
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), axis=1)
+        return ids[:, None], (
+            log_probs / length_penalty(tf.cast(lengths, tf.float32), self.settings.alpha)
+        )[:, None]
+
+    def search_ids(self, source, num_results, options=None):
+        """Beam search (greedy for `beam_size=1`) of `source` ids: the
+        `num_results` best outputs per sentence, best first, `(ids (batch,
+        num_results, length), scores (batch, num_results))`, the scores
+        length-penalized log-probabilities. `options` as for `_start`."""
+        start = self._start(source, options)
+        common = (start["tokens_to_logits"], start["cache"], start["batch_size"])
+        if self.settings.beam_size == 1:
+            ids, log_probs = greedy_search(
+                *common,
+                start["max_length"],
+                length_limits=start["limits"],
+                **self._special_ids(),
+                **start["search_options"],
+            )
+            return self._penalized(ids, log_probs)
+        return beam_search(
+            *common,
+            start["max_length"],
+            beam_size=self.settings.beam_size,
+            alpha=self.settings.alpha,
+            length_limits=start["limits"],
+            num_results=num_results,
+            **self._special_ids(),
+            **start["search_options"],
+        )
+
+    def sample_ids(self, source, seed, options=None):
+        """One output per sentence drawn at random with `seed`, as
+        `search_ids` returns it for `num_results=1`."""
+        start = self._start(source, options)
+        ids, log_probs = sample(
+            start["tokens_to_logits"],
+            start["cache"],
+            start["batch_size"],
+            start["max_length"],
+            seed,
+            temperature=self.settings.temperature,
+            top_k=self.settings.top_k,
+            top_p=self.settings.top_p,
+            length_limits=start["limits"],
+            **self._special_ids(),
+            **start["search_options"],
+        )
+        return self._penalized(ids, log_probs)
+
+    def token_log_probs(self, source, target):
+        """The log-probability `(batch, target_len)` of each token of
+        `target` (ids ending with EOS, padded) given `source` and the
+        tokens before it: one teacher-forced forward pass; 0 at padding."""
+        bos = tf.fill([tf.shape(target)[0], 1], self.bos_id)
+        logits = self.model((source, tf.concat([bos, target[:, :-1]], 1)), training=False)
+        log_probs = tf.nn.log_softmax(self._tokenizer_ids_only(logits))
+        chosen = tf.gather(log_probs, target, batch_dims=2)
+        return tf.where(tf.not_equal(target, self.pad_id), chosen, 0.0)
+
+    def alignments(self, source, target):
+        """For each token of `target` (ids ending with EOS, padded), the
+        source position `(batch, target_len)` it attends to most in the
+        teacher-forced pass (the decoding pass's attention, as cached and
+        full passes agree), -1 at padding."""
+        bos = tf.fill([tf.shape(target)[0], 1], self.bos_id)
+        decoder_input = tf.concat([bos, target[:, :-1]], 1)
+        cross = self.model.attention_scores(source, decoder_input)["cross"]
+        mean = tf.reduce_mean(cross[self.alignment_layer], axis=1)  # (batch, target, source)
+        best = tf.argmax(mean, axis=-1, output_type=tf.int32)
+        return tf.where(tf.not_equal(target, self.pad_id), best, -1)
+
+    def _tokenizer_ids_only(self, logits):
+        """`logits` `(..., model vocabulary)` with the ids the tokenizer lacks
+        forbidden, so that no output fails to detokenize."""
+        vocab = tf.shape(logits)[-1]
+        if self.output_vocab_size == self.model.target_vocab_size:
+            return logits
+        known = tf.range(vocab) < self.output_vocab_size
+        return tf.where(known[None, :], logits, tf.constant(NEG_INF, logits.dtype))
+
+
+def _framing_ids(tokenizer, pad_id):
+    """The tokenizer's `(bos_id, eos_id)`, checked against the model's pad."""
+    tokenizer_pad = getattr(tokenizer, "pad_id", pad_id)
+    if tokenizer_pad not in (pad_id, -1):
+        raise ValueError(
+            "The tokenizer and the model must pad with the same id: the tokenizer's "
+            f"pad_id is {tokenizer_pad}. Received: model.pad_id={pad_id}"
+        )
+    framing = []
+    for name, default in (("bos_id", special_ids.BOS_ID), ("eos_id", special_ids.EOS_ID)):
+        value = getattr(tokenizer, name, default)
+        if value < 0 or value == pad_id:
+            raise ValueError(
+                f"The tokenizer must define `{name}` (a piece other than padding). "
+                f"Received: tokenizer.{name}={value}"
+            )
+        framing.append(value)
+    return tuple(framing)
+
+
+def _output_vocab_size(model, tokenizer):
+    """How many target ids the translator may emit: the tokenizer's
+    vocabulary, which the model's must cover."""
+    vocab_size = getattr(tokenizer, "vocab_size", None)
+    if vocab_size is None:
+        return model.target_vocab_size
+    for side in ("source", "target"):
+        model_size = getattr(model, f"{side}_vocab_size")
+        if model_size < vocab_size:
+            raise ValueError(
+                f"The model's {side} vocabulary ({model_size:,} ids) is smaller than the "
+                f"tokenizer's ({vocab_size:,}): the tokenizer's ids would not fit. Received: "
+                f"model.{side}_vocab_size={model_size}, tokenizer.vocab_size={vocab_size}"
+            )
+    return vocab_size
+
+
+def resolved_settings(settings, changes, model):
+    """The translator's `DecodingSettings`: `settings` (default the
+    defaults) with `changes`, and the lengths the model decides filled in."""
+    if settings is None:
+        settings = DecodingSettings()
+    if not isinstance(settings, DecodingSettings):
+        raise ValueError(
+            "`settings` must be a keras_transformer.DecodingSettings (or None for the "
+            f"defaults). Received: settings={settings!r}"
+        )
+    settings = settings.replace(**changes)
+    if settings.max_output_length is not None and settings.max_output_length > model.max_length:
+        raise ValueError(
+            f"`max_output_length` must be at most the model's max_length "
+            f"({model.max_length}). Received: max_output_length={settings.max_output_length}"
+        )
+    return settings.replace(
+        max_input_length=settings.max_input_length or model.max_length,
+        max_output_length=settings.max_output_length or model.max_length,
+    )

@@ -1,0 +1,11 @@
+"""The inputs of the translation signatures: `Translator`'s `tf.function`s
+take them, and a SavedModel export serves them under these names."""
+
+import tensorflow as tf
+
+TEXT = tf.TensorSpec([None], tf.string, name="text")
+SOURCE = tf.TensorSpec([None], tf.string, name="source")
+TARGET = tf.TensorSpec([None], tf.string, name="target")
+SEED = tf.TensorSpec([], tf.int64, name="seed")
+PREFIX = tf.TensorSpec([None], tf.string, name="prefix")
+MAX_OUTPUT_LENGTH = tf.TensorSpec([], tf.int32, name="max_output_length")

@@ -1,0 +1,34 @@
+"""keras_transformer_runtime: what runs without TensorFlow or Keras.
+
+The decoding settings every translator shares (`DecodingSettings`), what
+translators return (`TargetScore`, `Hypothesis`, `AlignedTranslation`,
+scored with `length_penalty`), and `CTranslate2Translator`, which runs a
+`keras_transformer.export.export_ctranslate2` directory with only
+`ctranslate2` and `sentencepiece` installed: a CPU inference server needs
+neither TensorFlow nor Keras. `keras_transformer` builds on this package;
+nothing here imports it.
+
+Example:
+
+>>> from keras_transformer_runtime import CTranslate2Translator
+>>> CTranslate2Translator("ende_ct2", compute_type="int8").translate(["A dog runs."])
+['Ein Hund läuft.']
+"""
+
+from keras_transformer_runtime.batching import in_length_order
+from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
+from keras_transformer_runtime.results import AlignedTranslation
+from keras_transformer_runtime.results import Hypothesis
+from keras_transformer_runtime.results import TargetScore
+from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.settings import DecodingSettings
+
+__all__ = [
+    "AlignedTranslation",
+    "CTranslate2Translator",
+    "DecodingSettings",
+    "Hypothesis",
+    "TargetScore",
+    "in_length_order",
+    "length_penalty",
+]

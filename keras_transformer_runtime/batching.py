@@ -1,0 +1,41 @@
+"""Running a translator over many sentences in batches of similar length."""
+
+import sys
+import time
+
+from keras_transformer_runtime import _validation
+
+
+def in_length_order(count, size, run, batch_size, progress=None):
+    """`run(indices)` over `range(count)` in batches of at most
+    `batch_size` items of similar `size(i)` (sorted by it, so that a batch
+    pads little), its results, one per index, put back in index order.
+
+    With `progress` (a label), a line on stderr counts the items done and
+    the seconds spent, updated after each batch.
+
+    Example:
+
+    >>> texts = ["a b c", "a", "a b"]
+    >>> in_length_order(3, lambda i: len(texts[i]), lambda c: [texts[i].upper() for i in c], 2)
+    ['A B C', 'A', 'A B']
+    """
+    _validation.check_positive_int(batch_size=batch_size)
+    order = sorted(range(count), key=size)
+    results = [None] * count
+    start_time = time.time()
+    for start in range(0, count, batch_size):
+        chunk = order[start : start + batch_size]
+        for i, result in zip(chunk, run(chunk), strict=True):
+            results[i] = result
+        if progress:
+            print(
+                f"\r{progress}: {start + len(chunk)}/{count} sentences, "
+                f"{time.time() - start_time:.0f}s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+    if progress:
+        print(file=sys.stderr)
+    return results

@@ -1,0 +1,288 @@
+"""Translate, sample and score with a CTranslate2 export, without
+TensorFlow or Keras.
+
+`keras_transformer.export.export_ctranslate2(translator, directory)`
+writes the directory:
+
+    directory/
+      model.bin, config.json, *_vocabulary.json   (CTranslate2's files)
+      spm.model                                    (the SentencePiece model)
+      keras_transformer.json                       (decoding settings)
+
+and `CTranslate2Translator(directory)` runs it: SentencePiece in Python,
+the model in CTranslate2 (https://github.com/OpenNMT/CTranslate2), so that
+a CPU inference server needs only `ctranslate2` and `sentencepiece`
+(`pip install ctranslate2 sentencepiece`). It decodes as `Translator` does,
+with these differences, by construction of CTranslate2's search:
+
+* CTranslate2 normalizes beam scores by `length ** length_penalty`, not
+  GNMT's `((5 + length) / 6) ** alpha`. `CTranslate2Translator` therefore
+  asks for the `beam_size` finished hypotheses with their raw
+  log-probabilities and ranks them with GNMT's penalty itself; with
+  `alpha=0` the search is the same as ours.
+* The output-length limit is per call of CTranslate2, not per sentence:
+  sources are sorted by length and batched, and a batch gets the limit of
+  its longest source (`max_extra_length` beyond it), a little more than a
+  shorter sentence's own. Only outputs that run to the limit can differ
+  (with `batch_size=1` they do not: a hypothesis the limit stops gets EOS
+  and its log-probability, as in our searches).
+* `min_length`, `no_repeat_ngram_size` and `repetition_penalty` are passed
+  to CTranslate2's own implementations of the same controls.
+* Sampling draws from CTranslate2's own random generator: repeatable with
+  a seed, but not the draws of `Translator`.
+"""
+
+import json
+import os
+
+from keras_transformer_runtime.batching import in_length_order
+from keras_transformer_runtime.results import Hypothesis
+from keras_transformer_runtime.results import TargetScore
+from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.settings import DecodingSettings
+
+SETTINGS_FILE = "keras_transformer.json"
+TOKENIZER_FILE = "spm.model"
+
+
+def import_ctranslate2():
+    """The `ctranslate2` module, or an `ImportError` that says how to get it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ImportError(
+            "CTranslate2 is not installed; it is an optional extra of keras_transformer: "
+            'pip install -e ".[ctranslate2]" (or `pip install ctranslate2`).'
+        ) from None
+    return ctranslate2
+
+
+class CTranslate2Translator:
+    """Translates, samples and scores raw strings with a directory written
+    by `export_ctranslate2`, with the settings saved there.
+
+    SentencePiece runs in Python and the model in CTranslate2; TensorFlow
+    is not used. Sources are truncated to `max_input_length` pieces (EOS
+    included), as `Translator` truncates them.
+
+    Args:
+        model_dir: a directory written by `export_ctranslate2`.
+        device: `"cpu"` or `"cuda"`.
+        compute_type: CTranslate2's compute type, e.g. `"default"` (the
+            exported type), `"int8"`, `"float32"`.
+        intra_threads: threads per translation (0: CTranslate2's default).
+        inter_threads: translations run in parallel.
+        **settings: `DecodingSettings` that replace the exported ones
+            (`beam_size`, `alpha`, ...).
+
+    Attributes:
+        settings: the `DecodingSettings` in use.
+        quantization: the weights' type in the export, e.g. `"int8"`.
+
+    Example:
+
+    >>> translator = CTranslate2Translator("ende_ct2", compute_type="int8")
+    >>> translator.translate(["A dog runs."])
+    ['Ein Hund läuft.']
+    """
+
+    def __init__(
+        self,
+        model_dir,
+        device="cpu",
+        compute_type="default",
+        intra_threads=0,
+        inter_threads=1,
+        **settings,
+    ):
+        ctranslate2 = import_ctranslate2()
+        import sentencepiece
+
+        model_dir = os.fspath(model_dir)
+        settings_path = os.path.join(model_dir, SETTINGS_FILE)
+        if not os.path.isfile(settings_path):
+            raise ValueError(
+                f"`model_dir` {model_dir!r} is not an export of `export_ctranslate2`: it has no "
+                f"{SETTINGS_FILE}."
+            )
+        with open(settings_path, encoding="utf-8") as f:
+            recorded = json.load(f)
+        self.settings = DecodingSettings.from_dict(recorded).replace(**settings)
+        self.quantization = recorded.get("quantization", "float32")
+        self.model_dir = model_dir
+        self.translator = ctranslate2.Translator(
+            model_dir,
+            device=device,
+            compute_type=compute_type,
+            intra_threads=intra_threads,
+            inter_threads=inter_threads,
+        )
+        self.processor = sentencepiece.SentencePieceProcessor(
+            model_file=os.path.join(model_dir, TOKENIZER_FILE)
+        )
+        self._ctranslate2 = ctranslate2
+        self._eos_piece = self.processor.id_to_piece(self.processor.eos_id())
+
+    def _source_pieces(self, sentences):
+        """Pieces of each source, truncated to leave room for EOS (which
+        CTranslate2 appends)."""
+        keep = self.settings.max_input_length - 1
+        return [self.processor.encode(text, out_type=str)[:keep] for text in sentences]
+
+    def _by_length(self, sentences, batch_size, run):
+        """`run(pieces)` over batches of at most `batch_size` sources of
+        similar length (so that a batch's output-length limit, its longest
+        source's, is close to each sentence's own, and little is padded);
+        its outputs, one per sentence, in input order."""
+        pieces = self._source_pieces(sentences)
+
+        def run_batch(chunk):
+            return run([pieces[i] for i in chunk])
+
+        return in_length_order(len(pieces), lambda i: len(pieces[i]), run_batch, batch_size)
+
+    def _decoding_limit(self, pieces):
+        """The most tokens CTranslate2 may generate for a batch, EOS not
+        counted: our limit (the longest source with EOS, plus
+        `max_extra_length`, at most `max_output_length`, EOS included) less
+        the EOS that `_finished` adds where the limit stops a hypothesis."""
+        longest = max((len(p) for p in pieces), default=0) + 1
+        limit = min(longest + self.settings.max_extra_length, self.settings.max_output_length)
+        return max(limit - 1, 1)
+
+    def _finished(self, pieces, results):
+        """Per result, its hypotheses as `(tokens, log_prob)`, each ending
+        with EOS: one the length limit stopped gets EOS and EOS's
+        log-probability (one scoring call), as our searches force EOS at
+        the limit."""
+        eos = self._eos_piece
+        outputs = [
+            [(list(t), float(s)) for t, s in zip(r.hypotheses, r.scores, strict=True)]
+            for r in results
+        ]
+        stopped = [
+            (i, j)
+            for i, hypotheses in enumerate(outputs)
+            for j, (tokens, _) in enumerate(hypotheses)
+            if not tokens or tokens[-1] != eos
+        ]
+        if stopped:
+            scored = self.translator.score_batch(
+                [pieces[i] for i, _ in stopped],
+                [outputs[i][j][0] for i, j in stopped],
+                max_input_length=0,
+            )
+            for (i, j), result in zip(stopped, scored, strict=True):
+                outputs[i][j] = (list(result.tokens), float(sum(result.log_probs)))
+        return outputs
+
+    def _hypotheses(self, finished):
+        """`(tokens, log_prob)` pairs ending with EOS as `Hypothesis`, best
+        first by GNMT's length penalty."""
+        alpha = self.settings.alpha
+        hypotheses = [
+            Hypothesis(
+                translation=self.processor.decode_pieces(tokens[:-1]),
+                score=log_prob / length_penalty(len(tokens), alpha),
+                log_prob=log_prob,
+                tokens=tokens,
+            )
+            for tokens, log_prob in finished
+        ]
+        return sorted(hypotheses, key=lambda h: -h.score)
+
+    def _controls(self):
+        return dict(
+            min_decoding_length=self.settings.min_length,
+            no_repeat_ngram_size=self.settings.no_repeat_ngram_size,
+            repetition_penalty=self.settings.repetition_penalty,
+        )
+
+    def translate_with_scores(self, sentences, n_best=1, batch_size=64):
+        """Beam search (greedy for `beam_size=1`): for each sentence, its
+        `n_best` best `Hypothesis` (at most `beam_size`), best first."""
+        beam_size = self.settings.beam_size
+        if not 1 <= n_best <= beam_size:
+            raise ValueError(
+                f"`n_best` must be between 1 and the beam size ({beam_size}). "
+                f"Received: n_best={n_best}"
+            )
+
+        def run(pieces):
+            results = self.translator.translate_batch(
+                pieces,
+                beam_size=beam_size,
+                num_hypotheses=beam_size,
+                length_penalty=0.0,
+                return_scores=True,
+                return_end_token=True,
+                max_input_length=0,
+                max_decoding_length=self._decoding_limit(pieces),
+                **self._controls(),
+            )
+            return [self._hypotheses(f)[:n_best] for f in self._finished(pieces, results)]
+
+        return self._by_length(sentences, batch_size, run)
+
+    def translate(self, sentences, batch_size=64):
+        """The best translation of each sentence, in order."""
+        return [h[0].translation for h in self.translate_with_scores(sentences, 1, batch_size)]
+
+    def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
+        """`num_samples` random translations of each sentence
+        (`temperature`, `top_k`, `top_p`), from CTranslate2's own random
+        generator seeded with `seed`: repeatable, but not the draws of
+        `Translator`'s `sample_with_scores`."""
+        self._ctranslate2.set_random_seed(seed)
+
+        def run(pieces):
+            results = self.translator.translate_batch(
+                pieces,
+                beam_size=1,
+                num_hypotheses=num_samples,
+                sampling_topk=self.settings.top_k,
+                sampling_topp=self.settings.top_p,
+                sampling_temperature=self.settings.temperature,
+                return_scores=True,
+                return_end_token=True,
+                max_input_length=0,
+                max_decoding_length=self._decoding_limit(pieces),
+                **self._controls(),
+            )
+            return [self._hypotheses(f) for f in self._finished(pieces, results)]
+
+        return self._by_length(sentences, batch_size, run)
+
+    def score(self, sources, targets, batch_size=64):
+        """Scores each target as a translation of its source (forced
+        decoding), like `Translator.score`: a list of `TargetScore`."""
+        sources, targets = list(sources), list(targets)
+        if len(sources) != len(targets):
+            raise ValueError(
+                "`sources` and `targets` must hold one target per source. Received: "
+                f"{len(sources)} sources and {len(targets)} targets"
+            )
+        keep = self.settings.max_output_length - 1
+        alpha = self.settings.alpha
+
+        def run(chunk):
+            source_pieces = self._source_pieces([sources[i] for i in chunk])
+            target_pieces = [self.processor.encode(targets[i], out_type=str)[:keep] for i in chunk]
+            results = self.translator.score_batch(source_pieces, target_pieces, max_input_length=0)
+            scores = []
+            for result in results:
+                log_prob = float(sum(result.log_probs))
+                scores.append(
+                    TargetScore(
+                        log_prob=log_prob,
+                        score=log_prob / length_penalty(len(result.tokens), alpha),
+                        tokens=list(result.tokens),
+                        token_scores=[float(v) for v in result.log_probs],
+                    )
+                )
+            return scores
+
+        def size(i):
+            return len(sources[i]) + len(targets[i])
+
+        return in_length_order(len(sources), size, run, batch_size)

@@ -1,0 +1,34 @@
+import io
+
+import numpy as np
+import pytest
+
+from keras_transformer_runtime import in_length_order
+from keras_transformer_runtime import length_penalty
+
+
+@pytest.mark.parametrize("length, alpha", [(1, 0.6), (7, 0.6), (30, 1.0), (12, 0.0)])
+def test_length_penalty_is_gnmts_formula(length, alpha):
+    np.testing.assert_allclose(length_penalty(length, alpha), ((5 + length) / 6) ** alpha)
+
+
+def test_batches_hold_items_of_similar_size_and_results_come_back_in_order(monkeypatch):
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 50, 23).tolist()
+    batches = []
+
+    def run(chunk):
+        batches.append(list(chunk))
+        return [f"item {i}" for i in chunk]
+
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    results = in_length_order(len(sizes), sizes.__getitem__, run, 5, progress="working")
+    assert results == [f"item {i}" for i in range(len(sizes))]
+    assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
+    # Sorted by size: no batch holds an item smaller than one before it.
+    flat = [sizes[i] for batch in batches for i in batch]
+    assert flat == sorted(sizes)
+    assert "working: 23/23 sentences" in stderr.getvalue()
+    with pytest.raises(ValueError, match="Received: batch_size=0"):
+        in_length_order(3, sizes.__getitem__, run, 0)
