@@ -1,9 +1,43 @@
-"""In-graph greedy search, beam search and sampling over any next-token function."""
+"""In-graph greedy search, beam search and sampling over a next-token
+function and a cache, one module per strategy around one shared loop.
 
+All three know nothing of the model. They call
+
+    logits, cache = tokens_to_logits(token_ids, cache, index)
+
+with `token_ids` `(rows, 1)` int32 (the token at position `index`) and
+`index` a scalar int32; it returns float32 `logits` `(rows, vocab)` for
+position `index + 1` and the updated cache. The cache is a dict of two
+parts (what `Transformer.init_cache` returns), each a nest of tensors with
+the batch as their first axis:
+
+* `"per_hypothesis"`: the state of one output prefix (for a Transformer,
+  the self-attention keys and values). Beam search repeats it `beam_size`
+  times per sentence (the beams of a sentence on consecutive rows) and
+  reorders it whenever it reorders its hypotheses.
+* `"per_sentence"`: what depends on the source only (the encoder keys and
+  values, the source mask). It keeps one row per sentence and is never
+  reordered; `tokens_to_logits` lets the rows of a sentence share it.
+
+Greedy search and sampling pass the cache through as it is. Everything
+runs in `tf.while_loop`s over fixed-shape state, so the searches trace
+once per input signature, run under `tf.function(jit_compile=True)`, and
+export in a SavedModel (`loop`). Given `resize_cache` (for a Transformer,
+`model.resize_cache`), they run `CACHE_SEGMENTS` loops, each over a
+quarter of the steps with a cache just long enough for them: a step's
+cost grows with the cache it attends to, writes and (beam search)
+reorders, and most outputs end long before the buffer does.
+
+Outputs never include BOS; a hypothesis ends with EOS and is padded with
+`pad_id` after it. The output buffer holds `max_length` tokens; every
+sentence may also have its own, smaller limit (`length_limits`, e.g. its
+source length + 50); when it is reached, only EOS may follow.
+"""
+
+from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.controls import OutputControls
-from keras_transformer.decoding.search import beam_search
-from keras_transformer.decoding.search import greedy_search
-from keras_transformer.decoding.search import sample
+from keras_transformer.decoding.greedy import greedy_search
+from keras_transformer.decoding.sampling import sample
 from keras_transformer_runtime.results import length_penalty
 
 __all__ = ["OutputControls", "beam_search", "greedy_search", "length_penalty", "sample"]

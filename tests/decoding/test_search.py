@@ -227,14 +227,14 @@ def test_best_extensions_equal_a_full_top_k(vocab):
     `top_k` over every flattened candidate gives, ties and their order
     included: integer logits tie often; 97 is prime (a padded last chunk),
     120 splits evenly, 12 and 5 have few chunks (5: fewer than asked for)."""
-    from keras_transformer.decoding.search import _Candidates
+    from keras_transformer.decoding.top_k import Candidates
 
     rng = np.random.default_rng(vocab)
     batch, beams, count = 5, 4, 8
     logits = rng.integers(-3, 4, (batch, beams, vocab)).astype("float32")
     offsets = rng.integers(-2, 1, (batch, beams)).astype("float32")
     offsets[0, 1:] = -1e9  # empty beams, as at the first step
-    values, indices = _Candidates(tf.constant(logits)).best(tf.constant(offsets), count)
+    values, indices = Candidates(tf.constant(logits)).best(tf.constant(offsets), count)
     flat = (offsets[:, :, None] + logits).reshape(batch, -1)
     # NumPy reference: a stable sort on -value keeps ties in index order.
     expected = np.argsort(-flat, axis=-1, kind="stable")[:, :count]
@@ -249,9 +249,9 @@ def test_best_extensions_under_a_one_token_rule(vocab):
     search equals a full top-k over logits masked in full, as NumPy masks
     them. 31 puts one real token in the padded last chunk; the rule's
     tokens include the first and the last one."""
+    from keras_transformer.decoding.constraints import only_token
     from keras_transformer.decoding.controls import NEG_INF
-    from keras_transformer.decoding.search import _best_extensions
-    from keras_transformer.decoding.search import _only_token
+    from keras_transformer.decoding.top_k import best_extensions
 
     rng = np.random.default_rng(vocab)
     batch, beams, count, step, eos = 6, 4, 8, 3, 1
@@ -260,10 +260,10 @@ def test_best_extensions_under_a_one_token_rule(vocab):
     limits = np.array([4, 9, 4, 4, 4, 9], "int32")  # step + 1 == 4: at the limit
     forced = np.array([False, True, True, True, False, False])
     forced_token = np.array([0, vocab - 1, eos, 0, 0, 0], "int32")
-    only = _only_token(
+    only = only_token(
         tf.constant(logits), step, limits, eos, tf.constant(forced), tf.constant(forced_token)
     )
-    log_probs, indices = _best_extensions(tf.constant(logits), tf.constant(alive), count, only)
+    log_probs, indices = best_extensions(tf.constant(logits), tf.constant(alive), count, only)
 
     shifted = logits - logits.max(-1, keepdims=True)
     normalizer = logits.max(-1) + np.log(np.exp(shifted).sum(-1))
@@ -283,15 +283,15 @@ def test_log_normalizer_from_the_chunk_maxima_is_a_log_sum_exp():
     """The normalizer beam search takes from the chunk maxima equals
     `log Σ exp` in float64, and the one greedy search computes on its own
     bit for bit (a padded last chunk: 97 tokens)."""
-    from keras_transformer.decoding.search import _Candidates
-    from keras_transformer.decoding.search import _log_normalizer
+    from keras_transformer.decoding.top_k import Candidates
+    from keras_transformer.decoding.top_k import log_normalizer
 
     logits = RNG.normal(size=(3, 4, 97)).astype("float32") * 20
-    ours = _Candidates(tf.constant(logits)).log_normalizer().numpy()
+    ours = Candidates(tf.constant(logits)).log_normalizer().numpy()
     wide = logits.astype(np.float64)
     top = wide.max(-1, keepdims=True)
     np.testing.assert_allclose(ours, top[..., 0] + np.log(np.exp(wide - top).sum(-1)), 1e-6)
-    np.testing.assert_array_equal(ours, _log_normalizer(tf.constant(logits)).numpy())
+    np.testing.assert_array_equal(ours, log_normalizer(tf.constant(logits)).numpy())
 
 
 def test_sampling_top_k_one_is_greedy():
