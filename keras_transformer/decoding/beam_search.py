@@ -176,11 +176,11 @@ def beam_search(
         logits = tf.reshape(logits, [batch_size, k, vocab])
         only = only_token(logits, step, limits, eos_id, forced, forced_token)
 
-        # The candidates: each live hypothesis extended by each token, with
-        # log-probability alive + logits - normalizer. 2k of them: enough
-        # for k live ones even if k of them end here.
+        # The candidates: each live hypothesis extended by each token but PAD
+        # and BOS, with log-probability alive + logits - normalizer. 2k of
+        # them: enough for k live ones even if k of them end here.
         top_log_probs, top_indices = best_extensions(
-            logits, state.alive_log_probs, 2 * k, only
+            logits, state.alive_log_probs, 2 * k, only, never=(pad_id, bos_id)
         )  # (batch, 2k)
         top_beams, top_tokens = top_indices // vocab, top_indices % vocab
         column = tf.equal(tf.range(width), step + 1)[None, None, :]

@@ -1,5 +1,9 @@
 """What a search may output at a step, whatever the model says: a
-sentence's forced prefix, and only EOS at its length limit."""
+sentence's forced prefix, only EOS at its length limit, and never the
+padding or BOS ids.
+
+The rules apply to the choice of tokens, after the log normalizer is
+taken: a search's scores stay the model's own log-probabilities."""
 
 from typing import NamedTuple
 
@@ -104,3 +108,14 @@ def only_eos_at_limit(logits, step, limits, eos_id):
     at_limit = tf.reshape(at_limit, [-1] + [1] * (logits.shape.rank - 1))
     is_eos = tf.equal(tf.range(tf.shape(logits)[-1]), eos_id)
     return tf.where(tf.logical_and(at_limit, tf.logical_not(is_eos)), NEG_INF, logits)
+
+
+def never_chosen(logits, ids):
+    """`logits` `(..., vocab)` with the tokens `ids` (Python ints: the
+    padding and BOS ids, which are no output tokens) at `NEG_INF`, so that
+    no search chooses them; `()` leaves the logits as they are."""
+    if not ids:
+        return logits
+    vocab = tf.range(tf.shape(logits)[-1])
+    hidden = tf.reduce_any(tf.equal(vocab[:, None], tf.constant(ids, tf.int32)[None, :]), -1)
+    return tf.where(hidden, tf.constant(NEG_INF, logits.dtype), logits)

@@ -5,6 +5,7 @@ one-token-at-a-time loop of greedy search and sampling."""
 import tensorflow as tf
 
 from keras_transformer.decoding.constraints import forced_tokens
+from keras_transformer.decoding.constraints import never_chosen
 from keras_transformer.decoding.constraints import only_eos_at_limit
 from keras_transformer.decoding.constraints import only_forced
 from keras_transformer.decoding.constraints import outside_prefix
@@ -103,7 +104,8 @@ def one_token_at_a_time(
 ):
     """The loop of greedy search and sampling: `pick(logits, step)` chooses
     each sentence's next token `(batch,)` from its logits `(batch, vocab)`
-    (after the length limit's rule); returns `(ids, scores)`."""
+    (after the rules of `constraints`: never PAD or BOS, only EOS at the
+    limit, a forced prefix); returns `(ids, scores)`."""
     limits = sentence_limits(batch_size, max_length, length_limits)
     prefix, limits = with_prefix(prefix, limits, batch_size, max_length, pad_id)
     sequences = tf.concat(
@@ -124,6 +126,7 @@ def one_token_at_a_time(
             controlled = controls.apply(logits, sequences, step, limits, eos_id)
             logits = outside_prefix(forced, controlled, logits)
         normalizer = log_normalizer(logits)
+        logits = never_chosen(logits, (pad_id, bos_id))
         logits = only_eos_at_limit(logits, step, limits, eos_id)
         logits = only_forced(logits, forced, forced_token)
         next_token = pick(logits, step)

@@ -7,6 +7,7 @@ import math
 import tensorflow as tf
 
 from keras_transformer.decoding.constraints import masked
+from keras_transformer.decoding.constraints import never_chosen
 from keras_transformer.decoding.controls import NEG_INF
 
 
@@ -48,14 +49,16 @@ class Candidates:
     runs over them and then over the `count` chosen chunks, gathered in
     flat order so that ties resolve as a full top-k's do. A rule allowing
     one token per sentence (`OnlyToken`) applies to the chunk maxima and
-    to the chosen chunks only.
+    to the chosen chunks only. The tokens `never` (PAD, BOS) are never
+    candidates; the normalizer still counts them.
     """
 
-    def __init__(self, logits):
-        self.logits = logits
+    def __init__(self, logits, never=()):
+        self.logits, self.never = logits, tuple(never)
         self.beams, self.vocab = logits.shape[1], logits.shape[2]
         self.size = _chunk_size(self.vocab)
         self.chunks = -(-self.vocab // self.size)
+        logits = never_chosen(logits, self.never)
         if self.chunks * self.size != self.vocab:  # padding: never chosen
             padding = [[0, 0], [0, 0], [0, self.chunks * self.size - self.vocab]]
             logits = tf.pad(logits, padding, constant_values=-math.inf)
@@ -64,10 +67,14 @@ class Candidates:
         self.maxima = tf.reduce_max(self.chunked, axis=-1)  # (batch, beams * chunks)
 
     def log_normalizer(self):
-        """`log Σ_v exp(logits[..., v])` `(batch, beams)`, as
-        `log_normalizer` computes it, its maximum from the chunk maxima."""
+        """`log Σ_v exp(logits[..., v])` `(batch, beams)` over every token,
+        `never` included, as `log_normalizer` computes it, its maximum from
+        the chunk maxima (and `never`'s logits)."""
         batch = tf.shape(self.logits)[0]
         top = tf.reduce_max(tf.reshape(self.maxima, [batch, self.beams, self.chunks]), -1)
+        if self.never:
+            hidden = tf.gather(self.logits, list(self.never), axis=-1)  # (batch, beams, n)
+            top = tf.maximum(top, tf.reduce_max(hidden, axis=-1))
         return top + tf.math.log(tf.reduce_sum(tf.exp(self.logits - top[..., None]), axis=-1))
 
     def _masked_maxima(self, only):
@@ -86,7 +93,7 @@ class Candidates:
         index): `(values, flat_indices)`, each `(batch, count)`."""
         batch = tf.shape(self.logits)[0]
         if self.beams * self.chunks < count:
-            return _full_top_k(self.logits, offsets, count, only)
+            return _full_top_k(never_chosen(self.logits, self.never), offsets, count, only)
         maxima = self.maxima if only is None else self._masked_maxima(only)
         chunk_offsets = tf.repeat(offsets, self.chunks, axis=1)  # (batch, beams * chunks)
         _, chosen = tf.math.top_k(maxima + chunk_offsets, count)
@@ -105,13 +112,15 @@ class Candidates:
         return top_values, (chunk // self.chunks) * self.vocab + token
 
 
-def best_extensions(logits, alive_log_probs, count, only):
+def best_extensions(logits, alive_log_probs, count, only, never=()):
     """The `count` most likely extensions of each sentence's beams:
     `(log_probs, flat_indices)` `(batch, count)`, the flat index being
     `beam * vocab + token`, over `logits` `(batch, beams, vocab)` of beams
     with log-probabilities `alive_log_probs` `(batch, beams)`, under the
-    `OnlyToken` rule `only` (the normalizer is taken before it)."""
+    `OnlyToken` rule `only` and never with a token of `never` (the
+    normalizer is taken before both)."""
     if logits.shape[2] is None:  # the vocabulary's size unknown while tracing
-        return _full_top_k(logits, alive_log_probs - log_normalizer(logits), count, only)
-    candidates = Candidates(logits)
+        offsets = alive_log_probs - log_normalizer(logits)
+        return _full_top_k(never_chosen(logits, tuple(never)), offsets, count, only)
+    candidates = Candidates(logits, never)
     return candidates.best(alive_log_probs - candidates.log_normalizer(), count, only)

@@ -23,8 +23,9 @@ for table in (TABLE, TABLE2):
     table[..., 2] = -30.0  # never BOS
 
 
-def markov(batch, order=1):
-    """`tokens_to_logits` for sentence b using TABLE[b % 3] (or TABLE2).
+def markov(batch, order=1, table=None):
+    """`tokens_to_logits` for sentence b using TABLE[b % 3] (or TABLE2, or
+    `table` in TABLE's layout).
 
     The sentence number is per-sentence state (one row per sentence, read
     by all the rows of its beams); the token before `ids` is per-hypothesis
@@ -37,7 +38,9 @@ def markov(batch, order=1):
         sentence = tf.repeat(sentences, rows_per_sentence)
         previous = cache["per_hypothesis"]["previous"]
         if order == 1:
-            logits = tf.gather_nd(TABLE, tf.stack([sentence, ids[:, 0]], axis=1))
+            logits = tf.gather_nd(
+                TABLE if table is None else table, tf.stack([sentence, ids[:, 0]], axis=1)
+            )
         else:
             logits = tf.gather_nd(TABLE2, tf.stack([sentence, previous, ids[:, 0]], axis=1))
         return logits, {**cache, "per_hypothesis": {"previous": ids[:, 0]}}
@@ -54,11 +57,11 @@ def log_softmax(x):
     return x - np.log(np.exp(x).sum())
 
 
-def sequence_log_prob(sentence, tokens, order=1):
+def sequence_log_prob(sentence, tokens, order=1, table=None):
     before, previous, total = 2, 2, 0.0
     for token in tokens:
         if order == 1:
-            logits = TABLE[sentence % 3, previous]
+            logits = (TABLE if table is None else table)[sentence % 3, previous]
         else:
             logits = TABLE2[sentence % 3, before, previous]
         total += log_softmax(logits.astype(np.float64))[token]
@@ -66,14 +69,15 @@ def sequence_log_prob(sentence, tokens, order=1):
     return total
 
 
-def brute_force_best(sentence, limit, alpha, order=1):
-    """The best length-penalized hypothesis over every sequence that ends
-    with EOS within `limit` tokens."""
+def brute_force_best(sentence, limit, alpha, order=1, table=None):
+    """The best length-penalized hypothesis over every sequence of output
+    tokens (not PAD or BOS) that ends with EOS within `limit` tokens."""
     best = (-np.inf, None)
     for length in range(1, limit + 1):
         for prefix in itertools.product([1, 4, 5], repeat=length - 1):
             tokens = list(prefix) + [EOS_ID]
-            score = sequence_log_prob(sentence, tokens, order) / ((5 + length) / 6) ** alpha
+            score = sequence_log_prob(sentence, tokens, order, table)
+            score /= ((5 + length) / 6) ** alpha
             best = max(best, (score, tokens), key=lambda x: x[0])
     return best
 
@@ -99,6 +103,38 @@ def test_greedy_equals_a_numpy_rollout():
         assert strip(ids[b].numpy()) == expected
         assert float(scores[b]) == pytest.approx(sequence_log_prob(b, expected), rel=1e-5)
         assert all(t == 0 for t in ids[b].numpy()[len(expected) :])
+
+
+def test_no_search_chooses_padding_or_bos_and_scores_stay_the_models():
+    """A model that prefers PAD and BOS to every other token: each search
+    chooses among the others, and scores under the model's whole
+    distribution (as scoring a given target does)."""
+    table = TABLE.copy()
+    table[..., 0] = table[..., 2] = 8.0  # PAD and BOS the most likely, by far
+    step, cache = markov(3, table=table)
+    ids, scores = greedy_search(step, cache, batch_size=3, max_length=6)
+    for b in range(3):
+        expected, previous = [], 2
+        for position in range(6):
+            allowed = np.where(np.isin(np.arange(VOCAB), [0, 2]), -np.inf, table[b % 3, previous])
+            token = EOS_ID if position == 5 else int(np.argmax(allowed))
+            expected.append(token)
+            if token == EOS_ID:
+                break
+            previous = token
+        assert strip(ids[b].numpy()) == expected
+        expected_score = sequence_log_prob(b, expected, table=table)
+        assert float(scores[b]) == pytest.approx(expected_score, rel=1e-5)
+    ids, scores = beam_search(step, cache, batch_size=3, max_length=4, beam_size=6, alpha=0.6)
+    for b in range(3):
+        best_score, best = brute_force_best(b, 4, 0.6, table=table)
+        assert strip(ids[b, 0].numpy()) == best
+        assert float(scores[b, 0]) == pytest.approx(best_score, rel=1e-4)
+    ids, scores = sample(step, cache, batch_size=3, max_length=6, seed=1, temperature=3.0)
+    for b in range(3):
+        tokens = strip(ids[b].numpy())
+        assert not {0, 2} & set(tokens)
+        assert float(scores[b]) == pytest.approx(sequence_log_prob(b, tokens, table=table), 1e-5)
 
 
 def test_beam_one_equals_greedy():
