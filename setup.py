@@ -33,6 +33,7 @@ setup(
         # jax and torch: CI also runs the backend-portable tests on them.
         "test": [
             "pytest",
+            "pytest-xdist",  # the tiers run on two workers (-n 2)
             "matplotlib",
             "ruff==0.17.6",
             "ctranslate2>=4.8",

@@ -1,33 +1,59 @@
 import dataclasses
 import os
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-
-import keras  # noqa: E402
-import pytest  # noqa: E402
-
 # KERAS_BACKEND selects the backend (TensorFlow unless set); under JAX or
 # PyTorch the tests marked `tensorflow_only` are skipped.
-BACKEND = keras.backend.backend()
+BACKEND = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# Keras (and so TensorFlow) is imported by the fixtures and the test modules
+# only: pytest-xdist's controller process needs neither, and TensorFlow's
+# absl logs at import would otherwise print after the summary line.
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run_large",
+        action="store_true",
+        default=False,
+        help="also run the tests marked `large` (they train to a result, trace a "
+        "SavedModel or start a Python process); `-m large --run_large` runs only them",
+    )
 
 
 def pytest_report_header(config):
-    return f"Keras backend: {BACKEND}"
+    tier = "fast and large" if config.getoption("--run_large") else "fast (large: --run_large)"
+    return f"Keras backend: {BACKEND}; tests: {tier}"
 
 
+# Session fixtures that cost enough to build once: under pytest-xdist
+# (`-n 2 --dist loadgroup`), the tests that use one run on the same worker.
+SHARED_ON_ONE_WORKER = ("letter_reverser", "exported_translator")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    if BACKEND == "tensorflow":
-        return
-    skip = pytest.mark.skip(reason=f"TensorFlow only; KERAS_BACKEND={BACKEND}")
     for item in items:
-        if item.get_closest_marker("tensorflow_only"):
-            item.add_marker(skip)
+        shared = [name for name in SHARED_ON_ONE_WORKER if name in item.fixturenames]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
+    if not config.getoption("--run_large"):  # the fast tier: large tests deselected
+        large = [item for item in items if item.get_closest_marker("large")]
+        if large:
+            config.hook.pytest_deselected(items=large)
+            items[:] = [item for item in items if not item.get_closest_marker("large")]
+    skip_backend = pytest.mark.skip(reason=f"TensorFlow only; KERAS_BACKEND={BACKEND}")
+    for item in items:
+        if item.get_closest_marker("tensorflow_only") and BACKEND != "tensorflow":
+            item.add_marker(skip_backend)
 
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     """Every test starts seeded and in float32."""
+    import keras
+
     keras.utils.set_random_seed(1234)
     yield
     keras.mixed_precision.set_global_policy("float32")
@@ -37,7 +63,7 @@ def _fresh_keras_state():
 class TrainedReverser:
     """A model `training.train` taught to reverse letter sequences."""
 
-    model: keras.Model
+    model: object  # keras.Model
     tokenizer: object
     result: object
 
@@ -46,12 +72,15 @@ class TrainedReverser:
 def letter_reverser(tmp_path_factory):
     """The tiny preset trained for 1,000 updates on 5,000 letter reversals
     with a SentencePiece vocabulary: one run serves the trainer's test that
-    the recipe learns, and the translator's tests of exact outputs."""
+    the recipe learns, and the translator's tests of exact outputs (large
+    tests only)."""
+    import keras
+
     from keras_transformer import Transformer
     from keras_transformer import training
     from keras_transformer.tokenization import train_sentencepiece
     from tests.training.helpers import letter_reversal_corpus
-    from tests.training.helpers import train_tiny
+    from tests.training.helpers import train_quietly
 
     keras.utils.set_random_seed(0)  # session fixtures run before the autouse seeding
     sources, targets = letter_reversal_corpus(5000, seed=0)
@@ -66,7 +95,44 @@ def letter_reverser(tmp_path_factory):
     )
     model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size, dropout=0.0)
     model_dir = tmp_path_factory.mktemp("reverser")
-    result = train_tiny(
+    result = train_quietly(
         model_dir, 1000, model, batches, steps_per_checkpoint=1000, warmup_steps=200
     )
     return TrainedReverser(model, tokenizer, result)
+
+
+@pytest.fixture(scope="session")
+def sentencepiece_tokenizer():
+    """One SentencePiece tokenizer over letter sequences (280 pieces, its
+    256 bytes included), for every test that needs a real tokenizer but no
+    particular vocabulary."""
+    from keras_transformer.tokenization import train_sentencepiece
+    from tests.training.helpers import letter_reversal_corpus
+
+    sources, targets = letter_reversal_corpus(200, seed=0)
+    return train_sentencepiece(sources + targets, 280)
+
+
+@pytest.fixture(scope="session")
+def micro_translator(sentencepiece_tokenizer):
+    """An untrained `Translator` (a `micro_model`, beam 2, at most 4 tokens
+    beyond the source), for the tests that need *a* translator."""
+    import keras
+
+    from keras_transformer import Translator
+    from tests.micro import micro_model
+
+    keras.utils.set_random_seed(0)  # session fixtures run before the autouse seeding
+    model = micro_model(vocab_size=sentencepiece_tokenizer.vocab_size)
+    return Translator(model, sentencepiece_tokenizer, beam_size=2, max_extra_length=4)
+
+
+@pytest.fixture(scope="session")
+def exported_translator(micro_translator, tmp_path_factory):
+    """`micro_translator` exported once as a SavedModel: `(translator,
+    version directory)`. Only large tests use it (tracing every signature
+    is the cost)."""
+    from keras_transformer.export import export_saved_model
+
+    path = export_saved_model(micro_translator, tmp_path_factory.mktemp("exported"))
+    return micro_translator, path

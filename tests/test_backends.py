@@ -24,6 +24,11 @@ other_backends = pytest.mark.skipif(
 )
 
 
+# TensorFlow's reference is written by a Python process: the tests that
+# compare with it are large (CI runs them on JAX and PyTorch).
+compares = pytest.mark.large
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """TensorFlow's `.keras` files and outputs, written by a subprocess."""
@@ -32,6 +37,7 @@ def reference(tmp_path_factory):
     return directory
 
 
+@compares
 @other_backends
 def test_layers_and_model_give_tensorflows_outputs_from_one_keras_file(reference):
     differences = backend_cases.compare(reference)
@@ -58,6 +64,7 @@ def readme_function(name):
     raise AssertionError(f"the README defines no `{name}`")
 
 
+@compares
 @other_backends
 def test_readme_loop_translates_with_a_model_trained_on_tensorflow(reference):
     from keras_transformer.special_ids import BOS_ID

@@ -210,6 +210,7 @@ def test_plan_runs_each_implementation_in_order_with_the_special_ids():
     ]
 
 
+@pytest.mark.large  # starts a Python process
 def test_entry_point_loads_the_package():
     script = os.path.join(BENCHMARKS, "compare.py")
     result = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)

@@ -13,31 +13,19 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from keras_transformer import Transformer
-from keras_transformer import Translator
-from keras_transformer.export import export_saved_model
-from keras_transformer.tokenization import train_sentencepiece
 from tests.examples.helpers import load_example
 
-pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+# TensorFlow by design; every test serves a SavedModel.
+pytestmark = [pytest.mark.tensorflow_only, pytest.mark.large]
 
 client = load_example("serving_client")
 
 SENTENCES = ["A dog runs.", "", "Zwei Hunde spielen im Schnee."]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    import keras
-
-    keras.utils.set_random_seed(0)
-    tokenizer = train_sentencepiece(["A dog runs in the snow.", "Zwei Hunde spielen."] * 30, 300)
-    translator = Translator(
-        Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size),
-        tokenizer,
-        max_extra_length=5,
-    )
-    path = export_saved_model(translator, tmp_path_factory.mktemp("models"), warmup_sentences=())
+@pytest.fixture
+def served(exported_translator):
+    translator, path = exported_translator
     signature = tf.saved_model.load(path).signatures["serving_default"]
     return translator, signature
 

@@ -50,14 +50,21 @@ def corpus(tmp_path_factory):
     return paths
 
 
+# The tiny preset cut to one layer of width 16: what is tested is the run,
+# not what the model learns.
+MICRO_FLAGS = "--num_layers 1 --d_model 16 --num_heads 2 --d_ff 32"
+
+
 def local_args(corpus, model_dir, extra=""):
-    """The tiny preset on the generated corpus, plus `extra` flags."""
+    """The tiny preset, cut to `MICRO_FLAGS`, on the generated corpus, plus
+    `extra` flags."""
     files = (
         f"--train_src {corpus['train.en']} --train_tgt {corpus['train.de']} "
         f"--valid_src {corpus['valid.en']} --valid_tgt {corpus['valid.de']} "
         f"--test_src {corpus['test.en']} --test_ref {corpus['test.de']}"
     )
-    return f"--preset tiny --model_dir {model_dir} --vocab_size 300 {files} {extra}".split()
+    run = f"--preset tiny {MICRO_FLAGS} --model_dir {model_dir} --vocab_size 300"
+    return f"{run} {files} {extra}".split()
 
 
 def run_script(args, **kwargs):
@@ -66,6 +73,7 @@ def run_script(args, **kwargs):
     )
 
 
+@pytest.mark.large  # starts a Python process
 def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     model_dir, export_dir = tmp_path / "run", tmp_path / "export"
     extra = f"--export_dir {export_dir} --train_steps 30 --steps_per_checkpoint 10"
@@ -122,7 +130,7 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
 
     # Another model in the same directory is refused before anything runs.
     other = run_script(args + ["--d_model", "32"])
-    assert other.returncode != 0 and "d_model: None -> 32" in other.stderr
+    assert other.returncode != 0 and "d_model: 16 -> 32" in other.stderr
     # More steps continue the run, and export the new weights as a new version.
     more = run_script(args + ["--train_steps", "40"])
     assert more.returncode == 0, more.stderr[-3000:]
@@ -132,6 +140,7 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert sorted(os.listdir(export_dir)) == ["1", "2"]
 
 
+@pytest.mark.large  # starts a Python process
 def test_kill_then_rerun_resumes(corpus, tmp_path):
     model_dir = tmp_path / "run"
     args = local_args(corpus, model_dir, "--steps_per_checkpoint 10 --max_eval_sentences 2")
@@ -156,9 +165,11 @@ def test_kill_then_rerun_resumes(corpus, tmp_path):
     assert f"training: resumed from step {summary['training']['initial_step']}" in resumed.stdout
 
 
+@pytest.mark.large  # trains, evaluates and exports: a whole run
 def test_tfds_path_under_mock_data(tmp_path):
     script = load_example("wmt_ende")
-    args = f"--preset tiny --model_dir {tmp_path / 'run'} --vocab_size 300 --train_steps 4"
+    args = f"--preset tiny {MICRO_FLAGS} --model_dir {tmp_path / 'run'} --vocab_size 300"
+    args += " --train_steps 4"
     args += " --steps_per_checkpoint 2 --max_eval_sentences 3 --beam_size 2"
     with tfds.testing.mock_data(num_examples=40):
         results = script.main(args.split())
@@ -168,10 +179,12 @@ def test_tfds_path_under_mock_data(tmp_path):
     assert config["data"] == "tfds:wmt14_translate/de-en" and config["source_lang"] == "en"
 
 
+@pytest.mark.large  # trains, evaluates and exports: a whole run
 def test_only_the_chief_evaluates_and_exports(tmp_path, monkeypatch):
     script = load_example("wmt_ende")
     monkeypatch.setattr(script.training, "is_chief", lambda strategy: False)
-    args = f"--preset tiny --model_dir {tmp_path / 'run'} --vocab_size 300 --train_steps 2"
+    args = f"--preset tiny {MICRO_FLAGS} --model_dir {tmp_path / 'run'} --vocab_size 300"
+    args += " --train_steps 2"
     args += f" --steps_per_checkpoint 2 --export_dir {tmp_path / 'exports'}"
     with tfds.testing.mock_data(num_examples=40):
         assert script.main(args.split()) == {}
@@ -180,9 +193,12 @@ def test_only_the_chief_evaluates_and_exports(tmp_path, monkeypatch):
     assert not list((tmp_path / "run").glob("hypotheses.*"))
 
 
-def test_partial_local_flags_fail_fast(tmp_path):
-    result = run_script(["--preset", "tiny", "--model_dir", str(tmp_path), "--train_src", "x.en"])
-    assert result.returncode != 0 and "--train_tgt" in result.stderr
+def test_partial_local_flags_fail_fast(tmp_path, capsys):
+    script = load_example("wmt_ende")
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--preset", "tiny", "--model_dir", str(tmp_path), "--train_src", "x.en"])
+    assert stopped.value.code != 0 and "--train_tgt" in capsys.readouterr().err
+    assert not tmp_path.joinpath("config.json").exists()  # nothing was started
 
 
 def test_no_arguments_offline_stop_at_once_with_the_local_files_advice(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 import io
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -86,6 +87,7 @@ def _our_hypotheses(translator, sources):
     return outputs
 
 
+@pytest.mark.large  # uses the trained letter reverser
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_trained_model_decodes_like_the_translator(letter_reverser, tmp_path, beam_size):
     translator = Translator(letter_reverser.model, letter_reverser.tokenizer, beam_size=beam_size)
@@ -123,6 +125,7 @@ def test_outputs_stopped_by_the_length_limit_are_ours(words_tokenizer, tmp_path,
     np.testing.assert_allclose([t.score for t in theirs], [o[1] for o in ours], atol=1e-4)
 
 
+@pytest.mark.large  # uses the trained letter reverser
 def test_int8_export_still_reverses(letter_reverser, tmp_path):
     translator = Translator(letter_reverser.model, letter_reverser.tokenizer)
     ct2_export.export_ctranslate2(translator, tmp_path / "int8", quantization="int8")
@@ -177,12 +180,45 @@ def test_bad_input_is_refused_and_a_failed_export_keeps_the_old_one(
         ct2_export.export_ctranslate2(translator, tmp_path / "c")
 
 
+@pytest.mark.large  # starts a Python process
+def test_the_runtime_translates_in_a_process_without_tensorflow(words_tokenizer, tmp_path):
+    """What a CPU inference server runs: `keras_transformer_runtime` alone,
+    neither TensorFlow nor Keras nor keras_transformer imported."""
+    tokenizer, sentences = words_tokenizer
+    translator = Translator(_random_model(), tokenizer, beam_size=2, max_extra_length=4)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    sources = sentences[:3]
+    expected = CTranslate2Translator(tmp_path / "ct2").translate_with_scores(sources)
+    script = (
+        "import json, sys\n"
+        "from keras_transformer_runtime import CTranslate2Translator\n"
+        f"translator = CTranslate2Translator({str(tmp_path / 'ct2')!r})\n"
+        f"hypotheses = translator.translate_with_scores({sources!r})\n"
+        "heavy = ('tensorflow', 'tensorflow_text', 'keras', 'keras_transformer', 'jax', 'torch')\n"
+        "print(json.dumps({\n"
+        "    'translations': [h[0].translation for h in hypotheses],\n"
+        "    'scores': [h[0].score for h in hypotheses],\n"
+        "    'imported': sorted(m for m in heavy if m in sys.modules),\n"
+        "}))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ran = json.loads(result.stdout.strip().splitlines()[-1])
+    assert ran["imported"] == []
+    assert ran["translations"] == [h[0].translation for h in expected]
+    np.testing.assert_allclose(ran["scores"], [h[0].score for h in expected], atol=1e-5)
+
+
 def _run_cli(monkeypatch, capsysbinary, args, stdin):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
     assert translate_main(args) == 0
     return capsysbinary.readouterr().out.decode().splitlines()
 
 
+@pytest.mark.large  # uses the trained letter reverser
 def test_command_line(letter_reverser, tmp_path, monkeypatch, capsysbinary):
     translator = Translator(letter_reverser.model, letter_reverser.tokenizer)
     directory = str(tmp_path / "ct2")

@@ -6,7 +6,6 @@ import os
 import pathlib
 import socket
 import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -14,43 +13,23 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-import keras_transformer.export.saved_model as saved_model_module
 from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import export_saved_model
 from keras_transformer.export.versions import claimed_version
-from keras_transformer.tokenization import train_sentencepiece
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
-SENTENCES = ["A man is riding a bicycle.", "Zwei Hunde spielen im Schnee."]
+SENTENCES = ["a b c d e", "j i h g f e d c b a"]
 
 
-@pytest.fixture(scope="module")
-def translator():
-    tokenizer = train_sentencepiece(SENTENCES * 30, 300)
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size)
-    return Translator(model, tokenizer, beam_size=2, max_extra_length=3)
+@pytest.fixture
+def translator(micro_translator):
+    return micro_translator
 
 
 def export(translator, base, **options):
     return export_saved_model(translator, base, warmup_sentences=(), **options)
-
-
-@pytest.fixture
-def quick_writes(monkeypatch):
-    """Exports that write a stand-in `saved_model.pb` (its contents number
-    the writes) instead of tracing the search: for the tests of versions,
-    claims and swaps, which the contents do not change."""
-    writes = []
-
-    def write(translator, directory, version, limits, warmup_sentences):
-        writes.append(version)
-        os.remove(os.path.join(directory, "owner"))  # as the real writer does
-        pathlib.Path(directory, "saved_model.pb").write_text(f"write {len(writes)}")
-
-    monkeypatch.setattr(saved_model_module, "_write_export", write)
-    return writes
 
 
 def test_claims_are_exclusive_even_under_concurrency(tmp_path):
@@ -85,7 +64,8 @@ def test_an_export_never_takes_a_version_another_one_is_writing(translator, tmp_
 
 
 def dead_pid():
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    """The id of a process that has ended (not a Python process: cheap)."""
+    process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
 
@@ -119,6 +99,7 @@ def test_a_failed_overwrite_keeps_the_old_version(translator, tmp_path, monkeypa
     assert sorted(os.listdir(base)) == ["1"]
 
 
+@pytest.mark.large  # traces a SavedModel
 def test_requests_over_the_limits_are_refused_with_the_limit(translator, tmp_path):
     # The two sentences, each with its EOS, are exactly the token limit.
     tokens = sum(len(ids) + 1 for ids in translator.tokenizer(SENTENCES).to_list())
@@ -156,10 +137,9 @@ def compiled_functions(path):
     return found
 
 
+@pytest.mark.large  # traces a SavedModel
 def test_an_xla_translator_is_exported_without_xla(translator, tmp_path):
-    xla = Translator(
-        translator.model, translator.tokenizer, beam_size=2, max_extra_length=3, jit_compile=True
-    )
+    xla = Translator(translator.model, translator.tokenizer, translator.settings, jit_compile=True)
     path = export(xla, tmp_path / "models")
     assert compiled_functions(path) == []
     serve = tf.saved_model.load(path).signatures["serving_default"]

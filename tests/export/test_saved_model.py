@@ -1,6 +1,7 @@
 import io
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import threading
@@ -12,23 +13,17 @@ import tensorflow as tf
 import keras_transformer.export.saved_model as saved_model_module
 import keras_transformer.translate as translate_cli
 from keras_transformer import Transformer
-from keras_transformer import Translator
 from keras_transformer.export import existing_versions
 from keras_transformer.export import export_saved_model
-from keras_transformer.tokenization import SentencePieceTokenizer
-from keras_transformer.tokenization import train_sentencepiece
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+# The tests of an export's contents load the session's exported translator
+# (tracing every signature is the cost), and are large.
+served = pytest.mark.large
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-CORPUS = [
-    "A man is riding a bicycle down the street.",
-    "Ein Mann fährt mit dem Fahrrad die Straße entlang.",
-    "Two dogs are playing in the snow.",
-    "Zwei Hunde spielen im Schnee.",
-]
 # Raw bytes (latin-1 round trip in JSON): empty, long, invalid UTF-8, scripts.
 HOSTILE = [
     "A dog runs.",
@@ -40,22 +35,11 @@ HOSTILE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """A tiny model, a tokenizer built from a file that is then deleted,
-    and an export of both."""
-    import keras
-
-    keras.utils.set_random_seed(0)
-    base = tmp_path_factory.mktemp("export")
-    model_file = base / "spm.model"
-    train_sentencepiece(CORPUS * 20, 320).save(model_file)
-    tokenizer = SentencePieceTokenizer.from_file(model_file)
-    os.remove(model_file)  # the export must not need it
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size)
-    translator = Translator(model, tokenizer, beam_size=3, max_extra_length=8)
-    path = export_saved_model(translator, base / "models")
-    return translator, path
+@pytest.fixture
+def exported(exported_translator):
+    """The session's micro translator and its SavedModel (its tokenizer was
+    never a file: the export carries it)."""
+    return exported_translator
 
 
 PREFIXES = ["Zwei", "", "x \xff", "", "Ein", ""]
@@ -87,6 +71,7 @@ def decoded(strings):
     ).tolist()
 
 
+@served
 def test_every_signature_loads_without_keras_both_ways_and_matches_python(exported, tmp_path):
     translator, path = exported
     text = tf.constant(as_bytes(HOSTILE))
@@ -128,6 +113,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
     assert len(result["results"]["serving_default"]["eager"]["translation"]) == len(HOSTILE)
 
 
+@served
 def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
     _, path = exported
     result = load_in_fresh_process(path, {"serving_default": {"text": ["x"]}}, tmp_path)
@@ -143,6 +129,7 @@ def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
     }
 
 
+@served
 def test_bad_input_keeps_every_sentence_in_order(exported):
     translator, path = exported
     serve = tf.saved_model.load(path).signatures["serving_default"]
@@ -155,6 +142,7 @@ def test_bad_input_keeps_every_sentence_in_order(exported):
     assert empty["translation"].shape == (0,) and empty["score"].shape == (0,)
 
 
+@served
 def test_sixteen_threads_get_the_single_thread_results(exported):
     _, path = exported
     serve = tf.saved_model.load(path).signatures["serving_default"]
@@ -175,6 +163,7 @@ def test_sixteen_threads_get_the_single_thread_results(exported):
     assert results == expected
 
 
+@served
 def test_other_signatures_settings_and_warmup(exported):
     translator, path = exported
     loaded = tf.saved_model.load(path)
@@ -198,10 +187,11 @@ def test_other_signatures_settings_and_warmup(exported):
         == b"Two dogs are playing."
     )
     n_best = loaded.signatures["n_best"](text=text)
-    assert n_best["translations"].shape == (1, 3)
+    beam_size = translator.settings.beam_size
+    assert n_best["translations"].shape == (1, beam_size) and beam_size > 1
     settings = json.loads(loaded.settings_json.numpy())
     limits = {"max_batch_size": 256, "max_input_tokens": 16_384}  # the defaults
-    assert settings == {**translator.settings.to_dict(), **limits} and settings["beam_size"] == 3
+    assert settings == {**translator.settings.to_dict(), **limits}
     with open(os.path.join(path, "assets.extra", "keras_transformer.json")) as f:
         assert json.load(f)["alpha"] == 0.6
 
@@ -216,8 +206,8 @@ def test_other_signatures_settings_and_warmup(exported):
     assert tf.make_ndarray(request.inputs["text"]).tolist()[0] == b"A man is riding a bicycle."
 
 
-def test_versions_and_failed_exports(exported, tmp_path, monkeypatch):
-    translator, _ = exported
+def test_versions_and_failed_exports(micro_translator, tmp_path, monkeypatch, quick_writes):
+    translator = micro_translator
     base = tmp_path / "models"
     first = export_saved_model(translator, base, warmup_sentences=())
     second = export_saved_model(translator, base, warmup_sentences=())
@@ -226,18 +216,21 @@ def test_versions_and_failed_exports(exported, tmp_path, monkeypatch):
     with pytest.raises(FileExistsError, match="overwrite=True"):
         export_saved_model(translator, base, version=2)
     export_saved_model(translator, base, version=2, overwrite=True, warmup_sentences=())
+    assert quick_writes == [1, 2, 2]
     with pytest.raises(ValueError, match="Received: version=0"):
         export_saved_model(translator, base, version=0)
 
-    def broken(*args, **kwargs):
+    def broken(translator, directory, version, limits, warmup_sentences):
+        pathlib.Path(directory, "saved_model.pb").write_text("half of it")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(saved_model_module, "_write_warmup", broken)
+    monkeypatch.setattr(saved_model_module, "_write_export", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         export_saved_model(translator, base)
     assert sorted(os.listdir(base)) == ["1", "2"]  # no version 3, no temp dirs
 
 
+@served
 def test_command_line(exported):
     translator, path = exported
     sentences = ["A dog runs.", "", "Two dogs."]
@@ -255,7 +248,8 @@ def test_command_line(exported):
     assert result.stdout.split("\n")[:3] == translator.translate(sentences)
     info = run("--info")
     assert info.returncode == 0, info.stderr[-3000:]
-    assert '"beam_size": 3' in info.stdout and '"max_batch_size": 256' in info.stdout
+    beam_size = translator.settings.beam_size
+    assert f'"beam_size": {beam_size}' in info.stdout and '"max_batch_size": 256' in info.stdout
     signature = "text: string[None] -> score: float32[None], translation: string[None]"
     assert f"signature serving_default: {signature}" in info.stdout
 
@@ -290,16 +284,18 @@ def cli(monkeypatch, capsysbinary):
     return run
 
 
+@served
 def test_command_line_modes(exported, cli):
     translator, path = exported
     sentences = ["A dog runs.", "", "Two dogs."]
     run = lambda *args, stdin: cli("--export_dir", path, *args, stdin=stdin)  # noqa: E731
     stdin = "\n".join(sentences) + "\n"
-    code, out, err = run("--n_best", "3", "--with_scores", "--batch_size", "2", stdin=stdin)
+    beam = translator.settings.beam_size
+    code, out, err = run("--n_best", str(beam), "--with_scores", "--batch_size", "2", stdin=stdin)
     assert code == 0, err[-3000:]
     expected = translator.translate_n_best(tf.constant(sentences))
     rows = [line.split("\t") for line in out.decode().splitlines()]
-    assert [int(r[0]) for r in rows] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert [int(r[0]) for r in rows] == [line for line in (1, 2, 3) for _ in range(beam)]
     assert [r[2] for r in rows] == decoded(tf.reshape(expected["translations"], [-1]))
     np.testing.assert_allclose(
         [float(r[1]) for r in rows], expected["scores"].numpy().ravel(), atol=1e-4
@@ -327,10 +323,12 @@ def test_command_line_modes(exported, cli):
     assert run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin)[1] == sampled
     code, _, err = run("--mode", "score", stdin="one\ttwo\nno tab\n")
     assert code == 2 and "line 2 has 0 tabs" in err
-    code, _, err = run("--n_best", "4", stdin=stdin)
-    assert code == 2 and "Received: --n_best=4" in err
+    too_many = translator.settings.beam_size + 1
+    code, _, err = run("--n_best", str(too_many), stdin=stdin)
+    assert code == 2 and f"Received: --n_best={too_many}" in err
 
 
+@served
 def test_command_line_keeps_output_line_i_for_input_line_i(exported, cli):
     translator, path = exported
     # Invalid UTF-8, a lone carriage return inside a line, a CRLF ending.
@@ -353,6 +351,7 @@ def test_command_line_line_handling():
     assert translate_cli.one_line("Ein Hund\nläuft\r\nschnell\u2028.") == "Ein Hund läuft schnell ."
 
 
+@pytest.mark.large  # traces a SavedModel
 def test_keras_export_of_the_raw_model(tmp_path):
     """`model.export()` gives a SavedModel of logits, for users who want them."""
     model = Transformer.from_preset("tiny", vocab_size=50)

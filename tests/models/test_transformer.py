@@ -7,6 +7,7 @@ import pytest
 from keras import ops
 
 from keras_transformer import Transformer
+from tests.micro import micro_model
 from tests.test_case import assert_close
 from tests.test_case import dtype
 from tests.test_case import numpy
@@ -209,7 +210,7 @@ def test_decode_step_runs_in_a_jax_compiled_loop():
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_and_returns_float32(policy):
     keras.mixed_precision.set_global_policy(policy)
-    model = tiny()
+    model = micro_model(vocab_size=VOCAB)
     source, target = batch()
     assert dtype(model((source, target))) == "float32"
     model.compile(
@@ -228,6 +229,7 @@ def test_mixed_precision_trains_and_returns_float32(policy):
         assert dtype(weight) == "float32"
 
 
+@pytest.mark.large  # trains to a result
 def test_learns_to_copy():
     """A few hundred steps on a copy task drive the loss well down."""
     model = tiny(dropout=0.0)

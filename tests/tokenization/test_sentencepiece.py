@@ -100,6 +100,7 @@ def test_files_and_formats(tmp_path, tokenizer):
         assert other(ENGLISH).to_list() == tokenizer(ENGLISH).to_list()
 
 
+@pytest.mark.large  # traces a SavedModel, starts a Python process
 def test_saved_model_needs_no_files(tmp_path):
     """The model proto travels inside a SavedModel: delete the .model file
     and load the SavedModel in a process without keras_transformer."""

@@ -32,7 +32,7 @@ from keras_transformer import training  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from tests.training.helpers import NumberTokenizer  # noqa: E402
-from tests.training.helpers import train_tiny  # noqa: E402
+from tests.training.helpers import train_quietly  # noqa: E402
 
 if mode == "mirrored":
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -84,7 +84,7 @@ evaluator = training.TranslationEvaluator(
 start = time.perf_counter()
 if mode == "multiworker":
     model_dir = os.path.join(os.path.dirname(out_path), "run")  # shared by the workers
-    result = train_tiny(
+    result = train_quietly(
         model_dir,
         steps,
         model,

@@ -6,9 +6,10 @@ import tensorflow as tf
 
 from keras_transformer import Transformer
 from keras_transformer import training
+from tests.micro import micro_model
 
 # The number tokenizer's ids are the numbers in the text: 0-3 are special.
-TINY_VOCAB = 20
+TINY_VOCAB = MICRO_VOCAB = 20
 
 
 def number_tokenizer(strings):
@@ -69,18 +70,19 @@ def reversal_batches(n=200, seed=0, **options):
 
 
 def tiny_model(**overrides):
-    """The tiny preset over `TINY_VOCAB` ids, without dropout."""
+    """The tiny preset over `TINY_VOCAB` ids, without dropout: a model that
+    learns the tasks above in a few hundred updates."""
     return Transformer.from_preset(
         "tiny", **{"vocab_size": TINY_VOCAB, "dropout": 0.0, **overrides}
     )
 
 
-def train_tiny(model_dir, train_steps, model=None, batches=None, **options):
-    """`training.train` of `model` (default: a new `tiny_model()`) on
+def train_quietly(model_dir, train_steps, model=None, batches=None, **options):
+    """`training.train` of `model` (default: a new `micro_model()`) on
     `batches` (default: `reversal_batches()`), quietly: no TensorBoard and
     no progress bar unless `options` say otherwise. Returns the
     `TrainResult`."""
-    model = tiny_model() if model is None else model
+    model = micro_model() if model is None else model
     batches = reversal_batches() if batches is None else batches
     options = {"tensorboard": False, "verbose": 0, **options}
     return training.train(model, batches, str(model_dir), train_steps=train_steps, **options)

@@ -15,9 +15,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from tests.micro import micro_model  # noqa: E402
 from tests.training.helpers import reversal_batches  # noqa: E402
-from tests.training.helpers import tiny_model  # noqa: E402
-from tests.training.helpers import train_tiny  # noqa: E402
+from tests.training.helpers import train_quietly  # noqa: E402
 
 model_dir, train_steps, interval = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 os.makedirs(model_dir, exist_ok=True)
@@ -33,10 +33,10 @@ class LogSteps(keras.callbacks.Callback):
 
 # Unseeded: a resumed run draws a fresh order, as real runs do.
 batches = reversal_batches(2000, seed=None, batch_tokens=512)
-result = train_tiny(
+result = train_quietly(
     model_dir,
     train_steps,
-    tiny_model(dropout=0.1),
+    micro_model(dropout=0.1),
     batches,
     steps_per_checkpoint=interval,
     warmup_steps=50,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from keras_transformer import training
-from tests.training.helpers import tiny_model
-from tests.training.helpers import train_tiny
+from tests.micro import micro_model
+from tests.training.helpers import train_quietly
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
@@ -54,7 +54,7 @@ def run(model_dir, train_steps, model=None, callbacks=(), **options):
         "keep_best_checkpoints": 2,
         **options,
     }
-    return train_tiny(model_dir, train_steps, model, callbacks=list(callbacks), **options)
+    return train_quietly(model_dir, train_steps, model, callbacks=list(callbacks), **options)
 
 
 def assert_weights_equal(actual, expected):
@@ -63,7 +63,7 @@ def assert_weights_equal(actual, expected):
 
 
 def test_best_kept_after_worse_ones_and_early_stopping_ends_the_run(tmp_path):
-    model, snapshots = tiny_model(), Snapshots()
+    model, snapshots = micro_model(), Snapshots()
     result = run(
         tmp_path,
         40,
@@ -88,7 +88,7 @@ def test_best_kept_after_worse_ones_and_early_stopping_ends_the_run(tmp_path):
     # restore_best_weights: the model holds step 4's weights.
     assert_weights_equal(model.get_weights(), snapshots.weights[4])
     # The best-2 average is the mean of steps 4 and 8.
-    averaged = training.average_checkpoints(tiny_model(), best)
+    averaged = training.average_checkpoints(micro_model(), best)
     pairs = zip(snapshots.weights[4], snapshots.weights[8], strict=True)
     expected = [(a.astype("float64") + b) / 2 for a, b in pairs]
     for a, b in zip(averaged.get_weights(), expected, strict=True):
@@ -133,7 +133,7 @@ def test_min_delta_counts_small_gains_as_no_improvement(tmp_path):
 def test_keep_best_on_validation_loss(tmp_path):
     from tests.training.helpers import reversal_batches
 
-    result = train_tiny(
+    result = train_quietly(
         tmp_path,
         6,
         steps_per_checkpoint=2,

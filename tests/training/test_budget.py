@@ -13,8 +13,8 @@ from keras_transformer.training import TimeBudget
 from keras_transformer.training import TransformerSchedule
 from keras_transformer.training import averaging_checkpoint_paths
 from keras_transformer.training import budget as budget_module
-from tests.training.helpers import tiny_model
-from tests.training.helpers import train_tiny
+from tests.micro import micro_model
+from tests.training.helpers import train_quietly
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
@@ -162,7 +162,7 @@ def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
     # The time budget is ample, so `train_steps` ends the run: the
     # schedule reaches zero there and the averaging checkpoints lie in its
     # last 20%, whatever the machine's speed.
-    result = train_tiny(
+    result = train_quietly(
         tmp_path,
         30,
         steps_per_checkpoint=10,
@@ -178,10 +178,10 @@ def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
 
 
 def test_step_bounded_runs_keep_the_papers_schedule_unless_asked(tmp_path):
-    paper, budget = tiny_model(), tiny_model()
-    train_tiny(tmp_path / "paper", 2, paper)
+    paper, budget = micro_model(), micro_model()
+    train_quietly(tmp_path / "paper", 2, paper)
     assert isinstance(paper.optimizer._learning_rate, TransformerSchedule)
-    result = train_tiny(tmp_path / "budget", 4, budget, learning_rate_schedule="budget")
+    result = train_quietly(tmp_path / "budget", 4, budget, learning_rate_schedule="budget")
     assert isinstance(budget.optimizer._learning_rate, BudgetSchedule)
     assert float(budget.optimizer.learning_rate) == 0.0  # decayed to zero at train_steps
     assert result.budget is None  # nothing estimated without a time budget

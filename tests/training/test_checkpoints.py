@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from keras_transformer import training
-from tests.training.helpers import tiny_model
-from tests.training.helpers import train_tiny
+from tests.micro import micro_model
+from tests.training.helpers import train_quietly
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
@@ -17,14 +17,16 @@ pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 def test_resume_into_another_architecture_is_refused(tmp_path):
     # Four heads and two heads of the same width have weights of the same
     # shapes: restored by position, one would silently load the other.
-    train_tiny(tmp_path, 2, tiny_model(num_heads=4), steps_per_checkpoint=2)
+    train_quietly(tmp_path, 2, micro_model(num_heads=4), steps_per_checkpoint=2)
     with pytest.raises(training.IncompatibleRunError, match="num_heads: 4 stored, 2 now"):
-        train_tiny(tmp_path, 4, tiny_model(num_heads=2), steps_per_checkpoint=2)
+        train_quietly(tmp_path, 4, micro_model(num_heads=2), steps_per_checkpoint=2)
     paths = training.checkpoint_paths(tmp_path)
     with pytest.raises(training.IncompatibleRunError, match="num_heads: 4 stored, 2 now"):
-        training.average_checkpoints(tiny_model(num_heads=2), paths)
+        training.average_checkpoints(micro_model(num_heads=2), paths)
     # Dropout is no part of the architecture: a resume may change it.
-    result = train_tiny(tmp_path, 4, tiny_model(num_heads=4, dropout=0.3), steps_per_checkpoint=2)
+    result = train_quietly(
+        tmp_path, 4, micro_model(num_heads=4, dropout=0.3), steps_per_checkpoint=2
+    )
     assert (result.initial_step, result.final_step) == (2, 4)
 
 
@@ -32,12 +34,14 @@ def test_resume_with_other_accumulation_or_tokenizer_is_refused(tmp_path):
     class Tokenizer:
         fingerprint = "aaaa"
 
-    train_tiny(tmp_path, 2, steps_per_checkpoint=2, accumulation_steps=2, tokenizer=Tokenizer())
+    train_quietly(tmp_path, 2, steps_per_checkpoint=2, accumulation_steps=2, tokenizer=Tokenizer())
     with pytest.raises(training.IncompatibleRunError, match="accumulation_steps: 2 stored, 1 now"):
-        train_tiny(tmp_path, 4, steps_per_checkpoint=2, tokenizer=Tokenizer())
+        train_quietly(tmp_path, 4, steps_per_checkpoint=2, tokenizer=Tokenizer())
     Tokenizer.fingerprint = "bbbb"
     with pytest.raises(training.IncompatibleRunError, match="tokenizer_fingerprint: 'aaaa'"):
-        train_tiny(tmp_path, 4, steps_per_checkpoint=2, accumulation_steps=2, tokenizer=Tokenizer())
+        train_quietly(
+            tmp_path, 4, steps_per_checkpoint=2, accumulation_steps=2, tokenizer=Tokenizer()
+        )
 
 
 def truncate(path):
@@ -46,25 +50,25 @@ def truncate(path):
 
 
 def test_an_unreadable_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
-    train_tiny(tmp_path, 6, steps_per_checkpoint=2)
+    train_quietly(tmp_path, 6, steps_per_checkpoint=2)
     directory = tmp_path / "checkpoints"
     truncate(next(directory.glob("ckpt-6.data-*")))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = train_tiny(tmp_path, 8, steps_per_checkpoint=2)
+        result = train_quietly(tmp_path, 8, steps_per_checkpoint=2)
     skipped = [w for w in caught if w.category is RuntimeWarning and "ckpt-6" in str(w.message)]
     assert len(skipped) == 1, [str(w.message) for w in caught]
     assert (result.initial_step, result.final_step) == (4, 8)  # not from 0
 
 
 def test_a_missing_state_file_still_resumes_and_nothing_readable_is_refused(tmp_path):
-    train_tiny(tmp_path, 4, steps_per_checkpoint=2)
+    train_quietly(tmp_path, 4, steps_per_checkpoint=2)
     os.remove(tmp_path / "checkpoints" / "checkpoint")  # a partial copy of the run
-    assert train_tiny(tmp_path, 6, steps_per_checkpoint=2).initial_step == 4
+    assert train_quietly(tmp_path, 6, steps_per_checkpoint=2).initial_step == 4
     for data in (tmp_path / "checkpoints").glob("ckpt-*.data-*"):
         truncate(data)
     with pytest.raises(training.IncompatibleRunError, match="No checkpoint .* can be read"):
-        train_tiny(tmp_path, 8, steps_per_checkpoint=2)
+        train_quietly(tmp_path, 8, steps_per_checkpoint=2)
 
 
 def test_non_finite_weights_are_never_saved_or_averaged(tmp_path):
@@ -78,13 +82,13 @@ def test_non_finite_weights_are_never_saved_or_averaged(tmp_path):
                 weight.assign(np.full(weight.shape, np.nan, "float32"))
 
     with pytest.raises(training.TrainingDivergedError, match="step 4.*ckpt-2"):
-        train_tiny(tmp_path, 10, steps_per_checkpoint=2, callbacks=[PoisonAfterUpdate()])
+        train_quietly(tmp_path, 10, steps_per_checkpoint=2, callbacks=[PoisonAfterUpdate()])
     paths = training.checkpoint_paths(tmp_path)
     assert [os.path.basename(p) for p in paths] == ["ckpt-2"]
     # A checkpoint written with NaN weights by other means is not averaged.
-    model = tiny_model()
+    model = micro_model()
     training.average_checkpoints(model, paths)
     model.trainable_weights[0].assign(np.full(model.trainable_weights[0].shape, np.inf))
     bad = training.checkpoints.training_checkpoint(model).save(str(tmp_path / "bad" / "ckpt"))
     with pytest.raises(ValueError, match="NaN or infinite"):
-        training.average_checkpoints(tiny_model(), [bad])
+        training.average_checkpoints(micro_model(), [bad])

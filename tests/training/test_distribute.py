@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+# TensorFlow by design; every test starts Python processes.
+pytestmark = [pytest.mark.tensorflow_only, pytest.mark.large]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

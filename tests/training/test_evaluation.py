@@ -10,11 +10,12 @@ import tensorflow as tf
 from keras_transformer import Translator
 from keras_transformer import training
 from keras_transformer.training.evaluation import evaluation_weights
+from tests.micro import micro_model
 from tests.training.helpers import NumberTokenizer
 from tests.training.helpers import number_tokenizer
 from tests.training.helpers import substitution_corpus
 from tests.training.helpers import tiny_model
-from tests.training.helpers import train_tiny
+from tests.training.helpers import train_quietly
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
@@ -35,13 +36,14 @@ def test_scores_are_sacrebleus_on_perfect_and_empty_output():
     references = ["a b c d e", "f g h i j k"]
     for outputs, expected in ((references, 100.0), (["", ""], 0.0)):
         evaluator = training.TranslationEvaluator(Echo(outputs), ["x", "y"], references, verbose=0)
-        evaluator.set_model(tiny_model())
+        evaluator.set_model(micro_model())
         scores = evaluator.evaluate(step=1)
         assert scores == pytest.approx({"val_bleu": expected, "val_chrf": expected})
     assert evaluator.signatures["val_bleu"].startswith("nrefs:1|")
     assert "chrF2" in evaluator.signatures["val_chrf"] or "nc:6" in evaluator.signatures["val_chrf"]
 
 
+@pytest.mark.large  # trains to a result
 def test_val_bleu_rises_while_training(tmp_path):
     keras.utils.set_random_seed(1)
     model = tiny_model()
@@ -54,7 +56,7 @@ def test_val_bleu_rises_while_training(tmp_path):
     evaluator = training.TranslationEvaluator(
         translator, sources, references, max_sentences=30, verbose=0
     )
-    result = train_tiny(
+    result = train_quietly(
         tmp_path,
         200,
         model,
@@ -82,7 +84,7 @@ def test_val_bleu_rises_while_training(tmp_path):
 
 
 def test_evaluates_the_moving_averages_and_keeps_the_trained_weights():
-    model = tiny_model()
+    model = micro_model()
     optimizer = training.paper_optimizer(model.d_model, ema_momentum=0.5)
     training.compile_for_training(model, optimizer)
     optimizer.build(model.trainable_variables)
@@ -98,16 +100,16 @@ def test_evaluates_the_moving_averages_and_keeps_the_trained_weights():
 
 
 def test_bad_arguments(tmp_path):
-    model = tiny_model()
+    model = micro_model()
     with pytest.raises(ValueError, match="translator"):
         training.TranslationEvaluator(object(), ["a"], ["b"])
     with pytest.raises(ValueError, match="same length"):
         training.TranslationEvaluator(Echo(["x"]), ["a", "b"], ["b"])
     with pytest.raises(ValueError, match="max_sentences"):
         training.TranslationEvaluator(Echo(["x"]), ["a"], ["b"], max_sentences=0)
-    other = Translator(tiny_model(), NumberTokenizer())
+    other = Translator(micro_model(), NumberTokenizer())
     with pytest.raises(ValueError, match="wrap the model being trained"):
         training.TranslationEvaluator(other, ["a"], ["b"]).set_model(model)
     evaluator = training.TranslationEvaluator(Echo(["x"]), ["a"], ["b"], every=3)
     with pytest.raises(ValueError, match="evaluator.every"):
-        train_tiny(tmp_path, 4, model, steps_per_checkpoint=2, evaluator=evaluator)
+        train_quietly(tmp_path, 4, model, steps_per_checkpoint=2, evaluator=evaluator)

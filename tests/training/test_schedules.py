@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer import Transformer
 from keras_transformer.training import TransformerSchedule
 from keras_transformer.training import paper_optimizer
+from tests.micro import micro_model
 
 
 def formula(step, d_model=512, warmup=4000, scale=1.0):
@@ -55,9 +55,9 @@ def test_paper_optimizer():
 
 
 def test_saved_and_restored_with_the_optimizer(tmp_path):
-    model = Transformer.from_preset("tiny", vocab_size=20)
+    model = micro_model()
     model.compile(
-        optimizer=paper_optimizer(d_model=64, warmup_steps=10),
+        optimizer=paper_optimizer(d_model=16, warmup_steps=10),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     source = np.random.default_rng(0).integers(1, 20, (4, 5))
@@ -69,7 +69,7 @@ def test_saved_and_restored_with_the_optimizer(tmp_path):
     assert isinstance(schedule, TransformerSchedule)
     assert schedule.get_config() == model.optimizer._learning_rate.get_config()
     assert int(restored.optimizer.iterations) == 3
-    assert float(restored.optimizer.learning_rate) == pytest.approx(formula(3, 64, 10))
+    assert float(restored.optimizer.learning_rate) == pytest.approx(formula(3, 16, 10))
 
 
 @pytest.mark.parametrize(

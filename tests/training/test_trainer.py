@@ -5,15 +5,16 @@ import numpy as np
 import pytest
 
 from keras_transformer import training
+from tests.micro import micro_model
 from tests.training.helpers import letter_reversal_corpus
 from tests.training.helpers import number_tokenizer
 from tests.training.helpers import reversal_batches
-from tests.training.helpers import tiny_model
-from tests.training.helpers import train_tiny
+from tests.training.helpers import train_quietly
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
 
+@pytest.mark.large  # trains to a result
 def test_learns_to_reverse_sequences(letter_reverser):
     """The recipe (schedule, smoothed loss, token batches) learns a task:
     1,000 updates of the tiny model reverse held-out letter sequences."""
@@ -31,20 +32,20 @@ def test_learns_to_reverse_sequences(letter_reverser):
 
 
 def test_resumes_and_skips_a_finished_run(tmp_path):
-    first = train_tiny(tmp_path, 4, steps_per_checkpoint=2)
+    first = train_quietly(tmp_path, 4, steps_per_checkpoint=2)
     assert (first.initial_step, first.final_step) == (0, 4)
-    second = train_tiny(tmp_path, 6, steps_per_checkpoint=2)
+    second = train_quietly(tmp_path, 6, steps_per_checkpoint=2)
     assert (second.initial_step, second.final_step) == (4, 6)
     names = [os.path.basename(p) for p in training.checkpoint_paths(tmp_path)]
     assert names == ["ckpt-2", "ckpt-4", "ckpt-6"]
-    third = train_tiny(tmp_path, 6, steps_per_checkpoint=2)
+    third = train_quietly(tmp_path, 6, steps_per_checkpoint=2)
     assert (third.initial_step, third.final_step, third.history) == (6, 6, {})
 
 
 def test_resumed_weights_equal_the_checkpoint(tmp_path):
-    model, restored = tiny_model(), tiny_model()
-    train_tiny(tmp_path, 3, model, steps_per_checkpoint=3)
-    result = train_tiny(tmp_path, 3, restored)
+    model, restored = micro_model(), micro_model()
+    train_quietly(tmp_path, 3, model, steps_per_checkpoint=3)
+    result = train_quietly(tmp_path, 3, restored)
     assert result.initial_step == 3
     for a, b in zip(model.get_weights(), restored.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -59,43 +60,43 @@ def test_nan_stops_and_keeps_the_last_good_checkpoint(tmp_path):
                 weight.assign(np.full(weight.shape, np.nan, "float32"))
 
     with pytest.raises(training.TrainingDivergedError, match="step 6.*ckpt-4"):
-        train_tiny(tmp_path, 10, steps_per_checkpoint=2, callbacks=[Poison()])
+        train_quietly(tmp_path, 10, steps_per_checkpoint=2, callbacks=[Poison()])
     paths = training.checkpoint_paths(tmp_path)
     assert os.path.basename(paths[-1]) == "ckpt-4"
-    good = training.average_checkpoints(tiny_model(), paths[-1:])
+    good = training.average_checkpoints(micro_model(), paths[-1:])
     assert all(np.isfinite(w).all() for w in good.get_weights())
 
 
 def test_average_checkpoints_is_the_mean(tmp_path):
-    train_tiny(tmp_path, 6, steps_per_checkpoint=2)
+    train_quietly(tmp_path, 6, steps_per_checkpoint=2)
     paths = training.checkpoint_paths(tmp_path)[-2:]
-    singles = [training.average_checkpoints(tiny_model(), [p]).get_weights() for p in paths]
-    averaged = training.average_checkpoints(tiny_model(), paths).get_weights()
+    singles = [training.average_checkpoints(micro_model(), [p]).get_weights() for p in paths]
+    averaged = training.average_checkpoints(micro_model(), paths).get_weights()
     for a, b, mean in zip(*singles, averaged, strict=True):
         np.testing.assert_allclose(mean, (a + b) / 2, rtol=1e-6, atol=1e-7)
     assert not np.allclose(singles[0][0], singles[1][0])
     with pytest.raises(ValueError, match="paths"):
-        training.average_checkpoints(tiny_model(), [])
+        training.average_checkpoints(micro_model(), [])
 
 
 def test_accumulation_counts_updates(tmp_path):
-    model = tiny_model()
-    result = train_tiny(tmp_path, 3, model, steps_per_checkpoint=3, accumulation_steps=2)
+    model = micro_model()
+    result = train_quietly(tmp_path, 3, model, steps_per_checkpoint=3, accumulation_steps=2)
     assert result.final_step == 3
     assert int(model.optimizer._iterations) == 6  # micro-batches
     assert result.history["tokens_per_sec"][-1] > 0
-    d_model, default_warmup = 64, 4000
+    d_model, default_warmup = 16, 4000
     expected_rate = float(training.TransformerSchedule(d_model, default_warmup)(3))
     assert result.history["learning_rate"][-1] == pytest.approx(expected_rate)
 
 
 def test_tensorboard_logs_and_mixed_precision(tmp_path):
-    model = tiny_model(dtype=training.dtype_policy("bf16"))
-    result = train_tiny(tmp_path, 2, model, steps_per_checkpoint=2, tensorboard=True)
+    model = micro_model(dtype=training.dtype_policy("bf16"))
+    result = train_quietly(tmp_path, 2, model, steps_per_checkpoint=2, tensorboard=True)
     assert np.isfinite(result.history["loss"][-1])
     assert os.listdir(os.path.join(tmp_path, "logs", "train"))
-    fp16 = tiny_model(dtype=training.dtype_policy("fp16"))
-    train_tiny(tmp_path / "fp16", 1, fp16)
+    fp16 = micro_model(dtype=training.dtype_policy("fp16"))
+    train_quietly(tmp_path / "fp16", 1, fp16)
     assert isinstance(fp16.optimizer, keras.optimizers.LossScaleOptimizer)
 
 
@@ -104,7 +105,7 @@ def test_tensorboard_logs_and_mixed_precision(tmp_path):
     [
         (lambda: training.dtype_policy("fp8"), "mixed_precision"),
         (lambda: training.get_strategy("tpu"), "strategy"),
-        (lambda: train_tiny("/tmp/x", 0), "train_steps"),
+        (lambda: train_quietly("/tmp/x", 0), "train_steps"),
     ],
 )
 def test_bad_arguments(call, name):
@@ -113,7 +114,7 @@ def test_bad_arguments(call, name):
 
 
 def test_time_budget_stops_and_checkpoints(tmp_path):
-    result = train_tiny(tmp_path, 100_000, steps_per_checkpoint=1000, max_seconds=3)
+    result = train_quietly(tmp_path, 100_000, steps_per_checkpoint=1000, max_seconds=1)
     assert result.out_of_time and 0 < result.final_step < 100_000
     assert os.path.basename(result.checkpoint) == f"ckpt-{result.final_step}"
 
@@ -133,7 +134,7 @@ def test_recommended_jit_compile_is_xla_on_gpus_only(monkeypatch):
 
 def test_compile_for_training_honours_the_models_pad_id():
     pad = 7
-    model = tiny_model(pad_id=pad)
+    model = micro_model(pad_id=pad)
     assert training.compile_for_training(model) is model
     rng = np.random.default_rng(0)
     source = rng.integers(8, 20, (4, 6))
@@ -150,7 +151,7 @@ def test_compile_for_training_honours_the_models_pad_id():
     assert metrics["loss"] == pytest.approx(float(loss), rel=1e-5)
     assert isinstance(model.optimizer.learning_rate.numpy().item(), float)
     with pytest.raises(ValueError, match="Received: jit_compile='yes'"):
-        training.compile_for_training(tiny_model(), jit_compile="yes")
+        training.compile_for_training(micro_model(), jit_compile="yes")
 
 
 def test_no_training_data_is_an_error_that_says_why(tmp_path):
@@ -159,7 +160,7 @@ def test_no_training_data_is_an_error_that_says_why(tmp_path):
     for repeat in (False, True):
         long_pairs = reversal_batches(50, max_length=3, repeat=repeat)
         with pytest.raises(training.NoTrainingDataError, match="50 pairs read, 0 kept.*50 dropped"):
-            train_tiny(tmp_path / "long", 4, batches=long_pairs, steps_per_checkpoint=2)
+            train_quietly(tmp_path / "long", 4, batches=long_pairs, steps_per_checkpoint=2)
     (tmp_path / "empty.src").write_text("")
     (tmp_path / "empty.tgt").write_text("")
     pairs = training.text_pairs_from_files(tmp_path / "empty.src", tmp_path / "empty.tgt")
@@ -168,7 +169,7 @@ def test_no_training_data_is_an_error_that_says_why(tmp_path):
             pairs, number_tokenizer, batch_tokens=64, max_length=16, repeat=repeat
         )
         with pytest.raises(training.NoTrainingDataError, match="0 pairs read"):
-            train_tiny(tmp_path / "empty", 4, batches=empty, steps_per_checkpoint=2)
+            train_quietly(tmp_path / "empty", 4, batches=empty, steps_per_checkpoint=2)
     # No checkpoint of untrained weights was left behind.
     assert training.checkpoint_paths(tmp_path / "long") == []
     assert training.checkpoint_paths(tmp_path / "empty") == []
@@ -187,8 +188,8 @@ class TrainedWeights(keras.callbacks.Callback):
 
 
 def test_moving_averages_are_evaluated_kept_as_best_and_left_in_the_model(tmp_path):
-    momentum, model, trained = 0.8, tiny_model(), TrainedWeights()
-    result = train_tiny(
+    momentum, model, trained = 0.8, micro_model(), TrainedWeights()
+    result = train_quietly(
         tmp_path,
         6,
         model,
@@ -213,16 +214,16 @@ def test_moving_averages_are_evaluated_kept_as_best_and_left_in_the_model(tmp_pa
     # Checkpoints hold the trained weights (to resume) and the averages (to
     # average and export); the best one holds the averages it was scored on.
     checkpoint = training.checkpoint_paths(tmp_path)[-1]
-    restored = tiny_model()
+    restored = micro_model()
     training.checkpoints.training_checkpoint(restored).restore(checkpoint).expect_partial()
     for actual, expected in zip(restored.trainable_weights, trained.weights[6], strict=True):
         np.testing.assert_array_equal(actual.numpy(), expected)
-    averaged = training.average_checkpoints(tiny_model(), [checkpoint])
-    best = training.average_checkpoints(tiny_model(), [result.best_checkpoint])
+    averaged = training.average_checkpoints(micro_model(), [checkpoint])
+    best = training.average_checkpoints(micro_model(), [result.best_checkpoint])
     best_step = int(result.best_checkpoint.rsplit("-", 1)[1])
     for weights, step in ((averaged, 6), (best, best_step)):
         for actual, expected in zip(weights.trainable_weights, averages[step], strict=True):
             np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-5, atol=1e-6)
     # Turning the averages on or off in a run is refused.
     with pytest.raises(training.IncompatibleRunError, match="moving_averages"):
-        train_tiny(tmp_path, 8, steps_per_checkpoint=2, warmup_steps=4)
+        train_quietly(tmp_path, 8, steps_per_checkpoint=2, warmup_steps=4)

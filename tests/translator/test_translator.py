@@ -2,14 +2,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import Transformer
+from keras_transformer import DecodingSettings
 from keras_transformer import Translator
 from keras_transformer.tokenization import train_sentencepiece
+from tests.micro import micro_model
 from tests.tokenization.helpers import OTHER_IDS
 from tests.tokenization.helpers import tokenizer_with_other_ids
 from tests.training.helpers import letter_reversal_corpus
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
+# The tests of what a translator does with a model that knows its task use
+# the trained letter reverser, and are large; the others use an untrained
+# micro model.
+learned = pytest.mark.large
 
 
 @pytest.fixture
@@ -17,21 +22,27 @@ def trained(letter_reverser):
     return letter_reverser.model, letter_reverser.tokenizer
 
 
+@pytest.fixture(scope="module")
+def reverser(letter_reverser):
+    """Translators of the trained reverser by beam size (1: greedy), the
+    paper's other settings: shared, so that each traces its functions once."""
+    model, tokenizer = letter_reverser.model, letter_reverser.tokenizer
+    return {beam: Translator(model, tokenizer, beam_size=beam) for beam in (1, 4)}
+
+
+@learned
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_exact_outputs_on_the_learned_task(trained, beam_size):
-    model, tokenizer = trained
+def test_exact_outputs_on_the_learned_task(reverser, beam_size):
     sources, targets = letter_reversal_corpus(40, seed=1)
-    assert Translator(model, tokenizer, beam_size=beam_size).translate(sources) == targets
+    assert reverser[beam_size].translate(sources) == targets
 
 
-def test_scores_and_n_best(trained):
-    model, tokenizer = trained
+@learned
+def test_scores_and_n_best(reverser):
     sources, _ = letter_reversal_corpus(6, seed=2)
     text = tf.constant(sources)
-    # Held in a name: a tf.function method keeps only a weak reference.
-    greedy_translator = Translator(model, tokenizer, beam_size=1)
-    greedy = greedy_translator.translate_with_scores(text)
-    beam = Translator(model, tokenizer, beam_size=4)
+    greedy = reverser[1].translate_with_scores(text)
+    beam = reverser[4]
     best = beam.translate_with_scores(text)
     n_best = beam.translate_n_best(text)
     assert n_best["translations"].shape == (6, 4)
@@ -42,6 +53,7 @@ def test_scores_and_n_best(trained):
     assert np.all(best["score"].numpy() >= greedy["score"].numpy() - 1e-4)
 
 
+@learned
 def test_bad_input_never_crashes_or_drops_a_sentence(trained):
     model, tokenizer = trained
     translator = Translator(model, tokenizer, beam_size=2, max_extra_length=5)
@@ -56,14 +68,18 @@ def test_bad_input_never_crashes_or_drops_a_sentence(trained):
     assert long_ids.shape[1] == model.max_length
 
 
-def test_traces_once_and_runs_under_xla(trained):
-    model, tokenizer = trained
-    translator = Translator(model, tokenizer, beam_size=2)
+def test_traces_once_for_any_batch(micro_translator):
     sources, _ = letter_reversal_corpus(7, seed=3)
     for n in (1, 3, 7):
-        translator(tf.constant(sources[:n]))
-    assert translator.__call__.experimental_get_tracing_count() == 1
-    xla = Translator(model, tokenizer, beam_size=2, jit_compile=True)
+        micro_translator(tf.constant(sources[:n]))
+    assert micro_translator.__call__.experimental_get_tracing_count() == 1
+
+
+@learned
+def test_runs_under_xla_with_the_same_outputs(reverser):
+    translator = reverser[4]
+    sources, _ = letter_reversal_corpus(7, seed=3)
+    xla = Translator(translator.model, translator.tokenizer, translator.settings, jit_compile=True)
     assert xla.translate(sources) == translator.translate(sources)
 
 
@@ -79,10 +95,26 @@ def test_traces_once_and_runs_under_xla(trained):
         (dict(top_p=0.0), "top_p"),
     ],
 )
-def test_bad_arguments(trained, kwargs, name):
-    model, tokenizer = trained
+def test_bad_arguments(micro_translator, kwargs, name):
+    model, tokenizer = micro_translator.model, micro_translator.tokenizer
     with pytest.raises(ValueError, match=f"Received: {name}="):
         Translator(model, tokenizer, **kwargs)
+
+
+def test_settings_are_given_once_and_resolved_against_the_model(micro_translator):
+    model, tokenizer = micro_translator.model, micro_translator.tokenizer
+    settings = DecodingSettings(beam_size=2, alpha=0.8)
+    translator = Translator(model, tokenizer, settings, min_length=1)
+    lengths = dict(max_input_length=model.max_length, max_output_length=model.max_length)
+    assert translator.settings == settings.replace(min_length=1, **lengths)
+    assert translator.without_xla().settings == translator.settings
+    assert micro_translator.settings.to_dict()["beam_size"] == 2
+    with pytest.raises(ValueError, match="Received: settings="):
+        Translator(model, tokenizer, {"beam_size": 2})
+    with pytest.raises(ValueError, match=r"Unknown decoding setting\(s\) \['beam'\]"):
+        Translator(model, tokenizer, beam=2)
+    with pytest.raises(ValueError, match=f"Received: max_output_length={model.max_length + 1}"):
+        Translator(model, tokenizer, max_output_length=model.max_length + 1)
 
 
 def greedy_reference(model, tokenizer, sentence, max_extra_length):
@@ -103,27 +135,25 @@ def greedy_reference(model, tokenizer, sentence, max_extra_length):
 def test_model_and_tokenizer_special_ids_are_honoured():
     sentences = ["a b c d e", "j", "f g h i a b", "c c"]
     tokenizer = tokenizer_with_other_ids(sentences * 50, 280)
-    model = Transformer.from_preset(
-        "tiny", vocab_size=tokenizer.vocab_size, pad_id=OTHER_IDS["pad_id"], dropout=0.0
-    )
+    model = micro_model(vocab_size=tokenizer.vocab_size, pad_id=OTHER_IDS["pad_id"])
     translator = Translator(model, tokenizer, beam_size=1, max_extra_length=3)
     # A batch pads the short sentences with pad id 3; each must translate
     # exactly as it does alone.
     expected = [greedy_reference(model, tokenizer, s, 3) for s in sentences]
     assert translator.translate(sentences, batch_size=4) == expected
     with pytest.raises(ValueError, match="Received: model.pad_id=0"):
-        Translator(Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size), tokenizer)
+        Translator(micro_model(vocab_size=tokenizer.vocab_size), tokenizer)
 
 
 def test_vocabularies_of_model_and_tokenizer_are_compared():
     tokenizer = train_sentencepiece(["a b c d e f g h i j"] * 50, 280)
-    small = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size - 1)
+    small = micro_model(vocab_size=tokenizer.vocab_size - 1)
     with pytest.raises(ValueError, match="smaller than the tokenizer's"):
         Translator(small, tokenizer)
     # A larger model: its extra ids are made the most likely of all, and
     # must still never come out (the tokenizer could not detokenize them).
     extra = 30
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size + extra, dropout=0.0)
+    model = micro_model(vocab_size=tokenizer.vocab_size + extra)
     table = model.source_embedding.embeddings
     boosted = table.numpy()
     boosted[-extra:] *= 50.0
@@ -153,9 +183,7 @@ def test_score_equals_a_forward_pass_per_pair():
     sentences = ["a b c d e", "j", "f g h i a b", "c c", ""]
     targets = ["e d c b a", "j j j j j j j", "", "c", "a"]
     tokenizer = tokenizer_with_other_ids(sentences * 50, 280)
-    model = Transformer.from_preset(
-        "tiny", vocab_size=tokenizer.vocab_size + 7, pad_id=OTHER_IDS["pad_id"], dropout=0.0
-    )
+    model = micro_model(vocab_size=tokenizer.vocab_size + 7, pad_id=OTHER_IDS["pad_id"])
     translator = Translator(model, tokenizer, alpha=0.8)
     scores = translator.score(sentences, targets, batch_size=3)
     for source, target, result in zip(sentences, targets, scores, strict=True):
@@ -172,11 +200,11 @@ def test_score_equals_a_forward_pass_per_pair():
     np.testing.assert_array_equal(graph["token_scores"].numpy()[2, 1:], 0.0)
 
 
+@learned
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_score_of_a_search_output_is_its_search_score(trained, beam_size):
-    model, tokenizer = trained
+def test_score_of_a_search_output_is_its_search_score(reverser, beam_size):
     sources, targets = letter_reversal_corpus(12, seed=4)
-    translator = Translator(model, tokenizer, beam_size=beam_size)
+    translator = reverser[beam_size]
     searched = translator.translate_with_scores(tf.constant(sources))
     outputs = [t.decode() for t in searched["translation"].numpy()]
     scored = translator.score(sources, outputs)
@@ -188,9 +216,8 @@ def test_score_of_a_search_output_is_its_search_score(trained, beam_size):
     assert all(w.log_prob < s.log_prob - 1.0 for w, s in zip(wrong, scored, strict=True))
 
 
-def test_score_refuses_unpaired_inputs(trained):
-    model, tokenizer = trained
-    translator = Translator(model, tokenizer)
+def test_score_refuses_unpaired_inputs(micro_translator):
+    translator = micro_translator
     with pytest.raises(ValueError, match="one target per source. Received: 2 sources and 1"):
         translator.score(["a b", "c"], ["b a"])
     with pytest.raises(ValueError, match="Received: batch_size=0"):
@@ -199,11 +226,11 @@ def test_score_refuses_unpaired_inputs(trained):
         translator.score_targets(tf.constant(["a", "b"]), tf.constant(["a"]))
 
 
-def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained):
+@learned
+def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained, reverser):
     model, tokenizer = trained
     sources, _ = letter_reversal_corpus(10, seed=5)
-    greedy_translator = Translator(model, tokenizer, beam_size=1)  # held: see above
-    greedy = greedy_translator.translate_with_scores(tf.constant(sources))
+    greedy = reverser[1].translate_with_scores(tf.constant(sources))
     top_one = Translator(model, tokenizer, search="sample", top_k=1, temperature=3.0)
     sampled = top_one.sample_with_scores(tf.constant(sources), tf.constant(9, tf.int64))
     np.testing.assert_array_equal(sampled["translation"].numpy(), greedy["translation"].numpy())
@@ -222,13 +249,14 @@ def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained):
     np.testing.assert_allclose(scores[:, 0].numpy(), expected, rtol=1e-4, atol=1e-4)
     assert len({tuple(row) for row in ids[:, 0].numpy()}) > 5
     with pytest.raises(ValueError, match="Received: seed=1"):
-        Translator(model, tokenizer).translate(sources, seed=1)
+        reverser[4].translate(sources, seed=1)
 
 
+@learned
 @pytest.mark.parametrize("beam_size", [1, 4])
-def test_prefixes_and_output_length_per_request(trained, beam_size):
+def test_prefixes_and_output_length_per_request(trained, reverser, beam_size):
     model, tokenizer = trained
-    translator = Translator(model, tokenizer, beam_size=beam_size)
+    translator = reverser[beam_size]
     sources, targets = letter_reversal_corpus(8, seed=6)
     text = tf.constant(sources)
     # The learned continuation of the right prefix; a wrong prefix is kept.
@@ -249,11 +277,12 @@ def test_prefixes_and_output_length_per_request(trained, beam_size):
     assert any(len(tokenizer([target])[0]) > 2 for target in targets)
 
 
-def test_output_controls_in_the_translator(trained):
+@learned
+def test_output_controls_in_the_translator(trained, reverser):
     model, tokenizer = trained
     sources = ["a a a a a a", "b", "c d c d c d"]
-    plain = Translator(model, tokenizer, beam_size=2)
-    controlled = Translator(model, tokenizer, beam_size=2, min_length=6, no_repeat_ngram_size=2)
+    plain = reverser[4]
+    controlled = Translator(model, tokenizer, beam_size=4, min_length=6, no_repeat_ngram_size=2)
     assert controlled.settings.min_length == 6
     plain_ids = plain._search(plain.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
     ids = controlled._search(controlled.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
@@ -272,10 +301,11 @@ def test_output_controls_in_the_translator(trained):
         Translator(model, tokenizer, max_output_length=257)
 
 
-def test_alignments_on_the_reversal_task(trained):
+@learned
+def test_alignments_on_the_reversal_task(trained, reverser):
     model, tokenizer = trained
     sources, targets = letter_reversal_corpus(10, seed=7)
-    translator = Translator(model, tokenizer, beam_size=4)
+    translator = reverser[4]
     results = translator.translate(sources, batch_size=4, return_alignments=True)
     assert [r.translation for r in results] == targets
     for source, result in zip(sources, results, strict=True):
