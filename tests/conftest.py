@@ -95,8 +95,17 @@ def letter_reverser(tmp_path_factory):
     )
     model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size, dropout=0.0)
     model_dir = tmp_path_factory.mktemp("reverser")
+    # The budget schedule decays to zero at the last update: over seven seeds
+    # the model then reversed every one of 200 held-out sequences (with the
+    # paper's schedule, still high at the end, one seed got 3 wrong).
     result = train_quietly(
-        model_dir, 1000, model, batches, steps_per_checkpoint=1000, warmup_steps=200
+        model_dir,
+        1000,
+        model,
+        batches,
+        steps_per_checkpoint=1000,
+        warmup_steps=200,
+        learning_rate_schedule="budget",
     )
     return TrainedReverser(model, tokenizer, result)
 

@@ -231,18 +231,25 @@ def test_mixed_precision_trains_and_returns_float32(policy):
 
 @pytest.mark.large  # trains to a result
 def test_learns_to_copy():
-    """A few hundred steps on a copy task drive the loss well down."""
+    """200 updates on a copy task, the learning rate annealed to zero, and
+    the model copies: on six seeds its accuracy was 0.9989 or more (the
+    last epoch's at a constant rate wandered between 0.90 and 0.99)."""
     model = tiny(dropout=0.0)
-    data = RNG.integers(3, 12, size=(256, 6))
+    # Its own generator: the same data whatever ran before.
+    data = np.random.default_rng(0).integers(3, 12, size=(256, 6))
     target_in = np.concatenate([np.ones((256, 1), int), data], 1)
     target_out = np.concatenate([data, np.full((256, 1), 2)], 1)
+    epochs, batches = 25, 256 // 32
     model.compile(
-        optimizer=keras.optimizers.Adam(3e-3),
+        optimizer=keras.optimizers.Adam(
+            keras.optimizers.schedules.CosineDecay(3e-3, epochs * batches)
+        ),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-    history = model.fit((data, target_in), target_out, batch_size=32, epochs=25, verbose=0)
-    assert history.history["accuracy"][-1] > 0.9
+    model.fit((data, target_in), target_out, batch_size=32, epochs=epochs, verbose=0)
+    scores = model.evaluate((data, target_in), target_out, verbose=0, return_dict=True)
+    assert scores["accuracy"] > 0.97, scores
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ import os
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_transformer import training
 from tests.micro import micro_model
@@ -90,14 +91,25 @@ def test_accumulation_counts_updates(tmp_path):
     assert result.history["learning_rate"][-1] == pytest.approx(expected_rate)
 
 
-def test_tensorboard_logs_and_mixed_precision(tmp_path):
-    model = micro_model(dtype=training.dtype_policy("bf16"))
-    result = train_quietly(tmp_path, 2, model, steps_per_checkpoint=2, tensorboard=True)
+def test_tensorboard_logs_and_float16_loss_scaling(tmp_path):
+    result = train_quietly(tmp_path, 2, steps_per_checkpoint=2, tensorboard=True)
     assert np.isfinite(result.history["loss"][-1])
     assert os.listdir(os.path.join(tmp_path, "logs", "train"))
     fp16 = micro_model(dtype=training.dtype_policy("fp16"))
     train_quietly(tmp_path / "fp16", 1, fp16)
     assert isinstance(fp16.optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+@pytest.mark.skipif(
+    not (training.cpu_has_native_bf16() or tf.config.list_physical_devices("GPU")),
+    reason="bfloat16 needs a GPU or a CPU with native bfloat16 (AMX or AVX512-BF16); "
+    "this CPU would emulate it, and `dtype_policy('bf16')` warns so",
+)
+def test_trains_in_bfloat16(tmp_path):
+    model = micro_model(dtype=training.dtype_policy("bf16"))
+    result = train_quietly(tmp_path, 2, model, steps_per_checkpoint=2)
+    assert np.isfinite(result.history["loss"][-1])
+    assert model.compute_dtype == "bfloat16" and model.variable_dtype == "float32"
 
 
 @pytest.mark.parametrize(

@@ -303,25 +303,45 @@ def test_output_controls_in_the_translator(trained, reverser):
 
 @learned
 def test_alignments_on_the_reversal_task(trained, reverser):
+    """Alignments are the argmax of a layer's mean cross-attention (checked
+    against `model.attention_scores` for each layer), and on the trained
+    reversal task the default (last) layer aligns a target letter with the
+    source letter it copies. Which layer aligns is a result of training:
+    over seven trainings the last layer aligned 94-100% of tokens, the
+    first 66-100%; the threshold is 90% of the last layer's."""
     model, tokenizer = trained
-    sources, targets = letter_reversal_corpus(10, seed=7)
+    sources, targets = letter_reversal_corpus(40, seed=7)
     translator = reverser[4]
-    results = translator.translate(sources, batch_size=4, return_alignments=True)
+    results = translator.translate(sources, batch_size=16, return_alignments=True)
     assert [r.translation for r in results] == targets
+    aligned = tokens = 0
     for source, result in zip(sources, results, strict=True):
         letters = len(source.split())
         # One piece per letter here, then EOS: target token i (a letter)
-        # is source letter n - 1 - i, and EOS attends to EOS.
+        # copies source letter n - 1 - i, and EOS follows EOS.
         assert len(result.source_tokens) == len(result.target_tokens) == letters + 1
-        assert result.alignments == list(range(letters - 1, -1, -1)) + [letters]
-    first = len(sources[0].split())
-    for layer in (0, 1):  # both layers of this model align so
-        aligned = Translator(model, tokenizer, alignment_layer=layer)
-        outputs = aligned.translate_with_alignments(tf.constant(sources[:2]))
-        assert outputs["alignments"].shape == outputs["target_tokens"].shape
-        row = outputs["alignments"].numpy()[0].tolist()
-        assert row[: first + 1] == list(range(first - 1, -1, -1)) + [first]
-        assert all(a == -1 for a in row[first + 1 :])
+        expected = list(range(letters - 1, -1, -1)) + [letters]
+        aligned += sum(a == e for a, e in zip(result.alignments, expected, strict=True))
+        tokens += len(expected)
+    assert aligned >= 0.9 * tokens, (aligned, tokens)
+    text = tf.constant(sources[:3])
+    source_ids = translator.encode_text(text).numpy()
+    for layer in (0, 1, -1):
+        # Held in a name: a tf.function method keeps only a weak reference.
+        aligning = Translator(model, tokenizer, alignment_layer=layer)
+        outputs = aligning.translate_with_alignments(text)
+        alignments = outputs["alignments"].numpy()
+        assert alignments.shape == outputs["target_tokens"].shape
+        for row, source_row in enumerate(source_ids):
+            length = int((outputs["target_tokens"].numpy()[row] != b"").sum())  # EOS included
+            target = tokenizer([outputs["translation"].numpy()[row]])[0].numpy().tolist()
+            target += [tokenizer.eos_id]
+            assert len(target) == length
+            decoder_input = np.array([[tokenizer.bos_id] + target[:-1]])
+            cross = model.attention_scores(source_row[None], decoder_input)["cross"][layer]
+            expected = np.argmax(np.mean(cross.numpy()[0], axis=0), axis=-1)
+            assert alignments[row, :length].tolist() == expected.tolist()
+            assert (alignments[row, length:] == -1).all()
     with pytest.raises(ValueError, match="Received: alignment_layer=2"):
         Translator(model, tokenizer, alignment_layer=2)
     with pytest.raises(ValueError, match="return_alignments"):
