@@ -165,7 +165,7 @@ def main():
                 train_steps=steps,
                 steps_per_checkpoint=100,
                 warmup_steps=800,
-                max_seconds=3600,
+                budget=training.TimeBudget(3600),
                 verbose=2,
                 callbacks=[CountTokens(times), times],
             )

@@ -338,6 +338,47 @@ def _training_seconds(config, stopwatch):
     return min(limits) if limits else None
 
 
+class ReserveForLaterStages(keras.callbacks.Callback):
+    """Sets `budget.reserve_seconds` to what the stages after training will
+    cost (`estimate()`, capped by `capped_reserve` with `most` and
+    `beyond`), now and after every checkpoint interval: each validation
+    evaluation says more of what translating costs."""
+
+    def __init__(self, budget, estimate, most, beyond):
+        super().__init__()
+        self.budget, self.estimate, self.most, self.beyond = budget, estimate, most, beyond
+        self.update()
+
+    def update(self):
+        self.budget.reserve_seconds = capped_reserve(self.estimate(), self.most, self.beyond)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.update()
+
+
+def training_budget(config, stopwatch, later_stages):
+    """The `TimeBudget` of training and the callbacks that keep its reserve
+    (`later_stages()` estimates the seconds of the stages after it): `(None,
+    [])` without a time limit, unless the budget schedule is asked for,
+    which then ends at --train_steps."""
+    limit = _training_seconds(config, stopwatch)
+    if limit is None and config.learning_rate_schedule != "budget":
+        return None, []
+    budget = training.TimeBudget(
+        math.inf if limit is None else limit,
+        warmup_fraction=config.warmup_fraction,
+        averaging_checkpoints=config.average_last,
+        averaging_fraction=config.averaging_fraction,
+    )
+    if stopwatch.budget is None:
+        return budget, []
+    left = stopwatch.left()
+    beyond = max(0.0, left - limit)  # the budget past --max_train_minutes
+    return budget, [
+        ReserveForLaterStages(budget, later_stages, MAX_RESERVE_FRACTION * left, beyond)
+    ]
+
+
 def training_stage(config, model, tokenizer, data, stopwatch):
     """Trains, resumes, or continues to a larger --train_steps; returns what
     `training_done.json` records."""
@@ -373,17 +414,16 @@ def training_stage(config, model, tokenizer, data, stopwatch):
         )
 
     evaluator = _evaluator(config, model, tokenizer, valid)
-    keep_best = None if evaluator is None or config.keep_best == "none" else config.keep_best
-    max_seconds = _training_seconds(config, stopwatch)
-    reserve = 0.0
-    if stopwatch.budget is not None:
-        left = stopwatch.left()
-        most = MAX_RESERVE_FRACTION * left
-        beyond = max(0.0, left - max_seconds)  # the budget past --max_train_minutes
+    best = None
+    if evaluator is not None and config.keep_best != "none":
+        best = training.BestCheckpoints(
+            config.keep_best, keep=config.average_last, patience=config.early_stopping_patience
+        )
 
-        def reserve():
-            return capped_reserve(_after_training_seconds(config, evaluator, data), most, beyond)
+    def later_stages():
+        return _after_training_seconds(config, evaluator, data)
 
+    budget, callbacks = training_budget(config, stopwatch, later_stages)
     result = training.train(
         model,
         train_batches,
@@ -395,19 +435,14 @@ def training_stage(config, model, tokenizer, data, stopwatch):
         learning_rate_scale=config.learning_rate_scale,
         accumulation_steps=accumulation,
         label_smoothing=config.label_smoothing,
-        max_seconds=max_seconds,
-        learning_rate_schedule=config.learning_rate_schedule,
-        warmup_fraction=config.warmup_fraction,
-        reserve_seconds=reserve,
-        averaging_checkpoints=config.average_last,
-        averaging_fraction=config.averaging_fraction,
-        verbose=2,
-        tokenizer=tokenizer,
-        evaluator=evaluator,
-        keep_best=keep_best,
-        keep_best_checkpoints=config.average_last,
-        early_stopping_patience=config.early_stopping_patience if keep_best else None,
         ema_momentum=config.ema_momentum,
+        learning_rate_schedule=config.learning_rate_schedule,
+        budget=budget,
+        evaluator=evaluator,
+        best=best,
+        tokenizer=tokenizer,
+        callbacks=callbacks,
+        verbose=2,
     )
     if result.initial_step:
         print(f"training: resumed from step {result.initial_step}")

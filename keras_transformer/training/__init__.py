@@ -1,9 +1,11 @@
 """The paper's training recipe: schedule, loss, metrics, data, resumable fit."""
 
 from keras_transformer.training._distribute import is_chief
+from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.best import best_checkpoint_paths
 from keras_transformer.training.best import read_evaluations
 from keras_transformer.training.budget import BudgetSchedule
+from keras_transformer.training.budget import ScheduleFitter
 from keras_transformer.training.budget import TimeBudget
 from keras_transformer.training.budget import averaging_checkpoint_paths
 from keras_transformer.training.budget import read_budget
@@ -11,13 +13,13 @@ from keras_transformer.training.checkpoints import IncompatibleRunError
 from keras_transformer.training.checkpoints import average_checkpoints
 from keras_transformer.training.checkpoints import checkpoint_paths
 from keras_transformer.training.checkpoints import checkpoint_step
+from keras_transformer.training.checkpoints import write_json_atomically
+from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
+from keras_transformer.training.compile import compile_for_training
 from keras_transformer.training.data import PairCounts
 from keras_transformer.training.data import bucket_boundaries
 from keras_transformer.training.data import count_pairs
 from keras_transformer.training.data import make_batches
-from keras_transformer.training.data import text_pairs_from_files
-from keras_transformer.training.data import text_pairs_from_lists
-from keras_transformer.training.data import text_pairs_from_tfds
 from keras_transformer.training.devices import MIXED_PRECISION
 from keras_transformer.training.devices import STRATEGIES
 from keras_transformer.training.devices import cpu_has_native_bf16
@@ -33,14 +35,16 @@ from keras_transformer.training.metrics import TokenCount
 from keras_transformer.training.schedules import TransformerSchedule
 from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer.training.schedules import paper_optimizer
-from keras_transformer.training.trainer import LEARNING_RATE_SCHEDULES
+from keras_transformer.training.text_pairs import text_pairs_from_files
+from keras_transformer.training.text_pairs import text_pairs_from_lists
+from keras_transformer.training.text_pairs import text_pairs_from_tfds
 from keras_transformer.training.trainer import NoTrainingDataError
 from keras_transformer.training.trainer import TrainingDivergedError
 from keras_transformer.training.trainer import TrainResult
-from keras_transformer.training.trainer import compile_for_training
 from keras_transformer.training.trainer import train
 
 __all__ = [
+    "BestCheckpoints",
     "BudgetSchedule",
     "MIXED_PRECISION",
     "STRATEGIES",
@@ -50,6 +54,7 @@ __all__ = [
     "MaskedAccuracy",
     "NoTrainingDataError",
     "PairCounts",
+    "ScheduleFitter",
     "Perplexity",
     "TokenCount",
     "TimeBudget",
@@ -80,4 +85,5 @@ __all__ = [
     "text_pairs_from_lists",
     "text_pairs_from_tfds",
     "train",
+    "write_json_atomically",
 ]

@@ -1,5 +1,5 @@
-"""Validation scores of a run, its best checkpoints by one of them, and
-early stopping on it.
+"""Validation scores of a run (`EvaluationLog`), its best checkpoints by
+one of them, and early stopping on it (`BestCheckpoints`).
 
 Beside the regular checkpoints, a run keeps:
 
@@ -29,6 +29,7 @@ from keras_transformer.training._distribute import worker_id
 from keras_transformer.training.checkpoints import average_checkpoints
 from keras_transformer.training.checkpoints import write_json_atomically
 from keras_transformer.training.checkpoints import write_weights
+from keras_transformer_runtime import _validation
 
 BEST_DIR = "best"
 SCORES_FILE = "scores.json"
@@ -73,51 +74,102 @@ def best_checkpoint_paths(model_dir):
     return [os.path.join(directory, entry["name"]) for entry in scores.get("checkpoints", [])]
 
 
-class KeepBestAndStopEarly(keras.callbacks.Callback):
-    """Records each evaluation, keeps the best checkpoints by `monitor` and
-    stops training when it stops improving (`train` runs it).
+class EvaluationLog(keras.callbacks.Callback):
+    """Appends each epoch's `val_*` logs, with the update `step`, to
+    `model_dir/evaluations.json` (`train` runs it; the chief writes).
+    `evaluations` holds the run's, across restarts: `start(resumed_step)`
+    forgets those past the checkpoint the run resumed from, which the run
+    recomputes."""
 
-    At the end of every epoch whose logs hold `val_*` scores it appends
-    them to `evaluations.json`; if `monitor` is among them it writes the
-    weights to `model_dir/best/` when they are among the `keep` best so
-    far (evicting the worst), and counts an evaluation without improvement
-    when the score does not beat the best by more than `min_delta` (Keras
-    `EarlyStopping` semantics). After `patience` such evaluations in a row
-    it stops training (`stopped_early`) and, with `restore_best_weights`,
-    loads the best checkpoint into the model at the end of training.
+    def __init__(self, model_dir):
+        super().__init__()
+        self.model_dir = model_dir
+        self.evaluations = []
 
-    State comes from the files, so a resumed run knows its best scores and
-    how long it has waited: `load(resumed_step)` forgets what lies past the
-    checkpoint the run resumed from, which the run recomputes. Only the
-    chief writes; the other workers write their weights to a scratch
-    directory (every worker must take part in saving) and decide alike
-    from the same scores.
+    def start(self, resumed_step):
+        """Reads the run's evaluations up to `resumed_step`."""
+        evaluations = read_evaluations(self.model_dir)
+        self.evaluations = [e for e in evaluations if e["step"] <= resumed_step]
+
+    def on_epoch_end(self, epoch, logs=None):
+        scores = {k: float(v) for k, v in (logs or {}).items() if k.startswith("val_")}
+        if not scores:
+            return
+        self.evaluations.append({"step": read_int(self.model.optimizer.iterations), **scores})
+        if is_chief(self.model.distribute_strategy):
+            tf.io.gfile.makedirs(self.model_dir)
+            write_json_atomically(os.path.join(self.model_dir, EVALUATIONS_FILE), self.evaluations)
+
+
+MODES = ("auto", "min", "max")
+
+
+class BestCheckpoints(keras.callbacks.Callback):
+    """Keeps the best checkpoints of a run by a validation score, and stops
+    training early when it stops improving: `train(..., best=...)`. Its
+    arguments are those of Keras's `EarlyStopping`, and mean the same.
+
+    At the end of every epoch whose logs hold `monitor` (an evaluation),
+    the weights are written to `model_dir/best/` if they are among the `keep`
+    best so far (evicting the worst), and an evaluation that does not beat
+    the best by more than `min_delta` counts as no improvement. After
+    `patience` such evaluations in a row training stops
+    (`stopped_early`) and, with `restore_best_weights`, the best
+    checkpoint's weights are loaded into the model at the end.
+
+    State comes from the run's files, so a resumed run knows its best
+    scores and how long it has waited. Only the chief writes; the other
+    workers write their weights to a scratch directory (every worker must
+    take part in saving) and decide alike from the same scores.
 
     Args:
-        model_dir: the run's directory.
-        monitor: the log to rank by (e.g. `"val_bleu"`), or `None` to only
-            record evaluations.
-        keep: how many best checkpoints to keep (0: none).
+        monitor: the validation score to rank by, e.g. `"val_bleu"`,
+            `"val_chrf"` (with a `TranslationEvaluator`) or `"val_loss"`
+            (with `validation_data`).
+        keep: how many best checkpoints to keep (0: none, early stopping
+            only).
         patience: evaluations without improvement before stopping, or
             `None` for no early stopping.
-        min_delta: the least change that counts as an improvement.
+        min_delta: the least change that counts as an improvement, `>= 0`.
+        mode: `"auto"` (`"min"` for a loss or a perplexity, `"max"` for
+            anything else), `"min"` or `"max"`.
         restore_best_weights: load the best checkpoint into the model when
             training stops early.
+
+    Example:
+
+    >>> best = BestCheckpoints("val_bleu", keep=5, patience=5)
+    >>> result = train(model, batches, "runs/base", 100_000, evaluator=evaluator, best=best)
+    >>> result.best_checkpoint
+    'runs/base/best/ckpt-42000'
     """
 
     def __init__(
-        self, model_dir, monitor, keep=1, patience=None, min_delta=0.0, restore_best_weights=False
+        self,
+        monitor="val_bleu",
+        keep=5,
+        patience=None,
+        min_delta=0.0,
+        mode="auto",
+        restore_best_weights=False,
     ):
         super().__init__()
-        self.model_dir = model_dir
+        if not isinstance(monitor, str) or not monitor.startswith("val_"):
+            raise ValueError(
+                "`monitor` must name a validation score, e.g. 'val_bleu', 'val_chrf' or "
+                f"'val_loss'. Received: monitor={monitor!r}"
+            )
+        _validation.check_non_negative_int(keep=keep)
+        _validation.check_positive_int(allow_none=True, patience=patience)
+        _validation.check_non_negative(min_delta=min_delta)
+        _validation.check_choice(MODES, mode=mode)
         self.monitor = monitor
-        self.mode = score_mode(monitor) if monitor else None
+        self.mode = score_mode(monitor) if mode == "auto" else mode
         self.keep = keep
         self.patience = patience
         self.min_delta = min_delta
         self.restore_best_weights = restore_best_weights
-        self.directory = os.path.join(model_dir, BEST_DIR)
-        self.evaluations = []
+        self.model_dir = self.directory = None
         self.best_entries = []  # {"step", "score", "name"}, best first
         self.best = None  # the best score in the early-stopping sense
         self.wait = 0
@@ -129,19 +181,21 @@ class KeepBestAndStopEarly(keras.callbacks.Callback):
     def _chief(self):
         return is_chief(self.model.distribute_strategy)
 
-    def load(self, resumed_step):
-        """Reads the run's evaluations and best checkpoints, dropping those
-        past `resumed_step`, and removes stray best-checkpoint files (a
-        crash between writing them and recording them). Call after
-        `set_model`."""
+    def start(self, model_dir, resumed_step):
+        """Attaches to the run in `model_dir` (`train` calls it, after
+        `set_model`): reads its evaluations and best checkpoints, dropping
+        those past `resumed_step`, and removes stray best-checkpoint files
+        (a crash between writing them and recording them)."""
+        self.model_dir = model_dir
+        self.directory = os.path.join(model_dir, BEST_DIR)
+        self.stopped_early = False
         evaluations = read_evaluations(self.model_dir)
-        self.evaluations = [e for e in evaluations if e["step"] <= resumed_step]
         scores = _read_json(os.path.join(self.directory, SCORES_FILE), {})
-        if self.monitor and scores.get("monitor", self.monitor) != self.monitor:
+        if scores.get("monitor", self.monitor) != self.monitor:
             raise ValueError(
                 f"{self.directory} keeps the best checkpoints by {scores['monitor']!r}; this run "
-                f"asks for {self.monitor!r}. Use keep_best={scores['monitor']!r}, or another "
-                "model_dir."
+                f"asks for {self.monitor!r}. Use BestCheckpoints({scores['monitor']!r}), or "
+                "another model_dir."
             )
         entries = [e for e in scores.get("checkpoints", []) if e["step"] <= resumed_step]
         self.best_entries = [e for e in entries if self._exists(e["name"])]
@@ -155,8 +209,8 @@ class KeepBestAndStopEarly(keras.callbacks.Callback):
         if self._chief:
             self._remove_unlisted_files()
         self.best, self.wait = None, 0
-        for evaluation in self.evaluations:
-            if self.monitor in evaluation:
+        for evaluation in evaluations:
+            if evaluation["step"] <= resumed_step and self.monitor in evaluation:
                 self._count(evaluation[self.monitor])
 
     @property
@@ -202,17 +256,10 @@ class KeepBestAndStopEarly(keras.callbacks.Callback):
     # Callback.
 
     def on_epoch_end(self, epoch, logs=None):
-        scores = {k: float(v) for k, v in (logs or {}).items() if k.startswith("val_")}
-        if not scores:
+        if self.monitor not in (logs or {}):
             return
         step = read_int(self.model.optimizer.iterations)
-        self.evaluations.append({"step": step, **scores})
-        if self._chief:
-            tf.io.gfile.makedirs(self.model_dir)
-            write_json_atomically(os.path.join(self.model_dir, EVALUATIONS_FILE), self.evaluations)
-        if self.monitor not in scores:
-            return
-        score = scores[self.monitor]
+        score = float(logs[self.monitor])
         if self.keep:
             self._keep_if_among_the_best(step, score)
         self._count(score)

@@ -2,20 +2,21 @@
 allows, re-estimated while training runs.
 
 A fixed step-based schedule assumes a machine's speed: the same wall-time
-budget gives 557 updates on one CPU and 1,440 on another, and a warm-up of
-800 updates is then all of the first run and half of the second. Here the
-schedule is defined over the *budget*: `TimeBudget` measures the time an
-update takes (evaluations and checkpoints included), estimates the updates
-the remaining time allows, and sets `BudgetSchedule.total_steps`; the
-schedule warms up for a fraction of them and decays linearly to zero at the
+budget allows a different number of updates on another CPU, and a fixed
+warm-up is then a different part of the run. Here the schedule is defined
+over the *budget*: `ScheduleFitter` measures the time an update takes
+(evaluations and checkpoints included), estimates the updates the
+remaining time allows, and sets `BudgetSchedule.total_steps`; the schedule
+warms up for a fraction of them and decays linearly to zero at the
 estimated end (Li et al., "Budget-Aware Training", ICLR 2020: schedules
 that reach zero at the budget's end beat step-based ones at every budget).
 The checkpoints to average are taken from the last part of the budget,
 never from the warm-up (`averaging_checkpoint_paths`).
 
-`train(..., max_seconds=...)` uses both unless told otherwise
-(`learning_rate_schedule`). `model_dir/budget.json` records the estimate,
-so that a resumed run starts from it.
+`train(..., budget=TimeBudget(seconds))` uses both unless told otherwise
+(`learning_rate_schedule`): `ScheduleFitter` fits the schedule to the
+budget's clock. `model_dir/budget.json` records the estimate, so that a
+resumed run starts from it.
 """
 
 import json
@@ -158,49 +159,116 @@ def read_budget(model_dir):
         return json.load(f)
 
 
-class TimeBudget(keras.callbacks.Callback):
-    """Fits a `BudgetSchedule` to a wall-time budget while training runs.
+class TimeBudget:
+    """A wall-time budget for training, with one clock that `train`'s
+    callbacks all read.
+
+    Training may run until `left()` reaches zero: `seconds` after `started`,
+    less `reserve_seconds` for what follows training (evaluation, an
+    export). The reserve may change while training runs: a caller that
+    learns what the later stages cost (from evaluation times, say) sets it
+    again. With the budget schedule (`train`'s default under a budget), the
+    learning rate warms up for `warmup_fraction` of the updates the budget
+    allows, decays (`decay`) to zero at their end, and `averaging_checkpoints`
+    checkpoints are spread over the last `averaging_fraction` of them.
+
+    Args:
+        seconds: the budget, a positive number of seconds; `math.inf` for
+            none (the budget schedule then ends at `train`'s `train_steps`).
+        started: when it began, as `time.time()` gives it (default: now),
+            e.g. when the process started, so that imports count.
+        reserve_seconds: the time to leave at the end, `>= 0`.
+        warmup_fraction: the budget schedule's warm-up, a part of the
+            updates, in [0, 1).
+        decay: `"linear"` or `"cosine"`.
+        averaging_checkpoints: checkpoints wanted for averaging.
+        averaging_fraction: the last part of the updates they come from,
+            in (0, 1].
+
+    Example:
+
+    >>> budget = TimeBudget(30 * 60, reserve_seconds=120)
+    >>> result = train(model, batches, "runs/m30k", 100_000, budget=budget)
+    >>> result.out_of_time
+    True
+    """
+
+    def __init__(
+        self,
+        seconds,
+        started=None,
+        reserve_seconds=0.0,
+        warmup_fraction=0.1,
+        decay="linear",
+        averaging_checkpoints=5,
+        averaging_fraction=0.2,
+    ):
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+            raise ValueError(f"`seconds` must be a positive number. Received: seconds={seconds!r}")
+        _validation.check_non_negative(reserve_seconds=reserve_seconds)
+        if not 0 <= warmup_fraction < 1:
+            raise ValueError(
+                "`warmup_fraction` must be in [0, 1). Received: "
+                f"warmup_fraction={warmup_fraction!r}"
+            )
+        _validation.check_choice(DECAYS, decay=decay)
+        _validation.check_positive_int(averaging_checkpoints=averaging_checkpoints)
+        if not 0 < averaging_fraction <= 1:
+            raise ValueError(
+                "`averaging_fraction` must be in (0, 1]. Received: "
+                f"averaging_fraction={averaging_fraction!r}"
+            )
+        self.seconds = float(seconds)
+        self.started = time.time() if started is None else float(started)
+        self.reserve_seconds = float(reserve_seconds)
+        self.warmup_fraction = warmup_fraction
+        self.decay = decay
+        self.averaging_checkpoints = averaging_checkpoints
+        self.averaging_fraction = averaging_fraction
+
+    def elapsed(self):
+        """Seconds since `started`."""
+        return time.time() - self.started
+
+    def left(self):
+        """Seconds left for training: the budget less the time spent and
+        the reserve (negative once training should have stopped)."""
+        return self.seconds - self.elapsed() - self.reserve_seconds
+
+
+class ScheduleFitter(keras.callbacks.Callback):
+    """Fits a `BudgetSchedule` to a `TimeBudget` while training runs
+    (`train` adds it under a budget with the budget schedule).
 
     After `measure_after` updates (the first ones pay for tracing), and
     then every `every` updates, it measures the wall time per update since
     then (everything `fit` does between updates included: evaluations,
-    checkpoints), estimates the updates left in `seconds` (less
-    `reserve_seconds`, a number or a function re-read at every estimate),
-    and moves the schedule's end there (never beyond `max_steps`). The
-    chief's estimate is used on every worker.
+    checkpoints), estimates the updates left in `budget.left()`, and moves
+    the schedule's end there (never beyond `max_steps`). The chief's
+    estimate is used on every worker.
 
-    It also asks for the checkpoints to average: `averaging_checkpoints`
-    of them, evenly spaced over the last `averaging_fraction` of the
-    estimated updates (`wants_checkpoint`, which `train` follows), and
+    It also asks for the checkpoints to average (`wants_checkpoint`, which
+    `train` follows): the budget's `averaging_checkpoints`, evenly spaced
+    over the last `averaging_fraction` of the estimated updates, and
     records the estimate in `model_dir/budget.json` (`read_budget`).
 
     Args:
         schedule: the optimizer's `BudgetSchedule`.
-        seconds: the budget, from `on_train_begin`.
+        budget: the `TimeBudget`.
         max_steps: a cap on the updates (`train`'s `train_steps`).
-        reserve_seconds: time to leave at the end, or a function of no
-            argument that returns it.
-        averaging_checkpoints: checkpoints wanted in the last part.
-        averaging_fraction: that part of the updates.
         model_dir: where `budget.json` goes (the chief writes it).
+        seconds_per_step: a starting estimate (a resumed run's last one).
         measure_after, every: updates before the first estimate, and
             between estimates.
-
-    Example:
-
-    >>> budget = TimeBudget(schedule, seconds=1800, max_steps=100_000)
-    >>> model.fit(batches, epochs=1000, steps_per_epoch=100, callbacks=[budget])
     """
 
     def __init__(
         self,
         schedule,
-        seconds,
+        budget,
         max_steps=None,
-        reserve_seconds=0.0,
-        averaging_checkpoints=5,
-        averaging_fraction=0.2,
         model_dir=None,
+        seconds_per_step=None,
         measure_after=5,
         every=10,
     ):
@@ -210,35 +278,28 @@ class TimeBudget(keras.callbacks.Callback):
                 "`schedule` must be a keras_transformer.training.BudgetSchedule. "
                 f"Received: schedule={schedule!r}"
             )
-        if not seconds > 0:
-            raise ValueError(f"`seconds` must be positive. Received: seconds={seconds!r}")
-        _validation.check_positive_int(
-            averaging_checkpoints=averaging_checkpoints, measure_after=measure_after, every=every
-        )
-        _validation.check_positive_int(allow_none=True, max_steps=max_steps)
-        if not 0 < averaging_fraction <= 1:
+        if not isinstance(budget, TimeBudget):
             raise ValueError(
-                "`averaging_fraction` must be in (0, 1]. Received: "
-                f"averaging_fraction={averaging_fraction!r}"
+                "`budget` must be a keras_transformer.training.TimeBudget. "
+                f"Received: budget={budget!r}"
+            )
+        _validation.check_positive_int(measure_after=measure_after, every=every)
+        _validation.check_positive_int(allow_none=True, max_steps=max_steps)
+        if math.isinf(budget.seconds) and max_steps is None:
+            raise ValueError(
+                "A budget without a time limit needs `max_steps`, where the schedule ends. "
+                "Received: max_steps=None"
             )
         self.schedule = schedule
-        self.seconds = float(seconds)
+        self.budget = budget
         self.max_steps = max_steps
-        self.reserve_seconds = reserve_seconds
-        self.averaging_checkpoints = averaging_checkpoints
-        self.averaging_fraction = averaging_fraction
         self.model_dir = model_dir
+        self.seconds_per_step = seconds_per_step
         self.measure_after = measure_after
         self.every = every
-        self.seconds_per_step = None
-        self._start = None
         self._reference = None
         self._batches = 0
         self._last_wanted = None
-
-    def _reserve(self):
-        reserve = self.reserve_seconds
-        return float(reserve() if callable(reserve) else reserve)
 
     def _step(self):
         return read_int(self.model.optimizer.iterations)  # updates, not micro-batches
@@ -248,13 +309,7 @@ class TimeBudget(keras.callbacks.Callback):
         """The current estimate of the run's updates."""
         return max(1, round(float(self.schedule.total_steps.numpy())))
 
-    def left_seconds(self):
-        """Wall time left for training: the budget less the time spent
-        and the reserve."""
-        return self.seconds - (time.perf_counter() - self._start) - self._reserve()
-
     def on_train_begin(self, logs=None):
-        self._start = time.perf_counter()
         self._batches = 0
         self._reference = None
         if self.seconds_per_step:  # a resumed run: the last estimate until measured
@@ -263,19 +318,22 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self._batches += 1
         if self._batches == self.measure_after:
-            self._reference = (time.perf_counter(), self._step())
+            self._reference = (self.budget.elapsed(), self._step())
         elif self._reference and (self._batches - self.measure_after) % self.every == 0:
             start, first = self._reference
             step = self._step()
             if step > first:
-                self.seconds_per_step = (time.perf_counter() - start) / (step - first)
+                self.seconds_per_step = (self.budget.elapsed() - start) / (step - first)
             self._estimate(step)
 
     def _estimate(self, step):
-        left = max(0.0, self.left_seconds())
-        total = step + max(1, math.floor(left / self.seconds_per_step))
-        if self.max_steps is not None:
-            total = min(total, self.max_steps)
+        left = max(0.0, self.budget.left())
+        if math.isinf(left):  # no time limit: the run's updates
+            total = self.max_steps
+        else:
+            total = step + max(1, math.floor(left / self.seconds_per_step))
+            if self.max_steps is not None:
+                total = min(total, self.max_steps)
         strategy = self.model.distribute_strategy
         (total,) = broadcast_from_chief(strategy, [total])
         self.schedule.set_total_steps(round(total))
@@ -295,7 +353,7 @@ class TimeBudget(keras.callbacks.Callback):
         """The first update of the averaging window: the last
         `averaging_fraction` of the estimated updates, after the warm-up."""
         total = self.total_steps
-        start = total - math.floor(self.averaging_fraction * total) + 1
+        start = total - math.floor(self.budget.averaging_fraction * total) + 1
         return max(start, self.schedule.warmup_steps(total) + 1)
 
     def wants_checkpoint(self, step):
@@ -306,7 +364,7 @@ class TimeBudget(keras.callbacks.Callback):
         if self.seconds_per_step is None or step < self.averaging_from():
             return False
         window = max(1, self.total_steps - self.averaging_from() + 1)
-        spacing = max(1, window // self.averaging_checkpoints)
+        spacing = max(1, window // self.budget.averaging_checkpoints)
         if self._last_wanted is not None and step - self._last_wanted < spacing:
             return False
         self._last_wanted = step

@@ -48,31 +48,31 @@ class CheckpointAndStop(keras.callbacks.Callback):
       finite, without writing another checkpoint (`diverged_at` is then the
       update count): the last checkpoint is always a good one;
     * once the optimizer has made `train_steps` updates;
-    * at the first update past `max_seconds` of wall time, or past the
-      `budget`'s (a `TimeBudget`; `out_of_time` is then `True`).
+    * at the first update past the `budget` (a `TimeBudget`; `out_of_time`
+      is then `True`).
 
-    It also checkpoints the updates the `budget` wants for averaging.
+    It also checkpoints the updates the `fitter` (a `ScheduleFitter`)
+    wants for averaging.
 
     Args:
         manager: the run's `tf.train.CheckpointManager`.
         step: the checkpointed update-count variable, set before each save.
         train_steps: the total number of updates of the run.
-        max_seconds: an optional wall-time budget, from construction.
-        budget: an optional `TimeBudget`, in place of `max_seconds`.
+        budget: an optional `TimeBudget`.
+        fitter: an optional `ScheduleFitter` of the same budget.
     """
 
-    def __init__(self, manager, step, train_steps, max_seconds=None, budget=None):
+    def __init__(self, manager, step, train_steps, budget=None, fitter=None):
         super().__init__()
-        self.budget = budget
         self.manager = manager
         self.step = step
         self.train_steps = train_steps
-        self.max_seconds = max_seconds
+        self.budget = budget
+        self.fitter = fitter
         self.diverged_at = None
         self.out_of_time = False
         self.last_saved = None
         self.batches = 0  # training batches run, by this call of `fit`
-        self._start = time.perf_counter()
         self._batches_at_epoch_begin = 0
 
     def _updates(self):
@@ -89,16 +89,11 @@ class CheckpointAndStop(keras.callbacks.Callback):
             self.model.stop_training = True
         elif self._updates() >= self.train_steps:
             self.model.stop_training = True
-        elif self._out_of_time():
+        elif self.budget is not None and self.budget.left() < 0:
             self.out_of_time = True
             self.model.stop_training = True
-        elif self.budget is not None and self.budget.wants_checkpoint(self._updates()):
+        elif self.fitter is not None and self.fitter.wants_checkpoint(self._updates()):
             self._save()
-
-    def _out_of_time(self):
-        if self.budget is not None:
-            return self.budget.left_seconds() < 0
-        return bool(self.max_seconds) and time.perf_counter() - self._start > self.max_seconds
 
     def on_epoch_end(self, epoch, logs=None):
         if self.diverged_at is not None or self.batches == self._batches_at_epoch_begin:

@@ -185,13 +185,26 @@ def _read_run(directory):
         return json.load(f)
 
 
-def write_json_atomically(path, value):
-    """Writes `value` as JSON to `path` through a temporary file and a
-    rename, so a crash leaves the old file or the new one, never half."""
+def write_json_atomically(path, value, sort_keys=True):
+    """Writes `value` as indented JSON (keys sorted unless `sort_keys` is
+    false) to `path` through a temporary file and a rename: a crash or an
+    error leaves the old file or the new one, never half of one, and no
+    temporary file.
+
+    Example:
+
+    >>> write_json_atomically("runs/base/summary.json", {"test_bleu": 27.3})
+    """
+    text = json.dumps(value, indent=2, sort_keys=sort_keys) + "\n"  # fails before writing
     staging = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(staging, "w") as f:
-        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(staging, path, overwrite=True)
+    try:
+        with tf.io.gfile.GFile(staging, "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(staging, path, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(staging):
+            tf.io.gfile.remove(staging)
+        raise
 
 
 def check_run(

@@ -1,8 +1,7 @@
 """tf.data input pipelines: text pairs in, token-budget batches out.
 
-Sources of text pairs (each a `tf.data.Dataset` of `(source, target)`
-scalar strings): `text_pairs_from_lists`, `text_pairs_from_files` (plain or
-`.gz`, one sentence a line) and `text_pairs_from_tfds`.
+Text pairs come from `text_pairs` (each a `tf.data.Dataset` of `(source,
+target)` scalar strings).
 
 `make_batches` turns them into training batches entirely inside the graph:
 tokenize, frame with BOS/EOS, drop or truncate over-long pairs, group by
@@ -18,7 +17,6 @@ target_out)`, exactly what `Transformer.fit` takes.
 """
 
 import dataclasses
-import gzip
 import math
 
 import tensorflow as tf
@@ -31,101 +29,6 @@ from keras_transformer_runtime import _validation
 
 LONG_PAIRS = ("drop", "truncate")
 BUCKET_BY = ("auto", "longer_side", "each_side")
-
-
-@_backend.tensorflow_only("training.text_pairs_from_lists", "tf.data")
-def text_pairs_from_lists(sources, targets):
-    """A dataset of `(source, target)` strings from two aligned lists.
-
-    Example:
-
-    >>> pairs = text_pairs_from_lists(["a cat"], ["eine Katze"])
-    """
-    if len(sources) != len(targets):
-        raise ValueError(
-            "`sources` and `targets` must have the same length. Received: "
-            f"len(sources)={len(sources)}, len(targets)={len(targets)}"
-        )
-    return tf.data.Dataset.from_tensor_slices(
-        (tf.constant(list(sources), tf.string), tf.constant(list(targets), tf.string))
-    )
-
-
-def _count_lines(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return sum(1 for _ in f)
-
-
-def _lines(path):
-    compression = "GZIP" if str(path).endswith(".gz") else None
-    return tf.data.TextLineDataset(str(path), compression_type=compression)
-
-
-@_backend.tensorflow_only("training.text_pairs_from_files", "tf.data")
-def text_pairs_from_files(source_path, target_path, check_alignment=True):
-    """A dataset of `(source, target)` strings from two aligned text files.
-
-    Files have one sentence a line, line i of one aligned with line i of
-    the other; a `.gz` suffix means gzip. With `check_alignment` the line
-    counts are compared first (one pass over both files), so that a
-    misaligned corpus fails loudly instead of training on shifted pairs.
-
-    Example:
-
-    >>> pairs = text_pairs_from_files("train.en.gz", "train.de.gz")
-    """
-    if check_alignment:
-        source_lines, target_lines = _count_lines(source_path), _count_lines(target_path)
-        if source_lines != target_lines:
-            raise ValueError(
-                "Parallel files must have the same number of lines. Received: "
-                f"{source_path} ({source_lines} lines), "
-                f"{target_path} ({target_lines} lines)"
-            )
-    return tf.data.Dataset.zip((_lines(source_path), _lines(target_path)))
-
-
-@_backend.tensorflow_only("training.text_pairs_from_tfds", "TensorFlow Datasets")
-def text_pairs_from_tfds(
-    name,
-    split,
-    source_key,
-    target_key,
-    data_dir=None,
-    download=True,
-):
-    """A dataset of `(source, target)` strings from a TFDS translation set.
-
-    Args:
-        name: e.g. `"wmt14_translate/de-en"`.
-        split: e.g. `"train"`, `"validation"`, `"test"`.
-        source_key: feature holding the source text, e.g. `"en"`.
-        target_key: feature holding the target text, e.g. `"de"`.
-        data_dir: where TFDS keeps its data.
-        download: whether TFDS may download and prepare the data.
-
-    Raises:
-        FileNotFoundError: `download=False` and the data set is not
-            prepared in `data_dir`.
-
-    Example:
-
-    >>> pairs = text_pairs_from_tfds("wmt14_translate/de-en", "train", "en", "de")
-    """
-    import tensorflow_datasets as tfds
-
-    try:
-        dataset = tfds.load(name, split=split, data_dir=data_dir, download=download)
-    except AssertionError as error:  # what TFDS raises for data it cannot find
-        raise FileNotFoundError(
-            f"TFDS data set {name!r} is not prepared in data_dir={data_dir!r}; pass "
-            "download=True to download and prepare it."
-        ) from error
-    return dataset.map(
-        lambda example: (example[source_key], example[target_key]),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
 
 
 def bucket_boundaries(max_length, min_length=8, growth=1.1):
@@ -456,3 +359,29 @@ def make_batches(
     # are not; `train` reports it when no batch comes out.
     dataset.pair_counts = lambda: count_pairs(pairs, tokenizer, max_length, long_pairs)
     return dataset
+
+
+def no_batch_message(train_data):
+    """Why `train_data` (a dataset, or a function of an input context) gave
+    `train` no batch, with `make_batches`' pair counts if known."""
+    dataset = train_data
+    if callable(train_data) and not isinstance(train_data, tf.data.Dataset):
+        dataset = train_data(tf.distribute.InputContext())
+    counts = getattr(dataset, "pair_counts", None)
+    reason = f": {counts()}" if counts else ""
+    return (
+        "The training data produced no batch, so nothing was trained" + reason + ". Check the "
+        "input files, and that max_length fits the sentences."
+    )
+
+
+def repeated_for_training(train_data, strategy):
+    """`train_data` (a dataset, or a function of an input context) repeated
+    forever and, for a function, distributed over the replicas."""
+    if isinstance(train_data, tf.data.Dataset) or not callable(train_data):
+        return train_data.repeat()
+    if strategy.num_replicas_in_sync > 1:
+        return strategy.distribute_datasets_from_function(
+            lambda context: train_data(context).repeat()
+        )
+    return train_data(tf.distribute.InputContext()).repeat()

@@ -92,8 +92,7 @@ if mode == "multiworker":
         steps_per_checkpoint=1,
         warmup_steps=10,
         evaluator=evaluator,
-        keep_best="val_bleu",
-        early_stopping_patience=steps,
+        best=training.BestCheckpoints("val_bleu", patience=steps),
     )
     losses = result.history["loss"]
 else:

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_transformer import training
 from keras_transformer.training import BudgetSchedule
+from keras_transformer.training import ScheduleFitter
 from keras_transformer.training import TimeBudget
 from keras_transformer.training import TransformerSchedule
 from keras_transformer.training import averaging_checkpoint_paths
@@ -101,38 +102,39 @@ def fake_model(iterations):
     )
 
 
-def run_budget(monkeypatch, tmp_path, seconds_per_step, updates, **options):
-    """Drives a `TimeBudget` through `updates` updates that each take
-    `seconds_per_step` of a fake clock; returns it and the updates it
-    wanted checkpointed."""
+def run_budget(monkeypatch, tmp_path, seconds_per_step, updates, max_steps=None, **options):
+    """Drives a `ScheduleFitter` of a `TimeBudget(**options)` through
+    `updates` updates that each take `seconds_per_step` of a fake clock;
+    returns the fitter and the updates it wanted checkpointed."""
     clock = FakeClock()
-    monkeypatch.setattr(budget_module.time, "perf_counter", clock)
+    monkeypatch.setattr(budget_module.time, "time", clock)
     iterations = tf.Variable(0, dtype=tf.int64)
     schedule = BudgetSchedule(1e-3, 100_000, warmup_fraction=0.1, max_warmup_steps=4000)
-    budget = TimeBudget(schedule, model_dir=str(tmp_path), **options)
-    budget.set_model(fake_model(iterations))
-    budget.on_train_begin()
+    budget = TimeBudget(**options)
+    fitter = ScheduleFitter(schedule, budget, max_steps=max_steps, model_dir=str(tmp_path))
+    fitter.set_model(fake_model(iterations))
+    fitter.on_train_begin()
     wanted = []
     for batch in range(updates):
         clock.now += seconds_per_step
         iterations.assign_add(1)
-        budget.on_train_batch_end(batch)
-        if budget.left_seconds() < 0:
+        fitter.on_train_batch_end(batch)
+        if budget.left() < 0:
             break
-        if budget.wants_checkpoint(int(iterations.numpy())):
+        if fitter.wants_checkpoint(int(iterations.numpy())):
             wanted.append(int(iterations.numpy()))
-    return budget, wanted
+    return fitter, wanted
 
 
 def test_estimates_the_updates_the_budget_allows(monkeypatch, tmp_path):
     # 1,000 s at 2 s an update, 200 s kept in reserve: 400 updates.
-    budget, wanted = run_budget(
-        monkeypatch, tmp_path, 2.0, 10_000, seconds=1000, reserve_seconds=lambda: 200
+    fitter, wanted = run_budget(
+        monkeypatch, tmp_path, 2.0, 10_000, seconds=1000, reserve_seconds=200
     )
-    assert budget.total_steps == 400 and budget.schedule.warmup_steps() == 40
-    assert budget.seconds_per_step == pytest.approx(2.0)
+    assert fitter.total_steps == 400 and fitter.schedule.warmup_steps() == 40
+    assert fitter.seconds_per_step == pytest.approx(2.0)
     # Averaging: 5 checkpoints spread over the last 20% (updates 321-400).
-    assert budget.averaging_from() == 321
+    assert fitter.averaging_from() == 321
     assert wanted == [321, 337, 353, 369, 385]
     recorded = json.loads((tmp_path / "budget.json").read_text())
     assert recorded == {
@@ -154,8 +156,37 @@ def test_a_slower_machine_gets_a_shorter_schedule(monkeypatch, tmp_path):
 
 
 def test_max_steps_caps_the_estimate(monkeypatch, tmp_path):
-    budget, _ = run_budget(monkeypatch, tmp_path, 1.0, 100, seconds=1000, max_steps=50)
-    assert budget.total_steps == 50
+    fitter, _ = run_budget(monkeypatch, tmp_path, 1.0, 100, seconds=1000, max_steps=50)
+    assert fitter.total_steps == 50
+
+
+def test_one_clock_from_when_the_budget_began_less_the_reserve(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(budget_module.time, "time", clock)
+    clock.now = 1000.0
+    budget = TimeBudget(600, started=900.0, reserve_seconds=50)  # began 100 s ago
+    assert budget.elapsed() == 100.0 and budget.left() == 450.0
+    clock.now += 200
+    budget.reserve_seconds = 120  # what the later stages now look like
+    assert budget.left() == 600 - 300 - 120
+    assert TimeBudget(10).started == clock.now  # default: now
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(seconds=0), "seconds"),
+        (dict(seconds=True), "seconds"),
+        (dict(reserve_seconds=-1), "reserve_seconds"),
+        (dict(warmup_fraction=1.0), "warmup_fraction"),
+        (dict(decay="step"), "decay"),
+        (dict(averaging_checkpoints=0), "averaging_checkpoints"),
+        (dict(averaging_fraction=0.0), "averaging_fraction"),
+    ],
+)
+def test_bad_budget_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        TimeBudget(**{"seconds": 60, **kwargs})
 
 
 def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
@@ -163,11 +194,7 @@ def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
     # schedule reaches zero there and the averaging checkpoints lie in its
     # last 20%, whatever the machine's speed.
     result = train_quietly(
-        tmp_path,
-        30,
-        steps_per_checkpoint=10,
-        max_seconds=3600,
-        averaging_checkpoints=3,
+        tmp_path, 30, steps_per_checkpoint=10, budget=TimeBudget(3600, averaging_checkpoints=3)
     )
     schedule = training.read_budget(str(tmp_path))
     assert result.budget == schedule and schedule["total_steps"] == 30

@@ -1,5 +1,6 @@
 """What a run keeps beside its checkpoints, and what it refuses to mix."""
 
+import json
 import os
 import warnings
 
@@ -92,3 +93,14 @@ def test_non_finite_weights_are_never_saved_or_averaged(tmp_path):
     bad = training.checkpoints.training_checkpoint(model).save(str(tmp_path / "bad" / "ckpt"))
     with pytest.raises(ValueError, match="NaN or infinite"):
         training.average_checkpoints(micro_model(), [bad])
+
+
+def test_marker_files_are_replaced_whole(tmp_path):
+    """A run's JSON files (`write_json_atomically`): a write that fails half
+    way leaves the old file, and no stray temporary file."""
+    path = tmp_path / "training_done.json"
+    training.write_json_atomically(str(path), {"final_step": 30})
+    with pytest.raises(TypeError):  # fails half way through writing
+        training.write_json_atomically(str(path), {"final_step": 40, "seconds": object()})
+    assert json.loads(path.read_text()) == {"final_step": 30}
+    assert os.listdir(tmp_path) == ["training_done.json"]

@@ -126,7 +126,9 @@ def test_bad_arguments(call, name):
 
 
 def test_time_budget_stops_and_checkpoints(tmp_path):
-    result = train_quietly(tmp_path, 100_000, steps_per_checkpoint=1000, max_seconds=1)
+    result = train_quietly(
+        tmp_path, 100_000, steps_per_checkpoint=1000, budget=training.TimeBudget(1)
+    )
     assert result.out_of_time and 0 < result.final_step < 100_000
     assert os.path.basename(result.checkpoint) == f"ckpt-{result.final_step}"
 
@@ -211,8 +213,7 @@ def test_moving_averages_are_evaluated_kept_as_best_and_left_in_the_model(tmp_pa
         callbacks=[trained],
         validation_data=reversal_batches(20, seed=1),
         validation_steps=1,
-        keep_best="val_loss",
-        keep_best_checkpoints=1,
+        best=training.BestCheckpoints("val_loss", keep=1),
     )
     # The NumPy reference: the average starts at the first update's weights.
     averages = {1: trained.weights[1]}
