@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 import tensorflow_text  # noqa: F401 (registers the SentencePiece op the export runs)
 
+from keras_transformer import training
 from tests.examples.helpers import EXAMPLES
 from tests.examples.helpers import load_example
 
@@ -182,7 +183,7 @@ def test_tfds_path_under_mock_data(tmp_path):
 @pytest.mark.large  # trains, evaluates and exports: a whole run
 def test_only_the_chief_evaluates_and_exports(tmp_path, monkeypatch):
     script = load_example("wmt_ende")
-    monkeypatch.setattr(script.training, "is_chief", lambda strategy: False)
+    monkeypatch.setattr(training, "is_chief", lambda strategy: False)
     args = f"--preset tiny {MICRO_FLAGS} --model_dir {tmp_path / 'run'} --vocab_size 300"
     args += " --train_steps 2"
     args += f" --steps_per_checkpoint 2 --export_dir {tmp_path / 'exports'}"
@@ -235,25 +236,16 @@ def test_flags_override_the_preset_which_overrides_the_defaults():
     assert config.model_arguments() == {"d_model": 32, "max_length": 64}
 
 
-def test_marker_files_are_replaced_whole(tmp_path):
-    script = load_example("wmt_ende")
-    path = tmp_path / "training_done.json"
-    script._write_json(path, {"final_step": 30})
-    with pytest.raises(TypeError):  # fails half way through writing
-        script._write_json(path, {"final_step": 40, "seconds": object()})
-    assert json.loads(path.read_text()) == {"final_step": 30}
-
-
 def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
-    script = load_example("wmt_ende")
+    data, results = load_example("wmt_data"), load_example("wmt_results")
     config = load_example("wmt_config").parse_config(["--model_dir", str(tmp_path)])
 
     class Translator:
         def translate(self, sources, batch_size, progress=None):
             return ["ein\nHund", "zwei\r\nHunde", "drei"]
 
-    data = script.Data(train=None, valid=None, test=(["a", "b", "c"], ["x", "y", "z"]))
-    script.evaluation_stage(config, Translator(), data)
+    sets = data.Data(train=None, valid=None, test=(["a", "b", "c"], ["x", "y", "z"]))
+    results.evaluation_stage(config, Translator(), sets)
     lines = (tmp_path / "hypotheses.test.txt").read_text().split("\n")
     assert lines == ["ein Hund", "zwei Hunde", "drei", ""]
 
@@ -262,7 +254,7 @@ def test_an_early_evaluation_cannot_take_the_whole_budget(tmp_path):
     """A pessimistic estimate of the stages after training (an early,
     run-on evaluation) reserves at most MAX_RESERVE_FRACTION of the time
     left, so training keeps the rest."""
-    module = load_example("wmt_ende")
+    module = load_example("wmt_budget")
     left = 500.0
     most = module.MAX_RESERVE_FRACTION * left
     assert module.capped_reserve(900.0, most) == pytest.approx(0.4 * left)

@@ -1,0 +1,144 @@
+"""The time budget of a `wmt_ende.py` run (`--budget_minutes`): training
+gets what is left after the stages before it, less a reserve for the
+stages after it (averaging, the final evaluation, plots, the export),
+estimated from the validation evaluations' time per sentence as training
+runs. examples/README.md says where the constants come from.
+"""
+
+import contextlib
+import math
+import sys
+import time
+
+import keras
+
+from keras_transformer import training
+
+# A greedy validation evaluation's time per sentence, until the first
+# evaluation measures it.
+GREEDY_SECONDS_PER_SENTENCE = 0.02
+# The export and the plots.
+EXPORT_SECONDS = 45.0
+# The most of the time left at the start of training that the stages after
+# it may reserve: an early evaluation of a barely trained model (outputs
+# that run on to the length limit, the first call's tracing) can predict
+# more than the whole budget, which would stop training at once.
+MAX_RESERVE_FRACTION = 0.4
+
+
+def beam_cost(beam_size):
+    """Final-evaluation time per sentence against a greedy validation
+    evaluation's (measured: 6.9 at beam 4)."""
+    return 1.2 if beam_size == 1 else 1.75 * beam_size
+
+
+class Stopwatch:
+    """The wall time of each stage, and what is left of --budget_minutes."""
+
+    def __init__(self, budget_minutes=None, started=None):
+        now = time.time()
+        self.started = now if started is None else started
+        self.budget = None if budget_minutes is None else 60.0 * budget_minutes
+        # Python and TensorFlow's imports, before the first stage.
+        self.seconds = {"startup": now - self.started}
+
+    @contextlib.contextmanager
+    def stage(self, name):
+        start = time.time()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - start
+
+    def left(self):
+        """Seconds left of the budget (`None` without one)."""
+        if self.budget is None:
+            return None
+        return self.budget - (time.time() - self.started)
+
+
+def after_training_seconds(config, evaluator, data):
+    """The estimated wall time of the stages after training, and of the
+    validation evaluation that ends it: scoring the candidate weights (a
+    new evaluator traces the search again), beam search on the valid and
+    test sets, the plots and the export, from the last validation
+    evaluation's time per sentence (a guess before the first)."""
+    per_sentence, tracing = GREEDY_SECONDS_PER_SENTENCE, 0.0
+    if evaluator is not None and evaluator.history:
+        per_sentence = evaluator.history[-1]["seconds"] / max(1, len(evaluator.sources))
+        # The first evaluation also traced the search; a new evaluator does again.
+        tracing = max(0.0, evaluator.history[0]["seconds"] - evaluator.history[-1]["seconds"])
+    sentences = len(data.test[0]) + (len(data.valid[0]) if data.valid else 0)
+    seconds = sentences * per_sentence * beam_cost(config.beam_size)
+    if evaluator is not None:
+        validation = len(evaluator.sources) * per_sentence
+        seconds += validation  # the last checkpoint's, when training stops
+        if config.export_weights == "auto":
+            seconds += tracing + 2 * validation  # two averages scored
+    return 1.1 * seconds + (EXPORT_SECONDS if config.export_dir else 10.0)
+
+
+def capped_reserve(estimate, most, beyond=0.0):
+    """The reserve for the stages after training, inside training's time
+    limit: `estimate`, but at most `most` seconds, so that training keeps
+    the rest of the budget; less `beyond`, the part of the budget that lies
+    past training's limit anyway (when --max_train_minutes ends training
+    before --budget_minutes would)."""
+    return max(0.0, min(estimate, most) - beyond)
+
+
+def training_seconds(config, stopwatch):
+    """This run's training time limit: --max_train_minutes, and what is
+    left of --budget_minutes (the stages after training are reserved
+    within `train`)."""
+    limits = [60.0 * config.max_train_minutes] if config.max_train_minutes else []
+    if stopwatch.budget is not None:
+        left = stopwatch.left()
+        if left <= 0:
+            sys.exit(
+                f"--budget_minutes {config.budget_minutes}: no time left for training after "
+                f"{stopwatch.budget - left:.0f} s of the stages before it."
+            )
+        limits.append(left)
+    return min(limits) if limits else None
+
+
+class ReserveForLaterStages(keras.callbacks.Callback):
+    """Sets `budget.reserve_seconds` to what the stages after training will
+    cost (`estimate()`, capped by `capped_reserve` with `most` and
+    `beyond`), now and after every checkpoint interval: each validation
+    evaluation says more of what translating costs."""
+
+    def __init__(self, budget, estimate, most, beyond):
+        super().__init__()
+        self.budget, self.estimate, self.most, self.beyond = budget, estimate, most, beyond
+        self.update()
+
+    def update(self):
+        self.budget.reserve_seconds = capped_reserve(self.estimate(), self.most, self.beyond)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.update()
+
+
+def training_budget(config, stopwatch, later_stages):
+    """The `TimeBudget` of training and the callbacks that keep its reserve
+    (`later_stages()` estimates the seconds of the stages after it): `(None,
+    [])` without a time limit, unless the budget schedule is asked for,
+    which then ends at --train_steps."""
+    limit = training_seconds(config, stopwatch)
+    if limit is None and config.learning_rate_schedule != "budget":
+        return None, []
+    budget = training.TimeBudget(
+        math.inf if limit is None else limit,
+        warmup_fraction=config.warmup_fraction,
+        averaging_checkpoints=config.average_last,
+        averaging_fraction=config.averaging_fraction,
+    )
+    if stopwatch.budget is None:
+        return budget, []
+    left = stopwatch.left()
+    beyond = max(0.0, left - limit)  # the budget past --max_train_minutes
+    return budget, [
+        ReserveForLaterStages(budget, later_stages, MAX_RESERVE_FRACTION * left, beyond)
+    ]

@@ -1,0 +1,85 @@
+"""The data of a `wmt_ende.py` run: the training pairs, and the valid and
+test sets as lists, from TFDS (downloaded when not prepared and the
+network is there) or from local files."""
+
+import dataclasses
+import socket
+import sys
+
+from keras_transformer import training
+
+TFDS_HOST = ("storage.googleapis.com", 443)
+
+
+@dataclasses.dataclass
+class Data:
+    """The training pairs, and the valid and test sets as `(sources,
+    references)` lists (`valid` may be `None`)."""
+
+    train: object
+    valid: tuple | None
+    test: tuple
+
+
+def _decode(line, where):
+    """A line of bytes as text; invalid UTF-8 is replaced and reported."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        print(f"warning: {where}: invalid UTF-8 replaced", file=sys.stderr)
+        return line.decode("utf-8", errors="replace")
+
+
+def _as_lists(pairs, limit, names):
+    """The first `limit` pairs as `(sources, references)` lists; `names`
+    name the two sides in warnings (file names, or the TFDS split)."""
+    sources, references = [], []
+    for number, (source, reference) in enumerate(pairs.take(limit or -1).as_numpy_iterator(), 1):
+        sources.append(_decode(source, f"{names[0]}:{number}"))
+        references.append(_decode(reference, f"{names[1]}:{number}"))
+    return sources, references
+
+
+def _tfds_pairs(config, split):
+    """TFDS pairs; downloads when the data is not prepared and the network
+    is there, else stops with the local-files advice."""
+    keys = (config.source_lang, config.target_lang)
+    load = lambda download: training.text_pairs_from_tfds(  # noqa: E731
+        config.tfds_name, split, *keys, data_dir=config.tfds_data_dir, download=download
+    )
+    try:
+        return load(download=False)
+    except FileNotFoundError:
+        try:
+            socket.create_connection(TFDS_HOST, timeout=5).close()
+        except OSError:
+            sys.exit(
+                f"TFDS data set {config.tfds_name} is not prepared and the network is "
+                "unreachable.\nPass local parallel files instead: --train_src --train_tgt "
+                "[--valid_src --valid_tgt] --test_src --test_ref (plain or .gz, one "
+                "sentence a line)."
+            )
+        return load(download=True)
+
+
+def data_stage(config):
+    limit = config.max_eval_sentences
+    if config.data_source != "local files":
+        return Data(
+            train=_tfds_pairs(config, "train"),
+            valid=_as_lists(_tfds_pairs(config, "validation"), limit, ("validation",) * 2),
+            test=_as_lists(_tfds_pairs(config, "test"), limit, ("test",) * 2),
+        )
+    valid = None
+    if config.valid_src and config.valid_tgt:
+        files = (config.valid_src, config.valid_tgt)
+        valid = _as_lists(training.text_pairs_from_files(*files), limit, files)
+    return Data(
+        train=training.text_pairs_from_files(config.train_src, config.train_tgt),
+        valid=valid,
+        test=_as_lists(
+            training.text_pairs_from_files(config.test_src, config.test_ref),
+            limit,
+            (config.test_src, config.test_ref),
+        ),
+    )

@@ -1,0 +1,66 @@
+"""The summary of a `wmt_ende.py` run: a table on stdout, `summary.md`
+and `summary.json` in the run directory."""
+
+import os
+
+from keras_transformer import training
+
+
+def summary_stage(config, run):
+    """Prints the summary table and writes `summary.md` and `summary.json`."""
+    trained, scores = run["training"], run["results"]
+    steps = f"{trained['final_step']:,}"
+    rows = [
+        ("data", config.data_source),
+        ("test / valid sentences", f"{run['test_sentences']} / {run['valid_sentences']}"),
+        ("vocabulary", f"{run['vocabulary']:,} shared SentencePiece pieces"),
+        ("parameters", f"{run['parameters']:,}"),
+        ("precision", run.get("precision", "float32")),
+        ("steps", steps + (" (time budget reached)" if trained.get("out_of_time") else "")),
+        ("training wall time", f"{trained.get('seconds', 0) / 60:.1f} min (this run of training)"),
+        ("training tokens/s", f"{trained.get('tokens_per_sec', 0):,.0f} target tokens/s"),
+    ]
+    evaluations = [e for e in trained.get("evaluations", []) if "val_bleu" in e]
+    if evaluations:
+        evaluation_seconds = trained.get("evaluation_seconds", 0.0)
+        share = evaluation_seconds / max(trained.get("seconds", 0.0) - evaluation_seconds, 1e-9)
+        curve = ", ".join(f"{e['step']}: {e['val_bleu']:.1f}" for e in evaluations)
+        rows += [
+            ("validation BLEU by step", curve),
+            ("evaluation time", f"{evaluation_seconds:.0f} s, {100 * share:.1f}% of training"),
+        ]
+    budget = trained.get("budget")
+    if budget:
+        rows.append(
+            (
+                "schedule over the budget",
+                f"warm-up {budget['warmup_steps']:,} updates, linear decay to zero at "
+                f"{budget['total_steps']:,}; averaging window from update "
+                f"{budget['averaging_from']:,}",
+            )
+        )
+    if trained.get("stopped_early"):
+        rows.append(("early stopping", f"stopped at step {trained['final_step']:,}"))
+    weights = run["weights"]
+    rows.append(("exported weights", f"{weights['name']}: {', '.join(weights['checkpoints'])}"))
+    rows.append(("chosen because", weights["reason"]))
+    for name, result in scores.items():
+        rows.append((f"{name} sacreBLEU", f"{result['sacrebleu']:.2f}"))
+        rows.append((f"{name} chrF", f"{result['chrf']:.2f}"))
+        compound_split = result["tokenized_compound_split_bleu"]
+        rows.append((f"{name} tokenized compound-split BLEU", f"{compound_split:.2f}"))
+    stages = run.get("stage_seconds", {})
+    if stages:
+        by_stage = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
+        rows.append(("wall time by stage (min)", by_stage))
+    budget_minutes = config.budget_minutes
+    within = f" (budget {budget_minutes:g} min)" if budget_minutes else ""
+    rows.append(("total wall time", f"{run['minutes']:.1f} min" + within))
+    table = "| | |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+    print("\n" + table)
+    with open(os.path.join(config.model_dir, "summary.md"), "w") as f:
+        f.write(table + "\n")
+    summary = {"config": config.to_json(), **run}
+    # In the order of the run (the stages' times).
+    path = os.path.join(config.model_dir, "summary.json")
+    training.write_json_atomically(path, summary, sort_keys=False)

@@ -1,0 +1,159 @@
+"""The stages of a `wmt_ende.py` run after training: the weights to
+export (an average or the best, by validation BLEU), the final
+evaluation, the plots and the SavedModel export."""
+
+import json
+import os
+import sys
+
+import keras_transformer as kt
+from keras_transformer import training
+
+from attention_plots import plot_attention
+from bleu import bleu_scores
+from curve_plot import plot_validation_curve
+from wmt_stages import evaluator_for
+
+
+def _candidates(config):
+    """The weights the run can export, by name: checkpoint paths to average.
+    The average comes from the last part of a time budget (never from its
+    warm-up), or else from the last checkpoints; sets of the same
+    checkpoints appear once."""
+    candidates = {"average_last": training.averaging_checkpoint_paths(
+        config.model_dir, config.average_last
+    )}  # fmt: skip
+    best = training.best_checkpoint_paths(config.model_dir)
+    if best:
+        candidates["best"] = best[:1]
+        if len(best) > 1:
+            candidates["average_best"] = best[: config.average_last]
+    unique = {}
+    for name, paths in candidates.items():
+        if sorted(paths) not in [sorted(p) for p in unique.values()]:
+            unique[name] = paths
+    return unique
+
+
+def _recorded_score(config, paths):
+    """The validation scores training recorded for the weights of a single
+    checkpoint (the same evaluation, so not repeated), or `None`."""
+    if len(paths) != 1:
+        return None
+    step = training.checkpoint_step(paths[0])
+    for evaluation in training.read_evaluations(config.model_dir):
+        if evaluation["step"] == step and "val_bleu" in evaluation:
+            return {k: v for k, v in evaluation.items() if k.startswith("val_")}
+    return None
+
+
+def weights_stage(config, model, tokenizer, data):
+    """Loads the weights to evaluate and export (--export_weights); with
+    `auto`, the candidate with the best validation BLEU, scored as during
+    training. Returns what was chosen and why."""
+    candidates = _candidates(config)
+    names = {k: [os.path.basename(p) for p in v] for k, v in candidates.items()}
+    choice, scores = config.export_weights, {}
+    if choice == "auto" and len(candidates) > 1:
+        evaluator = evaluator_for(config, model, tokenizer, data.valid)
+        evaluator.set_model(model)
+        evaluator.verbose = 0
+        for name, paths in candidates.items():
+            recorded = _recorded_score(config, paths)
+            if recorded is None:
+                training.average_checkpoints(model, paths)
+                recorded = evaluator.evaluate(step=0)
+            scores[name] = recorded
+            print(f"weights {name}: validation BLEU {scores[name]['val_bleu']:.2f}")
+        choice = max(scores, key=lambda name: scores[name]["val_bleu"])
+        sentences = len(evaluator.sources)
+        reason = (
+            f"the best validation BLEU on {sentences} sentences (beam {config.eval_beam_size}) of "
+            + ", ".join(f"{k} {v['val_bleu']:.2f}" for k, v in scores.items())
+        )
+    elif choice == "auto":
+        choice, reason = "average_last", "no validation scores: the paper's average"
+    elif choice not in candidates:
+        sys.exit(
+            f"--export_weights {choice}: the run has no best checkpoints (they need a "
+            "validation set and --keep_best). Use --export_weights average_last."
+        )
+    else:
+        reason = "--export_weights"
+    training.average_checkpoints(model, candidates[choice])
+    print(f"weights: {choice} of {', '.join(names[choice])} ({reason})")
+    return {
+        "name": choice,
+        "checkpoints": names[choice],
+        "reason": reason,
+        "candidates": {k: {"checkpoints": v, **scores.get(k, {})} for k, v in names.items()},
+    }
+
+
+def evaluation_stage(config, translator, data):
+    """Translates the valid and test sets; returns `(scores, hypotheses)`,
+    both keyed by set name."""
+    scores, hypotheses = {}, {}
+    for name, split in (("valid", data.valid), ("test", data.test)):
+        if not split or not split[0]:
+            continue
+        sources, references = split
+        hypotheses[name] = translator.translate(
+            sources, config.eval_batch_size, progress=f"translating {name}"
+        )
+        # One line per sentence, whatever a translation holds.
+        lines = [" ".join(h.splitlines()) for h in hypotheses[name]]
+        with open(os.path.join(config.model_dir, f"hypotheses.{name}.txt"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        scores[name] = bleu_scores(hypotheses[name], references)
+        result = scores[name]
+        print(
+            f"{name}: sacreBLEU {result['sacrebleu']:.2f} ({result['signature']}); chrF "
+            f"{result['chrf']:.2f} ({result['chrf_signature']}); tokenized compound-split BLEU "
+            f"(the paper's measure) {result['tokenized_compound_split_bleu']:.2f}"
+        )
+    return scores, hypotheses
+
+
+def plots_stage(config, model, tokenizer, data, hypotheses):
+    paths = [plot_validation_curve(training.read_evaluations(config.model_dir), config.model_dir)]
+    if "test" in hypotheses:
+        paths += plot_attention(
+            model, tokenizer, data.test[0][0], hypotheses["test"][0], config.model_dir
+        )
+    paths = [path for path in paths if path]
+    for path in paths:
+        print(f"attention plot: {path}")
+    return paths
+
+
+def export_stage(config, translator, trained, weights):
+    """Exports the chosen weights, unless the export of these weights (the
+    same checkpoints) exists."""
+    if not config.export_dir:
+        return None
+    marker = os.path.join(config.model_dir, "export.json")
+    exported = {}
+    if os.path.exists(marker):
+        with open(marker) as f:
+            exported = json.load(f)
+    same = exported.get("step", trained["final_step"]) == trained["final_step"]
+    if (
+        exported
+        and same
+        and exported.get("checkpoints", weights["checkpoints"]) == weights["checkpoints"]
+    ):
+        path = exported["path"]
+        print(f"export: {path} (already exported)")
+    else:
+        path = kt.export.export_saved_model(translator, config.export_dir)
+        step, checkpoints = trained["final_step"], weights["checkpoints"]
+        training.write_json_atomically(
+            marker, {"path": path, "step": step, "checkpoints": checkpoints}
+        )
+        print(f"export: {path}")
+    print(
+        'try it: echo "A man is riding a bike." | python -m keras_transformer.translate '
+        f"--export_dir {config.export_dir}"
+    )
+    return path
