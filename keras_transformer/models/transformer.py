@@ -4,9 +4,7 @@ import inspect
 
 import keras
 from keras import ops
-from keras import tree
 
-from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
@@ -15,12 +13,13 @@ from keras_transformer.layers.masking import padding_mask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models._checks import check_arguments
+from keras_transformer.models.cached_decoding import CachedDecoding
 from keras_transformer.models.presets import preset_arguments
 from keras_transformer.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(keras.Model):
+class Transformer(CachedDecoding, keras.Model):
     """The Transformer (Vaswani et al., 2017) as a Keras model.
 
     `model((source_ids, target_ids))` embeds both sequences (token
@@ -186,31 +185,7 @@ class Transformer(keras.Model):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "vocab_size": self.vocab_size,
-                "num_layers": self.num_layers,
-                "d_model": self.d_model,
-                "num_heads": self.num_heads,
-                "d_ff": self.d_ff,
-                "dropout": self.dropout,
-                "source_vocab_size": self.source_vocab_size,
-                "target_vocab_size": self.target_vocab_size,
-                "num_encoder_layers": self.num_encoder_layers,
-                "num_decoder_layers": self.num_decoder_layers,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "attention_dropout": self.attention_dropout,
-                "relu_dropout": self.relu_dropout,
-                "tie_embeddings": self.tie_embeddings,
-                "norm_first": self.norm_first,
-                "position_encoding": self.position_encoding,
-                "max_length": self.max_length,
-                "pad_id": self.pad_id,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "seed": self.seed,
-            }
-        )
+        config.update({name: getattr(self, name) for name in _arguments(type(self))})
         return config
 
     @classmethod
@@ -241,8 +216,8 @@ class Transformer(keras.Model):
 
         >>> model = Transformer.from_preset("base", vocab_size=37000, dropout=0.2)
         """
-        accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
-        return cls(**preset_arguments(preset, overrides, accepted | {"name", "dtype", "trainable"}))
+        accepted = set(_arguments(cls)) | {"name", "dtype", "trainable"}
+        return cls(**preset_arguments(preset, overrides, accepted))
 
     def build(self, inputs_shape=None):
         """Creates every weight; called by the constructor."""
@@ -348,89 +323,19 @@ class Transformer(keras.Model):
             "cross": [s["cross_attention"] for s in decoder_scores],
         }
 
-    def init_cache(self, encoder_output, source_padding_mask, max_length=None):
-        """Fixed-shape decoding state for `decode_step`, in two parts:
-
-        * `"per_hypothesis"`: what belongs to one output prefix, and what a
-          beam search must reorder whenever it reorders its hypotheses:
-          `{"self_attention": per layer {"key", "value"}}`, `(batch,
-          num_heads, max_length, head_dim)` each, zeros at first;
-        * `"per_sentence"`: what depends on the source only and is never
-          written: `{"cross_attention": per layer {"transposed_key",
-          "value"} (see `MultiHeadAttention.project_memory`),
-          "encoder_padding_mask": (batch, source_len)}`.
-
-        A search may repeat the per-hypothesis part `k` times per sentence
-        (rows of a sentence together) and keep the per-sentence part as it
-        is: `decode_step` then lets the `k` rows of a sentence share its
-        one copy of the encoder keys/values.
-
-        Args:
-            encoder_output: `(batch, source_len, d_model)` from `encode`.
-            source_padding_mask: boolean `(batch, source_len)`.
-            max_length: target positions the cache holds (default
-                `self.max_length`).
-
-        Returns:
-            `{"per_hypothesis": ..., "per_sentence": ...}` as above; every
-            tensor has the batch as its first axis.
-        """
-        decoder_cache = self.decoder.initial_cache(
-            encoder_output,
-            source_padding_mask,
-            cache_length=self.max_length if max_length is None else max_length,
-        )
-        return {
-            "per_hypothesis": {"self_attention": decoder_cache["self_attention"]},
-            "per_sentence": {
-                "cross_attention": decoder_cache["cross_attention"],
-                "encoder_padding_mask": decoder_cache["encoder_padding_mask"],
-            },
-        }
-
-    def resize_cache(self, per_hypothesis, length):
-        """The `"per_hypothesis"` part of a cache (from `init_cache`) holding
-        `length` target positions (an int or scalar tensor): its first
-        `length` positions kept, zeros for new ones. The searches take it
-        as `resize_cache` to grow the cache as decoding goes on.
-
-        Example:
-
-        >>> cache = model.init_cache(encoder_output, mask, max_length=8)
-        >>> longer = model.resize_cache(cache["per_hypothesis"], 16)
-        """
-
-        def resize(buffer):  # (rows, heads, positions, depth)
-            kept = buffer[:, :, :length]
-            shape = ops.shape(kept)
-            missing = ops.maximum(length - shape[2], 0)
-            zeros = ops.zeros((shape[0], shape[1], missing, shape[3]), buffer.dtype)
-            return ops.concatenate([kept, zeros], axis=2)
-
-        return tree.map_structure(resize, per_hypothesis)
-
-    def decode_step(self, target_ids, cache, index):
-        """Decodes `target_ids` `(rows, steps)` placed at positions
-        `index .. index + steps - 1`, reusing and updating `cache`.
-
-        `rows` is the per-hypothesis batch of `cache`, a multiple of its
-        per-sentence batch (beams of a sentence on consecutive rows).
-
-        Returns:
-            `(logits, cache)`: float32 logits `(rows, steps, vocab)`, equal
-            to those of the full forward pass at these positions, and the
-            cache with these positions written.
-        """
-        check_cache_keys(cache, "cache", ("per_hypothesis", "per_sentence"))
-        x = self._embed(target_ids, self._target_embedding(), self.target_positions, index, False)
-        x, decoder_cache = self.decoder.call_with_cache(
-            x, {**cache["per_hypothesis"], **cache["per_sentence"]}, index
-        )
-        per_hypothesis = {"self_attention": decoder_cache["self_attention"]}
-        return self._logits(x), {**cache, "per_hypothesis": per_hypothesis}
-
     def compute_output_spec(self, inputs, training=None):
         source_ids, target_ids = inputs
         return keras.KerasTensor(
             tuple(target_ids.shape) + (self.target_vocab_size,), dtype="float32"
         )
+
+
+def _arguments(cls):
+    """The constructor's own arguments, in order: what `get_config` holds
+    (each stored under its name) and what `from_preset` may override."""
+    return [
+        name for name in inspect.signature(cls.__init__).parameters if name not in _NOT_ARGUMENTS
+    ]
+
+
+_NOT_ARGUMENTS = ("self", "kwargs")
