@@ -1,5 +1,5 @@
 """Keras 3's other backends: the layers and `Transformer` give TensorFlow's
-numbers from one `.keras` file, the README's JAX loop translates with a
+numbers from one `.keras` file, docs/backends.md's JAX loop translates with a
 model trained on TensorFlow, and the TensorFlow-only parts say so.
 
 Run under JAX or PyTorch with `KERAS_BACKEND=jax python -m pytest tests`.
@@ -18,7 +18,7 @@ from keras_transformer.special_ids import EOS_ID
 from tests import backend_cases
 
 BACKEND = keras.backend.backend()
-README = pathlib.Path(__file__).parents[1] / "README.md"
+GUIDE = pathlib.Path(__file__).parents[1] / "docs" / "backends.md"
 other_backends = pytest.mark.skipif(
     BACKEND == "tensorflow", reason="compares another backend with TensorFlow"
 )
@@ -54,23 +54,23 @@ def test_layers_and_model_give_tensorflows_outputs_from_one_keras_file(reference
     assert np.abs(keras.ops.convert_to_numpy(model(inputs)) - expected).max() > 1e-4
 
 
-def readme_function(name):
-    """The function `name` from the README's Python blocks, compiled alone."""
-    blocks = README.read_text().split("```python\n")[1:]
+def guide_function(name):
+    """The function `name` from docs/backends.md's Python blocks, alone."""
+    blocks = GUIDE.read_text().split("```python\n")[1:]
     for block in (b.split("```")[0] for b in blocks):
         for node in ast.parse(block).body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 return ast.Module(body=[node], type_ignores=[])
-    raise AssertionError(f"the README defines no `{name}`")
+    raise AssertionError(f"docs/backends.md defines no `{name}`")
 
 
 @compares
 @other_backends
-def test_readme_loop_translates_with_a_model_trained_on_tensorflow(reference):
+def test_documented_loop_translates_with_a_model_trained_on_tensorflow(reference):
     from keras_transformer.special_ids import BOS_ID
 
     namespace = {"keras": keras, "np": np, "BOS_ID": BOS_ID, "EOS_ID": EOS_ID}
-    exec(compile(readme_function("greedy_translate"), "README.md", "exec"), namespace)
+    exec(compile(guide_function("greedy_translate"), "docs/backends.md", "exec"), namespace)
     greedy_translate = namespace["greedy_translate"]
     model = keras.saving.load_model(os.path.join(reference, "reverser.keras"))
     data = np.load(os.path.join(reference, "reverser.npz"))
