@@ -200,7 +200,7 @@ class RunConfig:
 
 # What each preset changes from the defaults above (the paper's base run).
 # big: the paper's big model; small: a good translator from a Multi30k-sized
-# corpus in half an hour on a 2-core CPU; tiny: for tests and smoke runs.
+# corpus on a CPU (examples/README.md); tiny: for tests and smoke runs.
 # fmt: off
 RUN_PRESETS = {
     "base": {},

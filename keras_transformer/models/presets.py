@@ -11,9 +11,9 @@ d_model 512), 213M about 35,800 for big (213M − 176.36M, over 1024). Both
 straddle "about 37000", so the vocabulary rounding, not the architecture,
 accounts for the gap; `tests/models/test_presets.py` pins the numbers.
 
-`small` (d_model 256, 3 + 3 layers) trains to a good translator on a
-Multi30k-sized corpus in half an hour on a 2-core CPU; `tiny` is small
-enough for unit tests and demos.
+`small` (d_model 256, 3 + 3 layers) is for corpora of tens of thousands of
+sentence pairs, such as Multi30k, on a CPU (examples/README.md has its
+results); `tiny` is small enough for unit tests and demos.
 """
 
 from keras_transformer_runtime import _validation
