@@ -1,4 +1,5 @@
 import dataclasses
+import fcntl
 import os
 
 import pytest
@@ -27,17 +28,7 @@ def pytest_report_header(config):
     return f"Keras backend: {BACKEND}; tests: {tier}"
 
 
-# Session fixtures that cost enough to build once: under pytest-xdist
-# (`-n 2 --dist loadgroup`), the tests that use one run on the same worker.
-SHARED_ON_ONE_WORKER = ("letter_reverser", "exported_translator")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        shared = [name for name in SHARED_ON_ONE_WORKER if name in item.fixturenames]
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(shared[0]))
     if not config.getoption("--run_large"):  # the fast tier: large tests deselected
         large = [item for item in items if item.get_closest_marker("large")]
         if large:
@@ -78,35 +69,49 @@ def letter_reverser(tmp_path_factory):
 
     from keras_transformer import Transformer
     from keras_transformer import training
+    from keras_transformer.tokenization import SentencePieceTokenizer
     from keras_transformer.tokenization import train_sentencepiece
     from tests.training.helpers import letter_reversal_corpus
     from tests.training.helpers import train_quietly
 
-    keras.utils.set_random_seed(0)  # session fixtures run before the autouse seeding
-    sources, targets = letter_reversal_corpus(5000, seed=0)
-    tokenizer = train_sentencepiece(sources + targets, 300)
-    batches = training.make_batches(
-        training.text_pairs_from_lists(sources, targets),
-        tokenizer,
-        batch_tokens=1024,
-        max_length=16,
-        seed=0,
-        vocab_size=tokenizer.vocab_size,
-    )
-    model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size, dropout=0.0)
-    model_dir = tmp_path_factory.mktemp("reverser")
-    # The budget schedule decays to zero at the last update: over seven seeds
-    # the model then reversed every one of 200 held-out sequences (with the
-    # paper's schedule, still high at the end, one seed got 3 wrong).
-    result = train_quietly(
-        model_dir,
-        1000,
-        model,
-        batches,
-        steps_per_checkpoint=1000,
-        warmup_steps=200,
-        learning_rate_schedule="budget",
-    )
+    def train(directory, tokenizer):
+        keras.utils.set_random_seed(0)  # session fixtures run before the autouse seeding
+        sources, targets = letter_reversal_corpus(5000, seed=0)
+        batches = training.make_batches(
+            training.text_pairs_from_lists(sources, targets),
+            tokenizer,
+            batch_tokens=1024,
+            max_length=16,
+            seed=0,
+            vocab_size=tokenizer.vocab_size,
+        )
+        model = Transformer.from_preset("tiny", vocab_size=tokenizer.vocab_size, dropout=0.0)
+        # The budget schedule decays to zero at the last update: over seven
+        # seeds the model then reversed every one of 200 held-out sequences
+        # (with the paper's schedule, still high at the end, one seed got 3
+        # wrong). Where the run is finished, `train` restores it.
+        result = train_quietly(
+            directory,
+            1000,
+            model,
+            batches,
+            steps_per_checkpoint=1000,
+            warmup_steps=200,
+            learning_rate_schedule="budget",
+        )
+        return model, result
+
+    def build(directory):
+        sources, targets = letter_reversal_corpus(5000, seed=0)
+        tokenizer = train_sentencepiece(sources + targets, 300)
+        tokenizer.save(directory / "spm.model")
+        return (tokenizer, *train(directory, tokenizer))
+
+    def load(directory):
+        tokenizer = SentencePieceTokenizer.from_file(directory / "spm.model")
+        return (tokenizer, *train(directory, tokenizer))
+
+    tokenizer, model, result = once_for_all_workers(tmp_path_factory, "reverser", build, load)
     return TrainedReverser(model, tokenizer, result)
 
 
@@ -140,8 +145,31 @@ def micro_translator(sentencepiece_tokenizer):
 def exported_translator(micro_translator, tmp_path_factory):
     """`micro_translator` exported once as a SavedModel: `(translator,
     version directory)`. Only large tests use it (tracing every signature
-    is the cost)."""
+    is the cost); every worker's `micro_translator` has the same weights."""
     from keras_transformer.export import export_saved_model
+    from keras_transformer.export import resolve_version_dir
 
-    path = export_saved_model(micro_translator, tmp_path_factory.mktemp("exported"))
+    def build(directory):
+        return export_saved_model(micro_translator, directory)
+
+    path = once_for_all_workers(tmp_path_factory, "exported", build, resolve_version_dir)
     return micro_translator, path
+
+
+def once_for_all_workers(tmp_path_factory, name, build, load):
+    """`build(directory)` once per test run, in a directory that
+    pytest-xdist's workers share (under a file lock), and `load(directory)`
+    in every other worker: the costly session fixtures are built once
+    whatever runs where."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's, above each worker's own
+    directory = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if (directory / "built").exists():
+            return load(directory)
+        directory.mkdir(exist_ok=True)
+        result = build(directory)
+        (directory / "built").write_text("")
+        return result
