@@ -6,6 +6,7 @@ Run under JAX or PyTorch with `KERAS_BACKEND=jax python -m pytest tests`.
 """
 
 import ast
+import fcntl
 import os
 import pathlib
 
@@ -31,9 +32,19 @@ compares = pytest.mark.large
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """TensorFlow's `.keras` files and outputs, written by a subprocess."""
-    directory = str(tmp_path_factory.mktemp("tensorflow_reference"))
-    backend_cases.reference_in_subprocess(directory)
+    """TensorFlow's `.keras` files and outputs, written by a subprocess: into
+    the directory that TENSORFLOW_REFERENCE_DIR names, once for every run
+    that sets it (CI's JAX and PyTorch rounds), else into a fresh one."""
+    directory = os.environ.get("TENSORFLOW_REFERENCE_DIR")
+    if directory is None:
+        directory = str(tmp_path_factory.mktemp("tensorflow_reference"))
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the workers of a run write it once
+        if not os.path.exists(os.path.join(directory, "written")):
+            backend_cases.reference_in_subprocess(directory)
+            with open(os.path.join(directory, "written"), "w"):
+                pass
     return directory
 
 

@@ -175,6 +175,11 @@ def test_no_training_data_is_an_error_that_says_why(tmp_path):
         long_pairs = reversal_batches(50, max_length=3, repeat=repeat)
         with pytest.raises(training.NoTrainingDataError, match="50 pairs read, 0 kept.*50 dropped"):
             train_quietly(tmp_path / "long", 4, batches=long_pairs, steps_per_checkpoint=2)
+    # No checkpoint of untrained weights was left behind.
+    assert training.checkpoint_paths(tmp_path / "long") == []
+
+
+def test_empty_training_files_are_an_error_that_says_so(tmp_path):
     (tmp_path / "empty.src").write_text("")
     (tmp_path / "empty.tgt").write_text("")
     pairs = training.text_pairs_from_files(tmp_path / "empty.src", tmp_path / "empty.tgt")
@@ -184,8 +189,6 @@ def test_no_training_data_is_an_error_that_says_why(tmp_path):
         )
         with pytest.raises(training.NoTrainingDataError, match="0 pairs read"):
             train_quietly(tmp_path / "empty", 4, batches=empty, steps_per_checkpoint=2)
-    # No checkpoint of untrained weights was left behind.
-    assert training.checkpoint_paths(tmp_path / "long") == []
     assert training.checkpoint_paths(tmp_path / "empty") == []
 
 

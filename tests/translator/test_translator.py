@@ -326,9 +326,9 @@ def test_alignments_on_the_reversal_task(trained, reverser):
     assert aligned >= 0.9 * tokens, (aligned, tokens)
     text = tf.constant(sources[:3])
     source_ids = translator.encode_text(text).numpy()
-    for layer in (0, 1, -1):
-        # Held in a name: a tf.function method keeps only a weak reference.
-        aligning = Translator(model, tokenizer, alignment_layer=layer)
+    # Held in a name: a tf.function method keeps only a weak reference.
+    first_layer = Translator(model, tokenizer, alignment_layer=0)
+    for layer, aligning in ((0, first_layer), (-1, translator)):  # -1: the default
         outputs = aligning.translate_with_alignments(text)
         alignments = outputs["alignments"].numpy()
         assert alignments.shape == outputs["target_tokens"].shape
