@@ -12,6 +12,8 @@ import dataclasses
 import os
 import types
 
+from wmt_corpora import CORPORA
+
 import keras_transformer as kt
 from keras_transformer import training
 
@@ -43,7 +45,7 @@ def model_setting(help, choices=None, frozen=True):
 def data_file(split, side):
     """A local corpus file: one sentence a line, plain or .gz, aligned."""
     help = f"{split} {side}, one sentence a line, plain or .gz"
-    return setting(None, help, "data", shown="none, TFDS is read")
+    return setting(None, help, "data", shown="--data's, else none: TFDS is read")
 
 
 KEEP_BEST = ("val_bleu", "val_chrf", "none")
@@ -68,6 +70,18 @@ class RunConfig:
         "run",
         shown="none",
     )
+    data: str | None = setting(
+        None,
+        "a named corpus, downloaded into --data_dir when missing, and its run settings; "
+        "the file flags below override its files",
+        "data",
+        tuple(CORPORA),
+        shown="none, TFDS or the files below are read",
+    )
+    data_dir: str | None = setting(None, "where --data's files are", "data", shown="data/DATA")
+    data_url: str | None = setting(
+        None, "where --data's missing files are downloaded from", "data", shown="the corpus's URL"
+    )
     train_src: str | None = data_file("training", "sources")
     train_tgt: str | None = data_file("training", "targets")
     valid_src: str | None = data_file("validation", "sources")
@@ -76,8 +90,8 @@ class RunConfig:
     test_ref: str | None = data_file("test", "references")
     tfds_name: str = setting("wmt14_translate/de-en", "TFDS data set", "data")
     tfds_data_dir: str | None = setting(None, "TFDS data directory", "data", shown="TFDS's")
-    source_lang: str = setting("en", "TFDS source feature", "data")
-    target_lang: str = setting("de", "TFDS target feature", "data")
+    source_lang: str = setting("en", "source language: TFDS feature, or --data's", "data")
+    target_lang: str = setting("de", "target language: TFDS feature, or --data's", "data")
     max_eval_sentences: int | None = setting(None, "sentences evaluated", "data", shown="all")
     tokenizer_sentences: int = setting(
         2_000_000, "pairs the vocabulary is trained on", "data", frozen=True
@@ -174,14 +188,30 @@ class RunConfig:
         self.keep_checkpoints = self.keep_checkpoints or max(5, self.average_last)
         if self.eval_every is None:
             self.eval_every = self.steps_per_checkpoint
+        if self.data:
+            self.data_dir = self.data_dir or os.path.join("data", self.data)
+            corpus, languages = CORPORA[self.data], (self.source_lang, self.target_lang)
+            for role, names in (("train", ("train_src", "train_tgt")),
+                                ("valid", ("valid_src", "valid_tgt")),
+                                ("test", ("test_src", "test_ref"))):  # fmt: skip
+                for name, language in zip(names, languages, strict=True):
+                    if getattr(self, name) is None:
+                        path = os.path.join(self.data_dir, corpus.file_name(role, language))
+                        setattr(self, name, path)
 
     @property
     def local_files(self):
         return [self.train_src, self.train_tgt, self.test_src, self.test_ref]
 
     @property
+    def uses_tfds(self):
+        return not all(self.local_files)
+
+    @property
     def data_source(self):
-        return "local files" if all(self.local_files) else f"tfds:{self.tfds_name}"
+        if self.data:
+            return f"{self.data} ({self.data_dir})"
+        return f"tfds:{self.tfds_name}" if self.uses_tfds else "local files"
 
     def model_arguments(self):
         """The `Transformer.from_preset` overrides that are set."""
@@ -215,6 +245,14 @@ RUN_PRESETS = {
 }
 # fmt: on
 
+# What each named corpus (`--data`) changes: its run preset, directories and
+# budget; RUN_PRESETS[preset] applies first, flags last.
+DATA_PRESETS = {
+    "multi30k": dict(preset="small", budget_minutes=30.0,
+                     model_dir=os.path.join("runs", "multi30k"),
+                     export_dir=os.path.join("exports", "multi30k")),
+}  # fmt: skip
+
 
 def _flag_type(annotation):
     """`int` for `int` and for `int | None`; likewise for other types."""
@@ -226,6 +264,11 @@ def _flag_type(annotation):
 def _default_text(field):
     shown = field.metadata["shown"] if field.default is None else field.default
     by_preset = [f"{name}: {p[field.name]}" for name, p in RUN_PRESETS.items() if field.name in p]
+    if field.name == "data":
+        by_preset += [
+            f"{name} sets " + " ".join(f"--{k} {v}" for k, v in p.items())
+            for name, p in DATA_PRESETS.items()
+        ]
     return f"default: {shown}" + (f"; {', '.join(by_preset)}" if by_preset else "")
 
 
@@ -252,13 +295,19 @@ def build_parser(description=None):
 
 
 def parse_config(argv=None, description=None):
-    """The `RunConfig` of a command line: the defaults, then the preset,
-    then the flags given. Exits with a usage error for incomplete local
-    data."""
+    """The `RunConfig` of a command line: the defaults, then the run
+    preset, then the `--data` corpus's `DATA_PRESETS`, then the flags
+    given. Exits with a usage error for incomplete local data or a
+    language the corpus lacks."""
     parser = build_parser(description)
     given = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
-    preset = given.get("preset", RunConfig.preset)
-    config = RunConfig(**{**RUN_PRESETS[preset], **given})
+    data = DATA_PRESETS.get(given.get("data"), {})
+    preset = given.get("preset", data.get("preset", RunConfig.preset))
+    config = RunConfig(**{**RUN_PRESETS[preset], **data, **given})
+    corpus = CORPORA.get(config.data)
+    for language in (config.source_lang, config.target_lang) if corpus else ():
+        if language not in corpus.languages:
+            parser.error(f"--data {corpus.name} has languages {', '.join(corpus.languages)}")
     if any(config.local_files) and not all(config.local_files):
         parser.error(
             "local data needs --train_src, --train_tgt, --test_src and --test_ref "

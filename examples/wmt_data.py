@@ -1,10 +1,13 @@
 """The data of a `wmt_ende.py` run: the training pairs, and the valid and
 test sets as lists, from TFDS (downloaded when not prepared and the
-network is there) or from local files."""
+network is there), from a named corpus (`--data`, downloaded into
+`--data_dir` when missing) or from local files."""
 
 import dataclasses
 import socket
 import sys
+
+import wmt_corpora
 
 from keras_transformer import training
 
@@ -57,14 +60,29 @@ def _tfds_pairs(config, split):
                 f"TFDS data set {config.tfds_name} is not prepared and the network is "
                 "unreachable.\nPass local parallel files instead: --train_src --train_tgt "
                 "[--valid_src --valid_tgt] --test_src --test_ref (plain or .gz, one "
-                "sentence a line)."
+                "sentence a line), or --data multi30k for a 30,000-pair corpus that is "
+                "downloaded once."
             )
         return load(download=True)
 
 
+def _fetch_corpus(config):
+    """Downloads what `--data`'s corpus lacks in `--data_dir`, checked; a
+    failed download stops the command with the URL and the directory."""
+    corpus = wmt_corpora.CORPORA[config.data]
+    print(f"data: {config.data} in {config.data_dir} ({corpus.note})")
+    languages = (config.source_lang, config.target_lang)
+    try:
+        wmt_corpora.fetch(corpus, config.data_dir, languages, config.data_url)
+    except wmt_corpora.CorpusError as error:
+        sys.exit(f"data: {error}")
+
+
 def data_stage(config):
     limit = config.max_eval_sentences
-    if config.data_source != "local files":
+    if config.data:
+        _fetch_corpus(config)
+    if config.uses_tfds:
         return Data(
             train=_tfds_pairs(config, "train"),
             valid=_as_lists(_tfds_pairs(config, "validation"), limit, ("validation",) * 2),

@@ -1,14 +1,17 @@
 """The paper's WMT14 English->German run, end to end, or any local corpus.
 
-    # The paper's base model on WMT14 (TFDS downloads and prepares the data):
+    # A translator on a CPU: Multi30k (downloaded into data/multi30k once),
+    # the small preset, 30 minutes, then a SavedModel in exports/multi30k:
+    python examples/wmt_ende.py --data multi30k
+
+    # The paper's base model on WMT14 (TFDS downloads and prepares the data;
+    # a run for GPUs):
     python examples/wmt_ende.py --preset base --export_dir exports/ende
 
     # Any parallel corpus, offline (plain or .gz, one sentence a line):
-    python examples/wmt_ende.py --preset small --model_dir runs/m30k \\
-        --train_src data/multi30k/train.en.gz --train_tgt data/multi30k/train.de.gz \\
-        --valid_src data/multi30k/val.en.gz --valid_tgt data/multi30k/val.de.gz \\
-        --test_src data/multi30k/test_2016_flickr.en.gz \\
-        --test_ref data/multi30k/test_2016_flickr.de.gz
+    python examples/wmt_ende.py --preset small --model_dir runs/mine \\
+        --train_src train.en --train_tgt train.de --valid_src valid.en \\
+        --valid_tgt valid.de --test_src test.en --test_ref test.de
 
 Stages, each skipped when already done in `--model_dir` (rerun the same
 command after a crash and it continues; after completion it only reports):

@@ -1,0 +1,136 @@
+"""examples/wmt_corpora.py: a named corpus downloaded from a `file://`
+mirror the test writes, checked, written atomically; offline, the local
+files are used and a missing one stops with the URL and the directory."""
+
+import dataclasses
+import gzip
+import os
+import urllib.request
+
+import pytest
+
+from tests.examples.helpers import load_example
+
+pytestmark = pytest.mark.tensorflow_only  # the example is TensorFlow's
+
+corpora = load_example("wmt_corpora")
+LINES = {"train": 300, "valid": 20, "test": 10}
+# The layout of the real corpus, with fewer lines.
+CORPUS = dataclasses.replace(corpora.CORPORA["multi30k"], lines=LINES)
+
+
+def write_mirror(directory, lines=LINES):
+    """`{split}.{language}.gz` files of line-numbered sentences."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for role, count in lines.items():
+        for language in ("en", "de"):
+            text = "".join(f"{language} {role} sentence {i}\n" for i in range(count))
+            name = CORPUS.file_name(role, language)
+            (directory / name).write_bytes(gzip.compress(text.encode()))
+    return directory.as_uri()
+
+
+def offline(*args, **kwargs):
+    raise AssertionError("the network was touched")
+
+
+def test_downloads_checks_and_then_never_touches_the_network(tmp_path, monkeypatch, capsys):
+    url, data = write_mirror(tmp_path / "mirror"), tmp_path / "data"
+    paths = corpora.fetch(CORPUS, str(data), ("en", "de"), url)
+    names = ("test_2016_flickr.en.gz", "test_2016_flickr.de.gz")
+    assert paths["test"] == tuple(str(data / name) for name in names)
+    assert sorted(os.listdir(data)) == sorted(os.listdir(tmp_path / "mirror"))
+    for name in os.listdir(data):  # byte for byte
+        assert (data / name).read_bytes() == (tmp_path / "mirror" / name).read_bytes()
+    assert "downloading val.de.gz:" in capsys.readouterr().err  # the progress line
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    assert corpora.fetch(CORPUS, str(data), ("en", "de"), url) == paths
+
+
+def test_a_truncated_download_is_never_written_and_a_rerun_completes(tmp_path):
+    mirror = tmp_path / "mirror"
+    url, data = write_mirror(mirror), tmp_path / "data"
+    whole = (mirror / "val.en.gz").read_bytes()
+    (mirror / "val.en.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(corpora.CorpusError, match="val.en.gz is not a complete gzip file"):
+        corpora.fetch(CORPUS, str(data), ("en", "de"), url)
+    # The files before it are complete and kept; nothing else is left.
+    assert sorted(os.listdir(data)) == ["train.de.gz", "train.en.gz"]
+
+    (mirror / "val.en.gz").write_bytes(whole)
+    corpora.fetch(CORPUS, str(data), ("en", "de"), url)
+    assert len(os.listdir(data)) == 6
+
+
+def test_a_wrong_line_count_names_the_file_and_both_counts(tmp_path):
+    url = write_mirror(tmp_path / "mirror", {**LINES, "test": 9})
+    data = tmp_path / "data"
+    with pytest.raises(corpora.CorpusError, match=r"test_2016_flickr.en.gz has 9 lines; .* has 10"):
+        corpora.fetch(CORPUS, str(data), ("en", "de"), url)
+    assert not any(name.startswith("test") for name in os.listdir(data))
+
+    # A local file with the wrong count: no network, and the way out.
+    bad = write_mirror(tmp_path / "local", {**LINES, "valid": 19})
+    with pytest.raises(corpora.CorpusError, match="has 19 lines.*delete it to download it again"):
+        corpora.fetch(CORPUS, str(tmp_path / "local"), ("en", "de"), bad)
+
+
+def test_offline_and_absent_stops_at_once_naming_the_url_and_the_directory(tmp_path):
+    data = tmp_path / "data"
+    missing = (tmp_path / "nowhere").as_uri()
+    with pytest.raises(corpora.CorpusError) as stopped:
+        corpora.fetch(CORPUS, str(data), ("en", "de"), missing)
+    assert f"cannot download {missing}/train.en.gz" in str(stopped.value)
+    assert f"into {data}/" in str(stopped.value) and CORPUS.url in str(stopped.value)
+    assert not data.exists()  # nothing created
+
+
+def test_a_language_the_corpus_lacks_is_refused():
+    with pytest.raises(ValueError, match="languages: multi30k has en, de, fr, cs, not 'ja'"):
+        corpora.fetch(CORPUS, "data", ("en", "ja"))
+
+
+def test_the_data_preset_bundles_the_recipe_and_every_flag_overrides_it():
+    config_module = load_example("wmt_config")
+    config = config_module.parse_config(["--data", "multi30k"])
+    assert (config.preset, config.model, config.vocab_size) == ("small", "small", 4000)
+    assert config.budget_minutes == 30
+    assert config.model_dir == os.path.join("runs", "multi30k")
+    assert config.export_dir == os.path.join("exports", "multi30k")
+    files = (config.train_src, config.valid_tgt, config.test_ref)
+    expected = ("train.en.gz", "val.de.gz", "test_2016_flickr.de.gz")
+    assert files == tuple(os.path.join("data", "multi30k", name) for name in expected)
+
+    flags = "--data multi30k --preset tiny --budget_minutes 9 --data_dir d --test_ref r.de"
+    config = config_module.parse_config(flags.split() + ["--target_lang", "fr"])
+    assert (config.preset, config.model, config.budget_minutes) == ("tiny", "tiny", 9)
+    assert (config.train_tgt, config.test_ref) == (os.path.join("d", "train.fr.gz"), "r.de")
+    assert config.to_json()["data"] == "multi30k (d)"
+
+
+def test_the_example_offline_without_the_files_stops_before_creating_anything(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    script = load_example("wmt_ende")
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--data", "multi30k", "--data_url", (tmp_path / "nowhere").as_uri()])
+    message = str(stopped.value)
+    assert "cannot download" in message and os.path.join("data", "multi30k") + "/" in message
+    assert os.listdir(tmp_path) == []  # no data/, runs/ or exports/
+
+
+@pytest.mark.large  # trains and evaluates: a whole run
+def test_the_example_runs_on_the_downloaded_corpus(tmp_path, monkeypatch):
+    monkeypatch.setitem(corpora.CORPORA, "multi30k", CORPUS)
+    monkeypatch.chdir(tmp_path)
+    url = write_mirror(tmp_path / "mirror")
+    flags = "--preset tiny --num_layers 1 --d_model 16 --num_heads 2 --d_ff 32 --vocab_size 300"
+    flags += " --train_steps 2 --steps_per_checkpoint 2 --beam_size 1"
+    results = load_example("wmt_ende").main(
+        ["--data", "multi30k", "--data_url", url, "--export_dir", "", *flags.split()]
+    )
+    assert (results["valid"]["sentences"], results["test"]["sentences"]) == (20, 10)
+    assert len(os.listdir(tmp_path / "data" / "multi30k")) == 6
+    assert (tmp_path / "runs" / "multi30k" / "summary.json").exists()
