@@ -14,7 +14,9 @@ embedding shared by the source, the target and the output projection.
   `training.compile_for_training`, as `training.train` does.
 * decoding: 64 sentences of 32 source tokens, exactly 40 decoding steps
   each (EOS is forbidden until the last step, so every implementation does
-  the same work), greedy and beam 4.
+  the same work), greedy and beam 4; ours under XLA (`ours`) and, without
+  XLA as the SavedModel for TF Serving holds it, through TF Serving's
+  session loader (`served`) and `tf.saved_model.load` (`served_load`).
 
 Every measurement runs in a fresh Python subprocess. A measurement runs
 `--warmup` untimed steps (tracing, compilation), then `--steps` timed ones,

@@ -13,8 +13,12 @@ row translates the whole test set in batches of 64 (sacreBLEU against the
 reference, sentences/s), then the first `--single` sentences one at a
 time (sentences/s at batch 1):
 
-* `SavedModel float32`: `export_saved_model`, loaded with
-  `tf.saved_model.load` (what TF Serving runs), `serving_default`;
+* `SavedModel float32, session loader`: `export_saved_model`, loaded by
+  the TF1 session loader as TF Serving's C++ server loads and runs it
+  (`serving_default`, TF Serving's default session settings); the
+  baseline the other rows are compared with;
+* `SavedModel float32, tf.saved_model.load`: the same export as a Python
+  server runs it;
 * `Translator int8 (Keras)`: the model's `Dense` layers quantized by
   `keras.Model.quantize("int8")` (embeddings stay float32), run by
   `Translator` in Python (the row is skipped with its reason if
@@ -24,7 +28,7 @@ time (sentences/s at batch 1):
   cores), with the same beam and alpha.
 
 Also printed: how many test sentences each row translates exactly as the
-float32 SavedModel does.
+float32 SavedModel through the session loader does.
 """
 
 import argparse
@@ -36,6 +40,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import numpy as np  # noqa: E402
 import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -45,6 +50,8 @@ from keras_transformer.export import export_ctranslate2  # noqa: E402
 from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.tokenization import SentencePieceTokenizer  # noqa: E402
 from keras_transformer_runtime import CTranslate2Translator  # noqa: E402
+
+from comparison.served import SessionSignature  # noqa: E402
 
 MODEL_SETTINGS = (
     "num_layers",
@@ -99,13 +106,19 @@ def timed(translate, sources, batch_size):
     return outputs, len(sources) / (time.perf_counter() - start)
 
 
-def saved_model_translate(directory):
-    loaded = tf.saved_model.load(directory)
-    signature = loaded.signatures["serving_default"]
+def saved_model_translate(directory, loader):
+    """`translate(batch)` through the SavedModel's `serving_default`,
+    loaded by the TF1 session loader (`"session"`, TF Serving's) or by
+    `tf.saved_model.load` (`"load"`)."""
+    if loader == "session":
+        signature = SessionSignature(directory)
+        run = lambda batch: signature(text=np.array(batch, dtype=object))  # noqa: E731
+    else:
+        loaded = tf.saved_model.load(directory).signatures["serving_default"]
+        run = lambda batch: loaded(text=tf.constant(batch))  # noqa: E731
 
     def translate(batch):
-        outputs = signature(text=tf.constant(batch))["translation"].numpy()
-        return [t.decode("utf-8") for t in outputs]
+        return [t.decode("utf-8") for t in np.asarray(run(batch)["translation"])]
 
     return translate
 
@@ -136,7 +149,9 @@ def main():
     rows = {}
 
     export_saved_model(translator, os.path.join(work, "saved_model"), version=1)
-    rows["SavedModel float32"] = saved_model_translate(os.path.join(work, "saved_model", "1"))
+    for loader, name in (("session", "session loader"), ("load", "tf.saved_model.load")):
+        path = os.path.join(work, "saved_model", "1")
+        rows[f"SavedModel float32, {name}"] = saved_model_translate(path, loader)
     for quantization in ("float32", "int8"):
         directory = os.path.join(work, f"ct2_{quantization}")
         export_ctranslate2(translator, directory, quantization=quantization)

@@ -4,11 +4,12 @@
 
 For each preset (random weights, a SentencePiece vocabulary trained on a
 generated corpus, beam 4, alpha 0.6, source length + 50), it exports with
-`export_saved_model`, loads the SavedModel with `tf.saved_model.load` (as a
-Python server would; TF Serving runs the same graph), and times each
-signature in `--signatures` on one sentence and on a batch of 64 (median of
-`--repeats` calls after a warm-up call), with its cost relative to
-`serving_default`. With random weights EOS is almost never chosen, so every
+`export_saved_model`, loads the SavedModel with each of `--loaders`
+(`session`: the TF1 session loader, as TF Serving's C++ server loads and
+runs it; `load`: `tf.saved_model.load`, as a Python server would), and
+times each signature in `--signatures` on one sentence and on a batch of
+64 (median of `--repeats` calls after a warm-up call), with its cost
+relative to `serving_default`. With random weights EOS is almost never chosen, so every
 output runs to its length limit (source + 50 tokens): these are worst-case
 latencies. The inputs: `translate_with_options` forces the first three
 words of each sentence as a prefix; `score` scores each sentence as its
@@ -32,6 +33,7 @@ from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.tokenization import train_sentencepiece  # noqa: E402
 
 from comparison.measure import time_calls  # noqa: E402
+from comparison.served import SessionSignature  # noqa: E402
 
 
 def corpus(n, rng):
@@ -53,16 +55,30 @@ SIGNATURES = (
 
 
 def inputs_for(signature, sentences):
-    """The request each signature is timed with."""
-    text = tf.constant(sentences)
+    """The request each signature is timed with, as numpy arrays."""
+    text = np.array([s.encode() for s in sentences], dtype=object)
     if signature == "translate_with_options":
-        prefix = tf.constant([" ".join(s.split()[:3]) for s in sentences])
-        return {"text": text, "prefix": prefix, "max_output_length": tf.constant(0)}
+        prefix = np.array([" ".join(s.split()[:3]).encode() for s in sentences], dtype=object)
+        return {"text": text, "prefix": prefix, "max_output_length": np.int32(0)}
     if signature == "sample":
-        return {"text": text, "seed": tf.constant(0, tf.int64)}
+        return {"text": text, "seed": np.int64(0)}
     if signature == "score":
         return {"source": text, "target": text}
     return {"text": text}
+
+
+def signature_caller(path, loader):
+    """`signature name -> call(**numpy inputs)` for the SavedModel at
+    `path`, loaded by `loader` (`"session"` or `"load"`)."""
+    if loader == "session":
+        return lambda name: SessionSignature(path, name)
+    loaded = tf.saved_model.load(path)
+
+    def caller(name):
+        function = loaded.signatures[name]
+        return lambda **inputs: function(**{k: tf.constant(v) for k, v in inputs.items()})
+
+    return caller
 
 
 def median_seconds(serve, inputs, repeats):
@@ -79,6 +95,8 @@ def main():
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--signatures", nargs="+", default=list(SIGNATURES), choices=SIGNATURES)
+    loaders = ("session", "load")
+    parser.add_argument("--loaders", nargs="+", default=list(loaders), choices=loaders)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     texts = corpus(20000, rng)
@@ -89,10 +107,10 @@ def main():
         f"vocabulary {tokenizer.vocab_size}, mean source length {source_tokens:.1f} tokens, beam 4"
     )
     print(
-        "| preset | export size | signature | 1 sentence (s) | 64 sentences (s) "
+        "| preset | export size | loader | signature | 1 sentence (s) | 64 sentences (s) "
         "| sentences/s at 64 | vs serving_default (1 / 64) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for preset in args.presets:
         model = Transformer.from_preset(preset, vocab_size=tokenizer.vocab_size)
         with tempfile.TemporaryDirectory() as tmp:
@@ -100,22 +118,25 @@ def main():
             size = subprocess.run(
                 ["du", "-sh", path], capture_output=True, text=True
             ).stdout.split()[0]
-            loaded = tf.saved_model.load(path)
-            baseline = None
-            for signature in args.signatures:
-                serve = loaded.signatures[signature]
-                one = median_seconds(serve, inputs_for(signature, sentences[:1]), args.repeats)
-                batch = median_seconds(serve, inputs_for(signature, sentences), args.repeats)
-                if signature == "serving_default":
-                    baseline = (one, batch)
-                relative = (
-                    f"{one / baseline[0]:.2f}x / {batch / baseline[1]:.2f}x" if baseline else "–"
-                )
-                print(
-                    f"| {preset} | {size} | {signature} | {one:.3f} | {batch:.2f} "
-                    f"| {64 / batch:.1f} | {relative} |",
-                    flush=True,
-                )
+            for loader in args.loaders:
+                signature = signature_caller(path, loader)
+                baseline = None
+                for name in args.signatures:
+                    serve = signature(name)
+                    one = median_seconds(serve, inputs_for(name, sentences[:1]), args.repeats)
+                    batch = median_seconds(serve, inputs_for(name, sentences), args.repeats)
+                    if name == "serving_default":
+                        baseline = (one, batch)
+                    relative = (
+                        f"{one / baseline[0]:.2f}x / {batch / baseline[1]:.2f}x"
+                        if baseline
+                        else "–"
+                    )
+                    print(
+                        f"| {preset} | {size} | {loader} | {name} | {one:.3f} | {batch:.2f} "
+                        f"| {64 / batch:.1f} | {relative} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from comparison import ours
 from comparison import peer_ctranslate2
 from comparison import peer_keras_hub
 from comparison import peer_torch
+from comparison import served
 from comparison.measure import peak_rss_mib
 from comparison.report import format_report
 from comparison.workload import CONFIGS
@@ -49,7 +50,12 @@ WORKERS = {
     "torch/train": peer_torch.worker_train,
     "ctranslate2/decode": peer_ctranslate2.worker_decode,
     "ctranslate2/converted": peer_ctranslate2.worker_converted,
+    "served/decode": served.worker_session,
+    "served_load/decode": served.worker_load,
 }
+# Ours as served: the same search without XLA in a SavedModel, run by the TF1
+# session loader (TF Serving's) and by tf.saved_model.load.
+SERVED = ("served", "served_load")
 # (task, implementation, precision, worker) of every timed row.
 ROWS = [
     ("train", "ours", "fp32", "ours/train"),
@@ -57,6 +63,11 @@ ROWS = [
     ("greedy", "ours", "fp32", "ours/decode"),
     ("beam4", "ours", "fp32", "ours/decode"),
     ("beam4_single", "ours", "fp32", "ours/decode"),
+    *(
+        (task, impl, "fp32", f"{impl}/decode")
+        for impl in SERVED
+        for task in ("greedy", "beam4", "beam4_single")
+    ),
     ("train", "keras_hub", "fp32", "keras_hub/train"),
     ("train", "keras_hub", "bf16", "keras_hub/train"),
     ("greedy", "keras_hub", "fp32", "keras_hub/decode"),
@@ -189,7 +200,7 @@ def _parser(description):
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    implementations = ["ours", *PEER_MODULES]
+    implementations = ["ours", *SERVED, *PEER_MODULES]
     parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement (>= 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")

@@ -19,6 +19,10 @@ TARGETS = {
     ("beam4_single", "fp32"): [("ctranslate2", "fp32", 1.0)],
 }
 
+# The served SavedModel against CTranslate2 float32, per decoding task: the
+# target ratio of sentences (tokens) per second.
+SERVED_TARGET = 1.0
+
 # Beam search decodes `BEAM` rows for each output token: its rows per second
 # against the same implementation's greedy rows per second, and the target.
 BEAM_ROWS_TARGET = 1.5
@@ -54,6 +58,21 @@ def _beam_rows_lines(rows):
         return []
     title = f"beam {BEAM} decoder rows/s against greedy rows/s, same implementation"
     return [f"\n{title}: " + ", ".join(found)]
+
+
+def _served_lines(rows):
+    """Our served rows (session loader, `tf.saved_model.load`) against
+    CTranslate2 float32 on the same task."""
+    found = []
+    for (task, impl, _), row in rows.items():
+        peer = rows.get((task, "ctranslate2", "fp32"), {})
+        if impl.startswith("served") and "tokens_per_s" in row and "tokens_per_s" in peer:
+            ratio = row["tokens_per_s"] / peer["tokens_per_s"]
+            text = f"{task} {impl} {ratio:.2f}x"
+            found.append(text + (_verdict(ratio, SERVED_TARGET) if impl == "served" else ""))
+    if not found:
+        return []
+    return ["\nserved SavedModel against CTranslate2 float32, same run: " + ", ".join(found)]
 
 
 def _rounds_text(rounds):
@@ -116,6 +135,7 @@ def format_report(report):
             f"{percent} | {row['peak_rss_mib']:,.0f} | {ratio} |"
         )
     lines += _beam_rows_lines(rows)
+    lines += _served_lines(rows)
     copy = report.get("bf16_copy_task")
     if copy and all("final_loss" in copy[p] for p in ("fp32", "bf16")):
         a, b = copy["fp32"]["final_loss"], copy["bf16"]["final_loss"]

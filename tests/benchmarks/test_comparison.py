@@ -17,6 +17,7 @@ from comparison import driver  # noqa: E402
 from comparison import flops  # noqa: E402
 from comparison import ours  # noqa: E402
 from comparison import report  # noqa: E402
+from comparison import served  # noqa: E402
 from comparison import workload  # noqa: E402
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
@@ -53,6 +54,33 @@ def test_decoding_worker_generates_exactly_the_forced_length(task):
     result = ours.worker_decode(dict(spec, ids=workload.special_ids()))
     assert result["out_shape"] == [shape["batch"], 1, shape["steps"]]
     assert result["tokens"] == shape["batch"] * shape["steps"]
+
+
+@pytest.mark.large  # traces and saves a SavedModel
+@pytest.mark.parametrize("worker", [served.worker_session, served.worker_load])
+def test_served_search_is_the_same_search_as_ours(worker):
+    """The served rows run the `ours` search without XLA, saved and
+    loaded: the same forced length, and the same tokens as the unsaved
+    function."""
+    cfg = dict(vocab=50, d_model=16, layers=1, heads=2, d_ff=32)
+    shape = workload.DECODE_SHAPES["beam4_single"]
+    spec = dict(cfg=cfg, decode=shape, precision="fp32", warmup=1, steps=1)
+    result = worker(dict(spec, ids=workload.special_ids()))
+    assert result["out_shape"] == [shape["batch"], 1, shape["steps"]]
+    assert result["tokens"] == shape["batch"] * shape["steps"]
+
+
+@pytest.mark.large  # traces and saves a SavedModel
+def test_the_session_loader_runs_the_saved_search_like_the_function(tmp_path):
+    ids = workload.special_ids()
+    cfg = dict(vocab=50, d_model=16, layers=1, heads=2, d_ff=32)
+    model = ours.build_model(cfg, "fp32", dropout=0.0)
+    run = ours.searcher(model, 2, 6, ids, jit=False)
+    served.save_search(model, run, str(tmp_path))
+    source = workload.decode_sources(cfg, ids, (3, 5))
+    output = served.SessionSignature(str(tmp_path))(source=source)["output_0"]
+    np.testing.assert_array_equal(output, run(source).numpy())
+    assert output.shape == (3, 1, 6)
 
 
 def test_decode_flops_scale_with_the_shape():
@@ -120,6 +148,29 @@ def test_table_gives_beam_rows_against_greedy_rows():
         "ours fp32 1.40x (target 1.5x: missed), ctranslate2 fp32 2.00x" in table
     )
     assert "int8" not in table.split("rows/s against greedy")[1]  # no greedy int8 row
+
+
+def test_table_gives_the_served_rows_against_ctranslate2():
+    table = report.format_report(
+        {
+            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
+            **dict(steps=5, warmup=2, skipped=[], ceilings={}),
+            "rows": [
+                _row("beam4", "ours", "fp32", 1000.0),
+                _row("beam4", "served", "fp32", 250.0),
+                _row("beam4", "served_load", "fp32", 200.0),
+                _row("beam4", "ctranslate2", "fp32", 500.0),
+                _row("beam4_single", "served", "fp32", 300.0),
+                _row("beam4_single", "ctranslate2", "fp32", 250.0),
+            ],
+        }
+    )
+    assert "| beam4 | served | fp32 | 250 | 50.0 |  | 1 | 4.00x |" in table  # ours / served
+    assert (
+        "served SavedModel against CTranslate2 float32, same run: "
+        "beam4 served 0.50x (target 1.0x: missed), beam4 served_load 0.40x, "
+        "beam4_single served 1.20x (target 1.0x: met)" in table
+    )
 
 
 def test_rounds_merge_by_the_median_of_their_medians():
@@ -215,6 +266,5 @@ def test_entry_point_loads_the_package():
     script = os.path.join(BENCHMARKS, "compare.py")
     result = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "--only {ours,keras_hub,torch,ctranslate2,ctranslate2_converted}" in " ".join(
-        result.stdout.split()
-    )
+    implementations = "ours,served,served_load,keras_hub,torch,ctranslate2,ctranslate2_converted"
+    assert f"--only {{{implementations}}}" in " ".join(result.stdout.split())
