@@ -34,10 +34,12 @@ class SessionSignature:
 
     def __init__(self, path, name="serving_default", config=None):
         import tensorflow as tf
+        from tensorflow.python.util import deprecation
 
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph, config=config or session_config())
-        with self.graph.as_default():
+        # The TF1 loader warns that it is deprecated: it is what TF Serving runs.
+        with self.graph.as_default(), deprecation.silence():
             meta = tf.compat.v1.saved_model.loader.load(self.session, ["serve"], path)
         signature = meta.signature_def[name]
         self.inputs = {key: value.name for key, value in signature.inputs.items()}
