@@ -42,7 +42,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import sacrebleu  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer import training  # noqa: E402
@@ -51,7 +50,7 @@ from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.tokenization import SentencePieceTokenizer  # noqa: E402
 from keras_transformer_runtime import CTranslate2Translator  # noqa: E402
 
-from comparison.served import SessionSignature  # noqa: E402
+from comparison.served import signatures  # noqa: E402
 
 MODEL_SETTINGS = (
     "num_layers",
@@ -110,15 +109,11 @@ def saved_model_translate(directory, loader):
     """`translate(batch)` through the SavedModel's `serving_default`,
     loaded by the TF1 session loader (`"session"`, TF Serving's) or by
     `tf.saved_model.load` (`"load"`)."""
-    if loader == "session":
-        signature = SessionSignature(directory)
-        run = lambda batch: signature(text=np.array(batch, dtype=object))  # noqa: E731
-    else:
-        loaded = tf.saved_model.load(directory).signatures["serving_default"]
-        run = lambda batch: loaded(text=tf.constant(batch))  # noqa: E731
+    serve = signatures(directory, loader)("serving_default")
 
     def translate(batch):
-        return [t.decode("utf-8") for t in np.asarray(run(batch)["translation"])]
+        outputs = serve(text=np.array(batch, dtype=object))["translation"]
+        return [t.decode("utf-8") for t in outputs]
 
     return translate
 

@@ -48,13 +48,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from comparison.measure import time_calls  # noqa: E402
-from comparison.ours import build_model  # noqa: E402
-from comparison.ours import searcher  # noqa: E402
 from comparison.served import SessionSignature  # noqa: E402
-from comparison.served import save_search  # noqa: E402
+from comparison.served import save_compare_search  # noqa: E402
 from comparison.workload import CONFIGS  # noqa: E402
 from comparison.workload import DECODE_SHAPES  # noqa: E402
-from comparison.workload import decode_sources  # noqa: E402
 from comparison.workload import special_ids  # noqa: E402
 
 # Op types by kind, compared without a version suffix (`SelectV2`: `Select`).
@@ -140,11 +137,8 @@ def main(argv=None):
     parser.add_argument("--top", type=int, default=0, help="also list the N costliest op types")
     args = parser.parse_args(argv)
     cfg, ids, shape = CONFIGS[args.config], special_ids(), DECODE_SHAPES[args.task]
-    model = build_model(cfg, "fp32", dropout=0.0)
-    run = searcher(model, shape["beam"], shape["steps"], ids, jit=False)
-    source = decode_sources(cfg, ids, (shape["batch"], shape["source_len"]))
     with tempfile.TemporaryDirectory() as path:
-        save_search(model, run, path)
+        source = save_compare_search(cfg, ids, shape, path)
         signature = SessionSignature(path)
         times = time_calls(lambda: signature(source=source), 1, args.calls)
         ops = traced_ops(signature, {"source": source})

@@ -25,7 +25,6 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from keras_transformer import Transformer  # noqa: E402
 from keras_transformer import Translator  # noqa: E402
@@ -33,7 +32,7 @@ from keras_transformer.export import export_saved_model  # noqa: E402
 from keras_transformer.tokenization import train_sentencepiece  # noqa: E402
 
 from comparison.measure import time_calls  # noqa: E402
-from comparison.served import SessionSignature  # noqa: E402
+from comparison.served import signatures  # noqa: E402
 
 
 def corpus(n, rng):
@@ -65,20 +64,6 @@ def inputs_for(signature, sentences):
     if signature == "score":
         return {"source": text, "target": text}
     return {"text": text}
-
-
-def signature_caller(path, loader):
-    """`signature name -> call(**numpy inputs)` for the SavedModel at
-    `path`, loaded by `loader` (`"session"` or `"load"`)."""
-    if loader == "session":
-        return lambda name: SessionSignature(path, name)
-    loaded = tf.saved_model.load(path)
-
-    def caller(name):
-        function = loaded.signatures[name]
-        return lambda **inputs: function(**{k: tf.constant(v) for k, v in inputs.items()})
-
-    return caller
 
 
 def median_seconds(serve, inputs, repeats):
@@ -119,7 +104,7 @@ def main():
                 ["du", "-sh", path], capture_output=True, text=True
             ).stdout.split()[0]
             for loader in args.loaders:
-                signature = signature_caller(path, loader)
+                signature = signatures(path, loader)
                 baseline = None
                 for name in args.signatures:
                     serve = signature(name)

@@ -62,30 +62,53 @@ def save_search(model, run, path):
     tf.saved_model.save(module, path, signatures={"serving_default": run})
 
 
+def signatures(path, loader):
+    """`signature name -> call(**numpy inputs) -> {output: numpy array}`
+    for the SavedModel at `path`, loaded by `loader`: `"session"` (the TF1
+    session loader, TF Serving's) or `"load"` (`tf.saved_model.load`)."""
+    if loader == "session":
+        return lambda name: SessionSignature(path, name)
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(path)
+
+    def caller(name):
+        function = loaded.signatures[name]
+
+        def call(**inputs):
+            outputs = function(**{key: tf.constant(value) for key, value in inputs.items()})
+            return {key: value.numpy() for key, value in outputs.items()}
+
+        return call
+
+    return caller
+
+
+def save_compare_search(cfg, ids, shape, path, precision="fp32"):
+    """Saves the `ours` decoding search of `compare.py` for the
+    configuration `cfg` and the `DECODE_SHAPES` entry `shape` without XLA
+    at `path` (`save_search`); returns the sources it decodes."""
+    from comparison.ours import build_model
+    from comparison.ours import searcher
+
+    model = build_model(cfg, precision, dropout=0.0)
+    save_search(model, searcher(model, shape["beam"], shape["steps"], ids, jit=False), path)
+    return decode_sources(cfg, ids, (shape["batch"], shape["source_len"]))
+
+
 def worker_decode(spec):
     """The `ours/decode` work through a saved search: `spec["loader"]` is
     `"session"` (TF Serving's loader) or `"load"` (`tf.saved_model.load`)."""
     quiet_tensorflow()
     import numpy as np
-    import tensorflow as tf
 
-    from comparison.ours import build_model
-    from comparison.ours import searcher
-
-    cfg, ids, shape = spec["cfg"], spec["ids"], spec["decode"]
-    model = build_model(cfg, spec["precision"], dropout=0.0)
-    run = searcher(model, shape["beam"], shape["steps"], ids, jit=False)
-    source = decode_sources(cfg, ids, (shape["batch"], shape["source_len"]))
+    ids = spec["ids"]
     with tempfile.TemporaryDirectory() as path:
-        save_search(model, run, path)
-        if spec["loader"] == "session":
-            serve = SessionSignature(path)
-            call = lambda: serve(source=source)["output_0"]  # noqa: E731
-        else:
-            loaded = tf.saved_model.load(path).signatures["serving_default"]
-            call = lambda: loaded(source=tf.constant(source))["output_0"].numpy()  # noqa: E731
+        source = save_compare_search(spec["cfg"], ids, spec["decode"], path, spec["precision"])
+        serve = signatures(path, spec["loader"])("serving_default")
         outputs = []
-        times = time_calls(lambda: outputs.append(call()), spec["warmup"], spec["steps"])
+        step = lambda: outputs.append(serve(source=source)["output_0"])  # noqa: E731
+        times = time_calls(step, spec["warmup"], spec["steps"])
     lengths = np.sum(outputs[-1] != ids["pad"], axis=-1)
     return {"times": times, "tokens": int(lengths.sum()), "out_shape": list(outputs[-1].shape)}
 
