@@ -100,21 +100,24 @@ def _row(task, impl, precision, tokens_per_s):
     return {**row, "gflops": 100.0, "peak_rss_mib": 1.0, "median_s": 0.05}
 
 
+def _table(rows, **changes):
+    """The report's table of `rows` on the tiny config, 5 steps after 2
+    warm-up, nothing skipped and no ceilings unless `changes` say so."""
+    config = dict(workload.CONFIGS["tiny"], name="tiny")
+    base = dict(config=config, steps=5, warmup=2, skipped=[], ceilings={}, rows=rows)
+    return report.format_report({**base, **changes})
+
+
 def test_table_gives_ratios_against_each_peer_and_checks_targets():
-    table = report.format_report(
-        {
-            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
-            "steps": 5,
-            "warmup": 2,
-            "skipped": ["ctranslate2"],
-            "ceilings": {"fp32_start": {"gflops": 200.0}, "fp32_end": {"gflops": 200.0}},
-            "rows": [
-                _row("train", "ours", "fp32", 1200.0),
-                _row("train", "keras_hub", "fp32", 1000.0),
-                _row("greedy", "ours", "fp32", 1000.0),
-                _row("greedy", "keras_hub", "fp32", 1000.0),
-            ],
-        }
+    table = _table(
+        [
+            _row("train", "ours", "fp32", 1200.0),
+            _row("train", "keras_hub", "fp32", 1000.0),
+            _row("greedy", "ours", "fp32", 1000.0),
+            _row("greedy", "keras_hub", "fp32", 1000.0),
+        ],
+        skipped=["ctranslate2"],
+        ceilings={"fp32_start": {"gflops": 200.0}, "fp32_end": {"gflops": 200.0}},
     )
     assert (
         "| train | keras_hub | fp32 | 1,000 | 50.0 | 50% | 1 | 1.20x (target 1.15x: met) |" in table
@@ -130,18 +133,14 @@ def test_table_gives_ratios_against_each_peer_and_checks_targets():
 def test_table_gives_beam_rows_against_greedy_rows():
     """Beam search's rows per second (4 per output token) over greedy's,
     per implementation, from the tokens/s of the two rows."""
-    table = report.format_report(
-        {
-            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
-            **dict(steps=5, warmup=2, skipped=[], ceilings={}),
-            "rows": [
-                _row("greedy", "ours", "fp32", 1000.0),
-                _row("beam4", "ours", "fp32", 350.0),
-                _row("greedy", "ctranslate2", "fp32", 800.0),
-                _row("beam4", "ctranslate2", "fp32", 400.0),
-                _row("beam4", "ctranslate2", "int8", 500.0),
-            ],
-        }
+    table = _table(
+        [
+            _row("greedy", "ours", "fp32", 1000.0),
+            _row("beam4", "ours", "fp32", 350.0),
+            _row("greedy", "ctranslate2", "fp32", 800.0),
+            _row("beam4", "ctranslate2", "fp32", 400.0),
+            _row("beam4", "ctranslate2", "int8", 500.0),
+        ]
     )
     assert (
         "beam 4 decoder rows/s against greedy rows/s, same implementation: "
@@ -151,19 +150,15 @@ def test_table_gives_beam_rows_against_greedy_rows():
 
 
 def test_table_gives_the_served_rows_against_ctranslate2():
-    table = report.format_report(
-        {
-            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
-            **dict(steps=5, warmup=2, skipped=[], ceilings={}),
-            "rows": [
-                _row("beam4", "ours", "fp32", 1000.0),
-                _row("beam4", "served", "fp32", 250.0),
-                _row("beam4", "served_load", "fp32", 200.0),
-                _row("beam4", "ctranslate2", "fp32", 500.0),
-                _row("beam4_single", "served", "fp32", 300.0),
-                _row("beam4_single", "ctranslate2", "fp32", 250.0),
-            ],
-        }
+    table = _table(
+        [
+            _row("beam4", "ours", "fp32", 1000.0),
+            _row("beam4", "served", "fp32", 250.0),
+            _row("beam4", "served_load", "fp32", 200.0),
+            _row("beam4", "ctranslate2", "fp32", 500.0),
+            _row("beam4_single", "served", "fp32", 300.0),
+            _row("beam4_single", "ctranslate2", "fp32", 250.0),
+        ]
     )
     assert "| beam4 | served | fp32 | 250 | 50.0 |  | 1 | 4.00x |" in table  # ours / served
     assert (
@@ -202,12 +197,7 @@ def test_rounds_merge_by_the_median_of_their_medians():
     assert driver.merge_rounds(cfg, spec, rounds[1:2]) == rounds[1]  # all failed
     assert driver.merge_rounds(cfg, spec, rounds[:1]) == rounds[0]
 
-    table = report.format_report(
-        {
-            "config": dict(cfg, name="tiny"),
-            **dict(steps=5, warmup=2, rounds=4, skipped=[], ceilings={}, rows=[row]),
-        }
-    )
+    table = _table([row], rounds=4)
     assert "every row measured in 4 rounds" in table
     assert "| beam4 | ours | fp32 | 2,560 | 1,000.0 (500–2,000) |" in table
 
@@ -227,12 +217,7 @@ def test_bf16_rows_only_where_bf16_is_native(monkeypatch):
     monkeypatch.setattr(driver, "_native_bf16", lambda: True)
     assert driver.measured_precisions("auto") == (("fp32", "bf16"), None)
     assert driver.measured_precisions("no")[0] == ("fp32",)
-    table = report.format_report(
-        {
-            "config": dict(workload.CONFIGS["tiny"], name="tiny"),
-            **dict(steps=5, warmup=2, skipped=[], ceilings={}, rows=[], bf16_skipped=note),
-        }
-    )
+    table = _table([], bf16_skipped=note)
     assert table.endswith(note)
 
 
