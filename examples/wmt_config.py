@@ -304,10 +304,11 @@ def parse_config(argv=None, description=None):
     data = DATA_PRESETS.get(given.get("data"), {})
     preset = given.get("preset", data.get("preset", RunConfig.preset))
     config = RunConfig(**{**RUN_PRESETS[preset], **data, **given})
-    corpus = CORPORA.get(config.data)
-    for language in (config.source_lang, config.target_lang) if corpus else ():
-        if language not in corpus.languages:
-            parser.error(f"--data {corpus.name} has languages {', '.join(corpus.languages)}")
+    if config.data:
+        try:
+            CORPORA[config.data].check_languages((config.source_lang, config.target_lang))
+        except ValueError as error:
+            parser.error(f"--source_lang/--target_lang: {error}")
     if any(config.local_files) and not all(config.local_files):
         parser.error(
             "local data needs --train_src, --train_tgt, --test_src and --test_ref "

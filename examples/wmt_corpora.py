@@ -46,6 +46,15 @@ class Corpus:
     languages: tuple
     note: str
 
+    def check_languages(self, languages):
+        """Raises a `ValueError` naming the corpus's languages unless it
+        has every one of `languages`."""
+        for language in languages:
+            if language not in self.languages:
+                raise ValueError(
+                    f"languages: {self.name} has {', '.join(self.languages)}, not {language!r}"
+                )
+
     def file_name(self, role, language):
         """The file of one split (`"train"`, `"valid"` or `"test"`)."""
         return f"{self.splits[role]}.{language}.gz"
@@ -139,11 +148,7 @@ def fetch(corpus, directory, languages, url=None, timeout=30):
     >>> fetch(CORPORA["multi30k"], "data/multi30k", ("en", "de"))["test"]
     ('data/multi30k/test_2016_flickr.en.gz', 'data/multi30k/test_2016_flickr.de.gz')
     """
-    for language in languages:
-        if language not in corpus.languages:
-            raise ValueError(
-                f"languages: {corpus.name} has {', '.join(corpus.languages)}, not {language!r}"
-            )
+    corpus.check_languages(languages)
     url = (url or corpus.url).rstrip("/")
     paths = {}
     for role in corpus.splits:
