@@ -19,10 +19,14 @@ the batch as their first axis:
   values, the source mask). It keeps one row per sentence and is never
   reordered; `tokens_to_logits` lets the rows of a sentence share it.
 
-Greedy search and sampling pass the cache through as it is. Everything
-runs in `tf.while_loop`s over fixed-shape state, so the searches trace
-once per input signature, run under `tf.function(jit_compile=True)`, and
-export in a SavedModel (`loop`). Given `resize_cache` (for a Transformer,
+Greedy search and sampling pass the cache through unchanged. Everything
+runs in `tf.while_loop`s, so the searches trace once per input signature,
+run under `tf.function(jit_compile=True)`, and export in a SavedModel
+(`loop`). Outside XLA, the rows of a sentence that is done leave the
+loop's state (the cache's rows with them: every tensor of the cache has
+the batch first), so that later steps decode only the sentences still
+going; under XLA, which compiles fixed shapes, they stay. The outputs are
+the same either way. Given `resize_cache` (for a Transformer,
 `model.resize_cache`), they run `CACHE_SEGMENTS` loops, each over a
 quarter of the steps with a cache just long enough for them: a step's
 cost grows with the cache it attends to, writes and (beam search)

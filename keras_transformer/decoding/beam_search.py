@@ -11,10 +11,13 @@ from keras_transformer.decoding.constraints import outside_prefix
 from keras_transformer.decoding.constraints import with_prefix
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.loop import check_two_part_cache
-from keras_transformer.decoding.loop import resized
+from keras_transformer.decoding.loop import drops_finished_rows
+from keras_transformer.decoding.loop import rows_of
+from keras_transformer.decoding.loop import searched_sentences
 from keras_transformer.decoding.loop import segment_ends
 from keras_transformer.decoding.loop import segmented_loop
 from keras_transformer.decoding.loop import sentence_limits
+from keras_transformer.decoding.loop import written_rows
 from keras_transformer.decoding.top_k import best_extensions
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
@@ -23,29 +26,69 @@ from keras_transformer_runtime.results import length_penalty
 
 
 class BeamState(NamedTuple):
-    """Beam search's loop state, for `batch` sentences, `k` beams and
-    `width = 1 + max_length` positions (BOS first). Hypotheses are sorted,
-    best first; an empty slot has log-probability or score `NEG_INF`."""
+    """Beam search's loop state, for `rows` sentences still searched (all
+    of them under XLA) of `batch` in the input, `k` beams and `width = 1 +
+    max_length` positions (BOS first). Hypotheses are sorted, best first;
+    an empty slot has log-probability or score `NEG_INF`."""
 
     step: tf.Tensor  # () int32: position of the last token in `alive_ids`
-    alive_ids: tf.Tensor  # (batch, k, width) int32: live hypotheses
-    alive_log_probs: tf.Tensor  # (batch, k) float32: their log-probabilities
-    finished_ids: tf.Tensor  # (batch, k, width) int32: ended with EOS
-    finished_scores: tf.Tensor  # (batch, k) float32: length-penalized scores
-    parents: tf.Tensor  # (batch, k) int32: the cache row of each live one's parent
-    cache: dict  # "per_hypothesis": rows batch * k, in parent order; "per_sentence": rows batch
+    alive_ids: tf.Tensor  # (rows, k, width) int32: live hypotheses
+    alive_log_probs: tf.Tensor  # (rows, k) float32: their log-probabilities
+    finished_ids: tf.Tensor  # (rows, k, width) int32: ended with EOS
+    finished_scores: tf.Tensor  # (rows, k) float32: length-penalized scores
+    parents: tf.Tensor  # (rows, k) int32: the cache row of each live one's parent
+    cache: dict  # "per_hypothesis": rows * k, in parent order; "per_sentence": rows
+    sentences: dict  # per row: `searched_sentences` and "max_penalty" (at the limit)
+    results: dict  # "ids" (batch, num_results, width), "scores": of sentences that left
 
 
-def _reorder_hypotheses(cache, beams, beam_size):
+def _reorder_hypotheses(cache, beams, beam_size, sentences=None):
     """The cache with its per-hypothesis rows reordered: row `(b, i)`
-    becomes the old row `(b, beams[b, i])`. The per-sentence part is left
-    as it is."""
-    batch_size = tf.shape(beams)[0]
-    rows = tf.reshape(tf.range(batch_size)[:, None] * beam_size + beams, [-1])
+    becomes the old row `(sentences[b], beams[b, i])` (`sentences`
+    default: every one, in order). The per-sentence part is left as it
+    is."""
+    if sentences is None:
+        sentences = tf.range(tf.shape(beams)[0])
+    rows = tf.reshape(sentences[:, None] * beam_size + beams, [-1])
     per_hypothesis = tf.nest.map_structure(
         lambda t: tf.gather(t, rows, axis=0), cache["per_hypothesis"]
     )
     return {**cache, "per_hypothesis": per_hypothesis}
+
+
+def _results_of(state, leaving, num_results):
+    """`state.results` with the best `num_results` finished hypotheses of
+    the sentences of the `leaving` rows (int32 `(n,)`) written."""
+    index = tf.gather(state.sentences["index"], leaving)
+    best = {
+        "ids": state.finished_ids[:, :num_results],
+        "scores": state.finished_scores[:, :num_results],
+    }
+    return written_rows(state.results, index, rows_of(best, leaving))
+
+
+def _without_done(state, done, beam_size, num_results):
+    """`state` without the sentences that are `done` `(rows,)`, which go to
+    its results, and with the others' cache reordered for their parents
+    (one gather)."""
+    leaving = tf.cast(tf.where(done)[:, 0], tf.int32)
+    staying = tf.cast(tf.where(tf.logical_not(done))[:, 0], tf.int32)
+    per_sentence = (
+        state.alive_ids,
+        state.alive_log_probs,
+        state.finished_ids,
+        state.finished_scores,
+        state.parents,
+    )
+    cache = {**state.cache, "per_sentence": rows_of(state.cache["per_sentence"], staying)}
+    parents = tf.gather(state.parents, staying)
+    return BeamState(
+        state.step,
+        *rows_of(per_sentence, staying),
+        cache=_reorder_hypotheses(cache, parents, beam_size, staying),
+        sentences=rows_of(state.sentences, staying),
+        results=_results_of(state, leaving, num_results),
+    )
 
 
 @_backend.tensorflow_only("decoding.beam_search", "a tf.while_loop")
@@ -116,7 +159,6 @@ def beam_search(
     k = beam_size
     limits = sentence_limits(batch_size, max_length, length_limits)
     prefix, limits = with_prefix(prefix, limits, batch_size, max_length, pad_id)
-    max_penalty = length_penalty(tf.cast(limits, tf.float32), alpha)  # (batch,)
     width = tf.convert_to_tensor(max_length) + 1  # BOS + tokens
     empty = tf.fill([batch_size, k, width], pad_id)
     initial = BeamState(
@@ -133,39 +175,57 @@ def beam_search(
                 lambda t: tf.repeat(t, k, axis=0), cache["per_hypothesis"]
             ),
         },
+        sentences={
+            **searched_sentences(batch_size, limits, prefix),
+            "max_penalty": length_penalty(tf.cast(limits, tf.float32), alpha),
+        },
+        results={
+            "ids": empty[:, :num_results],
+            "scores": tf.fill([batch_size, num_results], NEG_INF),
+        },
     )
+    drop_done = drops_finished_rows()
 
     def sentence_done(state):
-        reached_limit = state.step >= limits
-        best_possible = state.alive_log_probs[:, 0] / max_penalty  # alive is sorted
-        worst_kept = state.finished_scores[:, num_results - 1]  # finished is sorted
+        reached_limit = state.step >= state.sentences["limits"]
+        # alive and finished are sorted, best first
+        best_possible = state.alive_log_probs[:, 0] / state.sentences["max_penalty"]
+        worst_kept = state.finished_scores[:, num_results - 1]
         return tf.logical_or(reached_limit, worst_kept >= best_possible)
 
     def cond(end, state):
         return tf.logical_and(state.step < end, tf.logical_not(tf.reduce_all(sentence_done(state))))
 
-    def body(state):
-        new_state = _step(state)
-        # Gathers forget static shapes (a static batch size included) that
-        # the loop requires to stay the same: restore them.
-        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), new_state, state)
-        return (new_state,)
+    def arranged(state):
+        """`state` with its cache reordered for the hypotheses chosen last
+        step and, outside XLA, without the sentences that are done."""
+
+        def reordered():
+            return state._replace(cache=_reorder_hypotheses(state.cache, state.parents, k))
+
+        if not drop_done:
+            return reordered()
+        done = sentence_done(state)
+        return tf.cond(
+            tf.reduce_any(done), lambda: _without_done(state, done, k, num_results), reordered
+        )
 
     def _step(state):
-        step = state.step
-        tokens = tf.reshape(tf.gather(state.alive_ids, step, axis=2), [-1, 1])  # (batch * k, 1)
-        # The cache is reordered here, for the hypotheses chosen last step,
-        # not at the end of that step: XLA then fuses the reordering gather
-        # with `tokens_to_logits`'s write into one pass over the cache.
-        cache = _reorder_hypotheses(state.cache, state.parents, k)
-        logits, cache = tokens_to_logits(tokens, cache, step)
+        """One step from `state`, whose cache is already reordered for its
+        `parents`: the reordering gather comes first in a step, so that XLA
+        fuses it with `tokens_to_logits`'s write into one pass over the
+        cache."""
+        step, limits, prefix = state.step, state.sentences["limits"], state.sentences.get("prefix")
+        rows = tf.shape(state.alive_log_probs)[0]
+        tokens = tf.reshape(tf.gather(state.alive_ids, step, axis=2), [-1, 1])  # (rows * k, 1)
+        logits, cache = tokens_to_logits(tokens, state.cache, step)
         logits = tf.cast(logits, tf.float32)
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
         forced, forced_token = forced_tokens(prefix, step)
         if controls is not None and controls.active:
             controlled = controls.apply(
                 logits,
-                tf.reshape(state.alive_ids, [batch_size * k, width]),
+                tf.reshape(state.alive_ids, [rows * k, width]),
                 step,
                 tf.repeat(limits, k),
                 eos_id,
@@ -173,7 +233,7 @@ def beam_search(
             logits = outside_prefix(
                 None if forced is None else tf.repeat(forced, k), controlled, logits
             )
-        logits = tf.reshape(logits, [batch_size, k, vocab])
+        logits = tf.reshape(logits, [rows, k, vocab])
         only = only_token(logits, step, limits, eos_id, forced, forced_token)
 
         # The candidates: each live hypothesis extended by each token but PAD
@@ -181,12 +241,12 @@ def beam_search(
         # them: enough for k live ones even if k of them end here.
         top_log_probs, top_indices = best_extensions(
             logits, state.alive_log_probs, 2 * k, only, never=(pad_id, bos_id)
-        )  # (batch, 2k)
+        )  # (rows, 2k)
         top_beams, top_tokens = top_indices // vocab, top_indices % vocab
         column = tf.equal(tf.range(width), step + 1)[None, None, :]
         top_ids = tf.where(
             column, top_tokens[:, :, None], tf.gather(state.alive_ids, top_beams, batch_dims=1)
-        )  # (batch, 2k, width)
+        )  # (rows, 2k, width)
         ends = tf.equal(top_tokens, eos_id)
 
         # The k best candidates that go on.
@@ -204,7 +264,7 @@ def beam_search(
         new_scores = tf.where(sentence_done(state)[:, None], NEG_INF, new_scores)  # stopped
         finished_scores, keep = tf.math.top_k(tf.concat([state.finished_scores, new_scores], 1), k)
         finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], 1), keep, batch_dims=1)
-        return BeamState(
+        return state._replace(
             step=step + 1,
             alive_ids=tf.gather(top_ids, live, batch_dims=1),
             alive_log_probs=live_log_probs,
@@ -214,25 +274,13 @@ def beam_search(
             cache=cache,
         )
 
-    def resize(loop_vars, length):
-        (state,) = loop_vars
-        return (
-            BeamState(
-                step=state.step,
-                alive_ids=state.alive_ids,
-                alive_log_probs=state.alive_log_probs,
-                finished_ids=state.finished_ids,
-                finished_scores=state.finished_scores,
-                parents=state.parents,
-                cache=resized(state.cache, resize_cache, length),
-            ),
-        )
-
-    (final,) = segmented_loop(
+    final = segmented_loop(
         cond,
-        body,
-        (initial,),
+        lambda state: _step(arranged(state)),
+        initial,
         segment_ends(max_length, resize_cache),
-        resize,
+        resize_cache,
+        drop_done,
     )
-    return final.finished_ids[:, :num_results, 1:], final.finished_scores[:, :num_results]
+    results = _results_of(final, tf.range(tf.shape(final.parents)[0]), num_results)
+    return results["ids"][:, :, 1:], results["scores"]

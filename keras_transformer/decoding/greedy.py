@@ -60,7 +60,7 @@ def greedy_search(
     >>> ids, scores = greedy_search(step_fn, cache, batch_size=2, max_length=20)
     """
 
-    def most_likely(logits, step):
+    def most_likely(logits, step, sentences):
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
 
     return one_token_at_a_time(

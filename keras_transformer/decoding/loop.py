@@ -1,8 +1,13 @@
-"""The loop every search shares: `tf.while_loop`s over fixed-shape state,
-one per segment of steps with a cache just long enough for them, and the
-one-token-at-a-time loop of greedy search and sampling."""
+"""The loop every search shares: `tf.while_loop`s over the searches'
+state, one per segment of steps with a cache just long enough for them,
+rows of finished sentences dropped as they finish (where shapes may
+change), and the one-token-at-a-time loop of greedy search and sampling."""
+
+from typing import NamedTuple
 
 import tensorflow as tf
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import control_flow_util
 
 from keras_transformer.decoding.constraints import forced_tokens
 from keras_transformer.decoding.constraints import never_chosen
@@ -58,33 +63,117 @@ def resized(cache, resize_cache, length):
     return {**cache, "per_hypothesis": resize_cache(cache["per_hypothesis"], length)}
 
 
-def segmented_loop(cond, body, loop_vars, ends, resize):
-    """`tf.while_loop` over `loop_vars`, one loop per segment of steps:
-    `cond(end, *loop_vars)` says whether to go on in the segment that ends
-    at step `end`, and `resize(loop_vars, end)` prepares the loop
-    variables for it (the cache grown to hold `end` positions)."""
-    if len(ends) > 1:
-        body = _traced_once(body)
+def drops_finished_rows():
+    """Whether the search being built may drop the rows of sentences that
+    are done, so that later steps decode only the others: in a plain graph
+    and eagerly, where a loop's shapes may change from step to step; not
+    under XLA, which compiles a loop over fixed shapes only."""
+    return not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+
+
+def rows_of(tree, rows):
+    """Every tensor of `tree` (the batch first) at `rows` only, in order."""
+    return tf.nest.map_structure(lambda t: tf.gather(t, rows), tree)
+
+
+def written_rows(results, rows, values):
+    """`results` (trees of `(batch, ...)` tensors) with `values` (the same
+    trees for some sentences) written at those sentences' `rows`."""
+    return tf.nest.map_structure(
+        lambda result, value: tf.tensor_scatter_nd_update(result, rows[:, None], value),
+        results,
+        values,
+    )
+
+
+def shapes_of(tree):
+    """The static shapes of `tree`'s tensors."""
+    return tf.nest.map_structure(lambda t: t.shape, tree)
+
+
+def _invariants(state):
+    """The shape invariants of a search's `state` (a `TokenState` or
+    `BeamState`) when it drops finished rows: every tensor's first axis
+    free, but the step's and the results'."""
+    rows = tf.nest.map_structure(
+        lambda t: tf.TensorShape([None]).concatenate(t.shape[1:]),
+        state._replace(step=(), results=()),
+    )
+    return rows._replace(step=state.step.shape, results=shapes_of(state.results))
+
+
+def segmented_loop(cond, body, state, ends, resize_cache, drop_rows):
+    """`tf.while_loop` over a search's `state` (a `TokenState` or
+    `BeamState`), one loop per segment of steps: `cond(end, state)` says
+    whether to go on in the segment that ends at step `end`, for which the
+    cache grows to hold `end` positions (`resize_cache`). With `drop_rows`
+    the state's rows may change in number from step to step.
+
+    With several segments, `body` is a `tf.function` that their loops
+    share: its graph is traced once or twice (then with the cache length
+    relaxed) instead of once per segment."""
+    step = tf.function(body, reduce_retracing=True) if len(ends) > 1 else body
+
+    def shaped_step(state):
+        # Gathers and shared traces forget static shapes (a static batch
+        # size included) that the loop requires to stay the same.
+        new_state = step(state)
+        shapes = _invariants(state) if drop_rows else shapes_of(state)
+        tf.nest.map_structure(lambda t, shape: t.set_shape(shape), new_state, shapes)
+        return (new_state,)
+
     for end in ends:
-        loop_vars = tf.while_loop(
-            lambda *loop_vars, end=end: cond(end, *loop_vars), body, resize(loop_vars, end)
+        state = state._replace(cache=resized(state.cache, resize_cache, end))
+        (state,) = tf.while_loop(
+            lambda state, end=end: cond(end, state),
+            shaped_step,
+            (state,),
+            shape_invariants=(_invariants(state),) if drop_rows else None,
         )
-    return loop_vars
+    return state
 
 
-def _traced_once(body):
-    """`body` as a `tf.function` that the loops of all segments share: its
-    graph is traced once or twice (then with the cache length relaxed)
-    instead of once per segment, with the outputs' shapes those of the
-    inputs."""
-    shared = tf.function(body, reduce_retracing=True)
+def searched_sentences(batch_size, limits, prefix):
+    """The per-sentence inputs of a search, which leave with their
+    sentence's rows: `{"index"` (the sentence's row in the input batch)`,
+    "limits"`, and `"prefix"` if there is one`}`."""
+    sentences = {"index": tf.range(batch_size), "limits": limits}
+    if prefix is not None:
+        sentences["prefix"] = prefix
+    return sentences
 
-    def call(*loop_vars):
-        outputs = shared(*loop_vars)
-        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), outputs, loop_vars)
-        return outputs
 
-    return call
+class TokenState(NamedTuple):
+    """The loop state of greedy search and sampling: `rows` sentences still
+    decoded (all of them under XLA), of `batch` in the input, and `width =
+    1 + max_length` positions (BOS first)."""
+
+    step: tf.Tensor  # () int32: position of the last token in `sequences`
+    sequences: tf.Tensor  # (rows, width) int32: BOS, the tokens so far, padding
+    finished: tf.Tensor  # (rows,) bool: ended with EOS
+    scores: tf.Tensor  # (rows,) float32: log-probabilities of the tokens so far
+    cache: object  # the cache, `rows` first
+    sentences: dict  # per row, from `searched_sentences`
+    results: dict  # "sequences" (batch, width), "scores" (batch,): of rows that left
+
+
+def _rows_left(state, leaving):
+    """`state.results` with the sentences of the `leaving` rows (int32
+    `(n,)`) written."""
+    index = tf.gather(state.sentences["index"], leaving)
+    outputs = {"sequences": state.sequences, "scores": state.scores}
+    return written_rows(state.results, index, rows_of(outputs, leaving))
+
+
+def _without_finished(state):
+    """`state` without the rows of finished sentences, which go to its
+    results."""
+    leaving = tf.cast(tf.where(state.finished)[:, 0], tf.int32)
+    staying = tf.cast(tf.where(tf.logical_not(state.finished))[:, 0], tf.int32)
+    kept = rows_of(
+        (state.sequences, state.finished, state.scores, state.cache, state.sentences), staying
+    )
+    return TokenState(state.step, *kept, results=_rows_left(state, leaving))
 
 
 def one_token_at_a_time(
@@ -102,57 +191,67 @@ def one_token_at_a_time(
     prefix,
     resize_cache,
 ):
-    """The loop of greedy search and sampling: `pick(logits, step)` chooses
-    each sentence's next token `(batch,)` from its logits `(batch, vocab)`
-    (after the rules of `constraints`: never PAD or BOS, only EOS at the
-    limit, a forced prefix); returns `(ids, scores)`."""
+    """The loop of greedy search and sampling: `pick(logits, step,
+    sentences)` chooses the next token `(rows,)` of each row from its
+    logits `(rows, vocab)` (after the rules of `constraints`: never PAD or
+    BOS, only EOS at the limit, a forced prefix), `sentences` `(rows,)`
+    being each row's sentence in the batch; returns `(ids, scores)`.
+
+    Outside XLA, the rows of finished sentences are dropped as they finish
+    (with the cache's, every tensor of which must have the batch first)."""
     limits = sentence_limits(batch_size, max_length, length_limits)
     prefix, limits = with_prefix(prefix, limits, batch_size, max_length, pad_id)
     sequences = tf.concat(
         [tf.fill([batch_size, 1], bos_id), tf.fill([batch_size, max_length], pad_id)], 1
     )  # (batch, BOS + max_length tokens)
+    drop_finished = drops_finished_rows()
 
-    def cond(end, step, sequences, finished, scores, cache):
-        return tf.logical_and(step < end, tf.logical_not(tf.reduce_all(finished)))
+    def cond(end, state):
+        return tf.logical_and(state.step < end, tf.logical_not(tf.reduce_all(state.finished)))
 
-    def body(step, sequences, finished, scores, cache):
+    def body(state):
+        if drop_finished:
+            state = tf.cond(
+                tf.reduce_any(state.finished), lambda: _without_finished(state), lambda: state
+            )
+        step, sentences = state.step, state.sentences
         # A gather (not a slice at a tensor offset) keeps the shape static
         # under XLA.
-        tokens = tf.gather(sequences, step, axis=1)[:, None]  # (batch, 1)
-        logits, cache = tokens_to_logits(tokens, cache, step)
+        tokens = tf.gather(state.sequences, step, axis=1)[:, None]  # (rows, 1)
+        logits, cache = tokens_to_logits(tokens, state.cache, step)
         logits = tf.cast(logits, tf.float32)
-        forced, forced_token = forced_tokens(prefix, step)
+        forced, forced_token = forced_tokens(sentences.get("prefix"), step)
         if controls is not None and controls.active:
-            controlled = controls.apply(logits, sequences, step, limits, eos_id)
+            controlled = controls.apply(logits, state.sequences, step, sentences["limits"], eos_id)
             logits = outside_prefix(forced, controlled, logits)
         normalizer = log_normalizer(logits)
         logits = never_chosen(logits, (pad_id, bos_id))
-        logits = only_eos_at_limit(logits, step, limits, eos_id)
+        logits = only_eos_at_limit(logits, step, sentences["limits"], eos_id)
         logits = only_forced(logits, forced, forced_token)
-        next_token = pick(logits, step)
+        next_token = pick(logits, step, sentences["index"])
         # Its log-probability.
         next_score = tf.gather(logits, next_token, batch_dims=1) - normalizer
-        next_token = tf.where(finished, pad_id, next_token)
-        scores = scores + tf.where(finished, 0.0, next_score)
-        column = tf.equal(tf.range(tf.shape(sequences)[1]), step + 1)
-        sequences = tf.where(column[None, :], next_token[:, None], sequences)
-        finished = tf.logical_or(finished, tf.equal(next_token, eos_id))
-        return step + 1, sequences, finished, scores, cache
+        next_token = tf.where(state.finished, pad_id, next_token)
+        column = tf.equal(tf.range(tf.shape(state.sequences)[1]), step + 1)
+        return state._replace(
+            step=step + 1,
+            sequences=tf.where(column[None, :], next_token[:, None], state.sequences),
+            finished=tf.logical_or(state.finished, tf.equal(next_token, eos_id)),
+            scores=state.scores + tf.where(state.finished, 0.0, next_score),
+            cache=cache,
+        )
 
-    def resize(state, length):
-        return (*state[:4], resized(state[4], resize_cache, length))
-
-    _, sequences, _, scores, _ = segmented_loop(
-        cond,
-        body,
-        (
-            tf.constant(0),
-            sequences,
-            tf.zeros([batch_size], tf.bool),
-            tf.zeros([batch_size], tf.float32),
-            cache,
-        ),
-        segment_ends(max_length, resize_cache),
-        resize,
+    initial = TokenState(
+        step=tf.constant(0),
+        sequences=sequences,
+        finished=tf.zeros([batch_size], tf.bool),
+        scores=tf.zeros([batch_size], tf.float32),
+        cache=cache,
+        sentences=searched_sentences(batch_size, limits, prefix),
+        results={"sequences": sequences, "scores": tf.zeros([batch_size], tf.float32)},
     )
-    return sequences[:, 1:], scores
+    final = segmented_loop(
+        cond, body, initial, segment_ends(max_length, resize_cache), resize_cache, drop_finished
+    )
+    results = _rows_left(final, tf.range(tf.shape(final.finished)[0]))
+    return results["sequences"][:, 1:], results["scores"]

@@ -1,6 +1,8 @@
 """Sampling: each next token drawn at random, with temperature, top-k and
 top-p (nucleus) filtering, statelessly from a seed."""
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
 from keras_transformer import _backend
@@ -65,9 +67,9 @@ def sample(
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
     seed = tf.cast(seed, tf.int64)
 
-    def draw(logits, step):
+    def draw(logits, step, sentences):
         key = tf.stack([seed, tf.cast(step, tf.int64)])
-        return _draw(logits, key, temperature, top_k, top_p)
+        return _draw(logits, _Noise(key, batch_size, sentences), temperature, top_k, top_p)
 
     return one_token_at_a_time(
         tokens_to_logits,
@@ -85,12 +87,29 @@ def sample(
     )
 
 
-def _draw(logits, key, temperature, top_k, top_p):
-    """One token per row of `logits` `(rows, vocab)`, drawn with the
-    stateless `key` from the tempered, top-k- and top-p-filtered softmax."""
+class _Noise(NamedTuple):
+    """The random numbers of one step: drawn with the stateless `key` for
+    all `batch_size` sentences, each row taking its `sentences`'s, so that
+    a sentence draws the same whichever others are still decoded."""
+
+    key: tf.Tensor
+    batch_size: tf.Tensor
+    sentences: tf.Tensor  # (rows,) int32
+
+    def uniform(self, width):
+        """`(rows, width)` uniform numbers in (0, 1)."""
+        drawn = tf.random.stateless_uniform(
+            [self.batch_size, width], self.key, minval=1e-20, maxval=1.0, alg="philox"
+        )
+        return tf.gather(drawn, self.sentences)
+
+
+def _draw(logits, noise, temperature, top_k, top_p):
+    """One token per row of `logits` `(rows, vocab)`, drawn with `noise`
+    from the tempered, top-k- and top-p-filtered softmax."""
     logits = logits / temperature
     if top_k == 0 and top_p >= 1.0:
-        return _gumbel_argmax(logits, key)
+        return _gumbel_argmax(logits, noise)
     vocab = tf.shape(logits)[-1]
     k = tf.minimum(top_k, vocab) if top_k else vocab
     values, tokens = tf.math.top_k(logits, k)  # most likely first
@@ -98,14 +117,12 @@ def _draw(logits, key, temperature, top_k, top_p):
         probs = tf.nn.softmax(values)
         before = tf.cumsum(probs, axis=-1, exclusive=True)  # mass of the likelier ones
         values = tf.where(before < top_p, values, NEG_INF)  # the first always stays
-    return tf.gather(tokens, _gumbel_argmax(values, key), batch_dims=1)
+    return tf.gather(tokens, _gumbel_argmax(values, noise), batch_dims=1)
 
 
-def _gumbel_argmax(logits, key):
+def _gumbel_argmax(logits, noise):
     """A draw from `softmax(logits)` per row: the argmax of the logits plus
     Gumbel noise (Gumbel, 1954), exact, and unlike TensorFlow's categorical
     sampling op compiled by XLA."""
-    uniform = tf.random.stateless_uniform(
-        tf.shape(logits), key, minval=1e-20, maxval=1.0, alg="philox"
-    )
+    uniform = noise.uniform(tf.shape(logits)[1])
     return tf.argmax(logits - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)

@@ -400,6 +400,54 @@ def test_sampling_is_stateless_and_compiles():
         assert ((ids == EOS_ID).sum(axis=1) <= 1).all() and len(np.unique(ids[:, 0])) > 1
 
 
+def counting_rows(step):
+    """`step` that also counts the rows it decodes, in a variable."""
+    rows = tf.Variable(0)
+
+    def counted(ids, cache, index):
+        rows.assign_add(tf.shape(ids)[0])
+        return step(ids, cache, index)
+
+    return counted, rows
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_finished_sentences_leave_the_loop_outside_xla(search):
+    """In a graph the rows of a sentence that is done leave the loop: the
+    model decodes fewer rows than under XLA (a fixed batch), for the same
+    outputs; a greedy sentence is decoded once per output token."""
+    batch, max_length, limits = 5, 9, [1, 9, 3, 6, 2]
+
+    def run(step, cache):
+        if search == "greedy":
+            return greedy_search(step, cache, batch, max_length, length_limits=limits)
+        return beam_search(step, cache, batch, max_length, beam_size=3, length_limits=limits)
+
+    outputs, rows = {}, {}
+    for way, jit in (("graph", False), ("xla", True)):
+        step, cache = markov(batch, order=2)
+        step, rows[way] = counting_rows(step)
+        outputs[way] = tf.function(lambda: run(step, cache), jit_compile=jit)()  # noqa: B023
+    np.testing.assert_array_equal(outputs["graph"][0].numpy(), outputs["xla"][0].numpy())
+    np.testing.assert_allclose(outputs["graph"][1].numpy(), outputs["xla"][1].numpy(), rtol=1e-5)
+    assert int(rows["graph"].numpy()) < int(rows["xla"].numpy())
+    if search == "greedy":
+        lengths = [len(strip(ids)) for ids in outputs["graph"][0].numpy()]
+        assert int(rows["graph"].numpy()) == sum(lengths)
+        assert int(rows["xla"].numpy()) == batch * max(lengths)
+
+
+def test_a_sampled_sentence_draws_the_same_whichever_others_remain():
+    """Sentence 0 ends at once in one run and decodes on in the other: the
+    other sentences, whose rows move when it leaves, draw the same."""
+    step, cache = markov(4)
+    short = sample(step, cache, 4, 8, seed=5, temperature=3.0, length_limits=[1, 8, 8, 8])[0]
+    step, cache = markov(4)
+    long = sample(step, cache, 4, 8, seed=5, temperature=3.0)[0]
+    assert len(strip(short[0].numpy())) == 1 < len(strip(long[0].numpy()))
+    np.testing.assert_array_equal(short[1:].numpy(), long[1:].numpy())
+
+
 @pytest.mark.parametrize(
     "kwargs, name",
     [
