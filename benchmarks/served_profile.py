@@ -80,10 +80,11 @@ KINDS = {
 
 def op_type(node):
     """The op type of a traced node: from its timeline label `name =
-    Op(inputs)`, without oneDNN's `_Mkl`/`_Fused` prefixes."""
+    Op(inputs)`, without oneDNN's `_Mkl`/`_Fused` prefixes (`_MklFusedMatMul`,
+    a matrix product with its bias added, is a `MatMul`)."""
     label = node.timeline_label
     kind = label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label else node.node_name
-    for prefix in ("_MklNative", "_Mkl", "_Fused"):
+    for prefix in ("_MklNative", "_Mkl", "_Fused", "Fused"):
         kind = kind.removeprefix(prefix)
     return kind.split(":")[0] or node.node_name
 

@@ -3,6 +3,7 @@
 import zlib
 
 import keras
+from keras import ops
 
 
 def clone_initializer(initializer):
@@ -39,3 +40,36 @@ def require_built(layer, method):
             f"Layer {layer.name} has no weights yet: call it once or `build` it before "
             f"`{method}`. Received: an unbuilt layer"
         )
+
+
+def size(x, axis):
+    """The size of `x` along `axis`: a Python int where the shape knows it
+    (so that reshapes and ranges built from it need no shape ops in a
+    graph), else a scalar tensor."""
+    static = x.shape[axis]
+    return static if static is not None else ops.shape(x)[axis]
+
+
+def on_last_axis(layer, x):
+    """`layer` (a `Dense`, or any map of `(n, features)` to `(n, units)`)
+    applied to the last axis of `x` `(..., features)` as one 2D product,
+    the leading axes restored from their static sizes where known.
+
+    Keras's `Dense` multiplies an input of rank 3 or more through
+    `tensordot`, about a dozen shape ops around its one matrix product;
+    in a decoding step, where the products are small, they cost more than
+    the arithmetic.
+
+    Example:
+
+    >>> on_last_axis(keras.layers.Dense(8), keras.ops.ones((2, 3, 4))).shape
+    TensorShape([2, 3, 8])
+    """
+    if len(x.shape) == 2:
+        return layer(x)
+    leading = [size(x, axis) for axis in range(len(x.shape) - 1)]
+    unknown = [axis for axis, d in enumerate(x.shape[:-1]) if d is None]
+    if unknown:  # one unknown size can be left to the reshape
+        leading[unknown[0]] = -1
+    y = layer(ops.reshape(x, (-1, size(x, -1))))
+    return ops.reshape(y, (*leading, y.shape[-1]))

@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer.layers._utils import clone_initializer
+from keras_transformer.layers._utils import on_last_axis
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer_runtime import _validation
 
@@ -86,9 +87,9 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        x = self.inner_dense(inputs)
+        x = on_last_axis(self.inner_dense, inputs)
         x = self.inner_dropout(x, training=training)
-        return self.output_dense(x)
+        return on_last_axis(self.output_dense, x)
 
     def get_config(self):
         config = super().get_config()

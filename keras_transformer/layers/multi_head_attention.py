@@ -9,7 +9,9 @@ from keras_transformer.layers import _keras_attention_arguments
 from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._cache import write_at
 from keras_transformer.layers._utils import clone_initializer
+from keras_transformer.layers._utils import on_last_axis
 from keras_transformer.layers._utils import require_built
+from keras_transformer.layers._utils import size
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks
@@ -209,7 +211,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project_query(self, query):
         """`(batch, query_len, features)` to scaled per-head queries `(batch,
         num_heads, query_len, key_dim)`; scaling q is cheaper than the logits."""
-        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        queries = self._split_heads(on_last_axis(self.query_dense, query), self.key_dim)
         return queries * ops.cast(1.0 / math.sqrt(self.key_dim), queries.dtype)
 
     def project_memory(self, value, key=None):
@@ -226,13 +228,12 @@ class MultiHeadAttention(keras.layers.Layer):
         """Per-head keys and values by position: `{"key": (batch, num_heads,
         key_len, key_dim), "value": (batch, num_heads, key_len, value_dim)}`."""
         return {
-            "key": self._split_heads(self.key_dense(key), self.key_dim),
-            "value": self._split_heads(self.value_dense(value), self.value_dim),
+            "key": self._split_heads(on_last_axis(self.key_dense, key), self.key_dim),
+            "value": self._split_heads(on_last_axis(self.value_dense, value), self.value_dim),
         }
 
     def _split_heads(self, x, head_dim):
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
+        x = ops.reshape(x, (-1, size(x, 1), self.num_heads, head_dim))
         return ops.transpose(x, (0, 2, 1, 3))  # (batch, heads, seq, depth)
 
     def _attention_mask(
@@ -267,10 +268,10 @@ class MultiHeadAttention(keras.layers.Layer):
         """The heads' `values` weighted by `scores`, concatenated and
         projected: the output `(batch, q_len, output_features)`."""
         context = ops.matmul(self.dropout_layer(scores, training=training), values)
-        batch, length = ops.shape(context)[0], ops.shape(context)[2]
+        length = size(context, 2)
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
-        context = ops.reshape(context, (batch, length, self.num_heads * self.value_dim))
-        output = self.output_dense(context)
+        context = ops.reshape(context, (-1, length, self.num_heads * self.value_dim))
+        output = on_last_axis(self.output_dense, context)
         if mask is None:
             return output
         # A query row with no visible key attends to nothing.
@@ -359,12 +360,12 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"`query` must have a multiple of the memory's {sentences} rows (the beams of "
                 f"a sentence together). Received: query with {rows} rows"
             )
-        steps, features = ops.shape(query)[1], query.shape[-1]
-        grouped = ops.reshape(query, (ops.shape(memory["value"])[0], -1, features))
+        steps, features = size(query, 1), query.shape[-1]
+        grouped = ops.reshape(query, (size(memory["value"], 0), -1, features))
         mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
         queries = self._project_query(grouped)
         output = self._attend(queries, memory["transposed_key"], memory["value"], mask)
-        return ops.reshape(output, (ops.shape(query)[0], steps, output.shape[-1]))
+        return ops.reshape(output, (-1, steps, output.shape[-1]))
 
     def get_config(self):
         config = super().get_config()

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers._utils import size
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEncoding(keras.layers.Layer):
@@ -45,8 +47,7 @@ class PositionalEncoding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
-        shape = ops.shape(inputs)
-        length, depth = shape[-2], shape[-1]
+        length, depth = size(inputs, -2), size(inputs, -1)
         positions = ops.cast(ops.arange(length) + start_index, "float32")
         pair = ops.cast(ops.arange(depth) // 2, "float32")  # i for 2i and 2i+1
         inverse_wavelengths = ops.power(
@@ -55,7 +56,7 @@ class PositionalEncoding(keras.layers.Layer):
         angles = ops.expand_dims(positions, -1) * inverse_wavelengths  # (seq, d)
         is_even = ops.equal(ops.arange(depth) % 2, 0)
         encoding = ops.where(is_even, ops.sin(angles), ops.cos(angles))
-        return ops.broadcast_to(ops.cast(encoding, self.compute_dtype), shape)
+        return ops.broadcast_to(ops.cast(encoding, self.compute_dtype), ops.shape(inputs))
 
     def get_config(self):
         config = super().get_config()

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.layers._utils import on_last_axis
 from keras_transformer_runtime import _validation
 
 
@@ -115,8 +116,8 @@ class TokenEmbedding(keras.layers.Layer):
 
     def call(self, inputs, reverse=False):
         if reverse:
-            kernel = ops.cast(self.embeddings, self.compute_dtype)
-            return ops.matmul(inputs, ops.transpose(kernel))
+            kernel = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
+            return on_last_axis(lambda x: ops.matmul(x, kernel), inputs)
         ids = _check_ids_in_range(inputs, self.vocab_size)
         outputs = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)
         outputs = ops.cast(outputs, self.compute_dtype)

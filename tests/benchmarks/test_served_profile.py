@@ -22,6 +22,7 @@ def node(name, label):
 def test_op_types_come_from_the_label_without_onednn_prefixes():
     assert profile.op_type(node("dense/MatMul", "dense/MatMul = _MklMatMul(x, w)")) == "MatMul"
     assert profile.op_type(node("a", "a = _FusedMatMul(x, w, b)")) == "MatMul"
+    assert profile.op_type(node("f", "f = _MklFusedMatMul(x, w, b)")) == "MatMul"
     assert profile.op_type(node("s", "s = SelectV2(c, u, b)")) == "SelectV2"
     assert profile.op_type(node("while/Merge", "")) == "while/Merge"  # no label: the name
 
