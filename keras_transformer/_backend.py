@@ -59,3 +59,17 @@ def tensorflow_only(what, why):
         return guarded
 
     return decorate
+
+
+def compiling_with_xla():
+    """Whether TensorFlow code traced now will be compiled by XLA: inside a
+    `tf.function(jit_compile=True)`, or a function or loop it calls. XLA
+    needs static shapes and compile-time slice bounds, which a plain graph
+    (what stock TF Serving runs) does not: code that can do better without
+    them asks this while it is traced. `False` on other backends."""
+    if not is_tensorflow():
+        return False
+    from tensorflow.python.framework import ops
+    from tensorflow.python.ops import control_flow_util
+
+    return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())

@@ -6,9 +6,8 @@ change), and the one-token-at-a-time loop of greedy search and sampling."""
 from typing import NamedTuple
 
 import tensorflow as tf
-from tensorflow.python.framework import ops
-from tensorflow.python.ops import control_flow_util
 
+from keras_transformer import _backend
 from keras_transformer.decoding.constraints import forced_tokens
 from keras_transformer.decoding.constraints import never_chosen
 from keras_transformer.decoding.constraints import only_eos_at_limit
@@ -68,7 +67,7 @@ def drops_finished_rows():
     are done, so that later steps decode only the others: in a plain graph
     and eagerly, where a loop's shapes may change from step to step; not
     under XLA, which compiles a loop over fixed shapes only."""
-    return not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+    return not _backend.compiling_with_xla()
 
 
 def rows_of(tree, rows):
