@@ -8,6 +8,8 @@ from keras import ops
 from keras_transformer.layers import _keras_attention_arguments
 from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._cache import write_at
+from keras_transformer.layers._graph_kernels import batch_matmul
+from keras_transformer.layers._graph_kernels import uses_graph_kernels
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import on_last_axis
 from keras_transformer.layers._utils import require_built
@@ -254,7 +256,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _probabilities(self, queries, transposed_keys, mask):
         """softmax(QKᵀ) `(batch, heads, q, k)` (queries already scaled),
         zero where `mask` `(batch|1, q, k)` hides every key of a query."""
-        logits = ops.cast(ops.matmul(queries, transposed_keys), "float32")  # (b, h, q, k)
+        logits = ops.cast(_matmul(queries, transposed_keys), "float32")  # (b, h, q, k)
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
             logits = ops.where(mask, logits, _MASKED_LOGIT)
@@ -267,7 +269,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _weighted_values(self, scores, values, mask, training):
         """The heads' `values` weighted by `scores`, concatenated and
         projected: the output `(batch, q_len, output_features)`."""
-        context = ops.matmul(self.dropout_layer(scores, training=training), values)
+        context = _matmul(self.dropout_layer(scores, training=training), values)
         length = size(context, 2)
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
         context = ops.reshape(context, (-1, length, self.num_heads * self.value_dim))
@@ -399,3 +401,11 @@ class MultiHeadAttention(keras.layers.Layer):
             return output
         scores = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
         return output, keras.KerasTensor(scores, dtype=self.compute_dtype)
+
+
+def _matmul(a, b):
+    """The attention products, `ops.matmul`; in a TensorFlow graph,
+    `_graph_kernels.batch_matmul`."""
+    if uses_graph_kernels(a.dtype):
+        return batch_matmul(a, b)
+    return ops.matmul(a, b)

@@ -1,0 +1,61 @@
+"""Where a TensorFlow graph has a faster stock kernel than the one
+`keras.ops` reaches: the attention products and the decoding cache's
+write. A SavedModel runs these as TF Serving does (a plain graph, no XLA),
+so they decide the served speed.
+
+Each function here is the `keras.ops` computation it replaces, with the
+same result; the layers call it only on TensorFlow, outside XLA
+(`_backend.compiling_with_xla`), where the kernel is used.
+"""
+
+import keras
+
+from keras_transformer import _backend
+from keras_transformer.layers._utils import size
+
+
+def uses_graph_kernels(dtype):
+    """Whether the layers should use this module for tensors of `dtype`:
+    TensorFlow, outside XLA, float32 (in bfloat16, oneDNN's kernels are
+    the fast ones)."""
+    return (
+        _backend.is_tensorflow()
+        and keras.backend.standardize_dtype(dtype) == "float32"
+        and not _backend.compiling_with_xla()
+    )
+
+
+def batch_matmul(a, b):
+    """`keras.ops.matmul(a, b)` of two `(..., m, k)`, `(..., k, n)` float32
+    tensors as `BatchMatMulV3`, TensorFlow's own kernel. On x86 a graph
+    rewrite puts oneDNN's kernel in place of the `BatchMatMulV2` that
+    `tf.matmul` emits; oneDNN runs the many small products of attention
+    in a decoding step (one query per row and head) about half as fast."""
+    import tensorflow as tf
+
+    return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype)
+
+
+def strided_write(buffer, update, index):
+    """`_cache.write_at` as a `TensorStridedSliceUpdate` over a `(batch *
+    heads, length * depth)` view of the buffer: a stock op (not
+    `XlaDynamicUpdateSlice`, which runs only where TensorFlow's XLA JIT is
+    linked and enabled, as stock TF Serving on a CPU does not) whose kernel
+    writes into the buffer itself when nothing else holds it (the buffer a
+    beam search has just reordered, a loop's own state) and into a copy
+    otherwise, where the select it replaces copies the whole buffer."""
+    import tensorflow as tf
+
+    batch, heads, length, depth = (size(buffer, axis) for axis in range(4))
+    steps = size(update, 2)
+    begin = tf.stack([0, index * depth])
+    written = tf.raw_ops.TensorStridedSliceUpdate(
+        input=tf.reshape(buffer, [-1, length * depth]),  # (batch * heads, positions)
+        begin=begin,
+        end=begin + tf.stack([0, steps * depth]),
+        strides=[1, 1],
+        value=tf.reshape(update, [-1, steps * depth]),
+        begin_mask=1,  # every row
+        end_mask=1,
+    )
+    return tf.reshape(written, [batch, heads, length, depth])
