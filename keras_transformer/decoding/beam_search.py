@@ -14,7 +14,6 @@ from keras_transformer.decoding.loop import check_two_part_cache
 from keras_transformer.decoding.loop import drops_finished_rows
 from keras_transformer.decoding.loop import rows_of
 from keras_transformer.decoding.loop import searched_sentences
-from keras_transformer.decoding.loop import segment_ends
 from keras_transformer.decoding.loop import segmented_loop
 from keras_transformer.decoding.loop import sentence_limits
 from keras_transformer.decoding.loop import written_rows
@@ -275,12 +274,7 @@ def beam_search(
         )
 
     final = segmented_loop(
-        cond,
-        lambda state: _step(arranged(state)),
-        initial,
-        segment_ends(max_length, resize_cache),
-        resize_cache,
-        drop_done,
+        cond, lambda state: _step(arranged(state)), initial, max_length, resize_cache, drop_done
     )
     results = _results_of(final, tf.range(tf.shape(final.parents)[0]), num_results)
     return results["ids"][:, :, 1:], results["scores"]

@@ -26,12 +26,14 @@ def sentence_limits(batch_size, max_length, length_limits):
 
 
 CACHE_SEGMENTS = 4
+MIN_CACHE_GROWTH = 8
 
 
 def segment_ends(max_length, resize_cache):
-    """The steps at which the searches stop to grow the cache: `[max_length]`
-    without `resize_cache`, else `CACHE_SEGMENTS` ends spread evenly up to
-    `max_length` (Python ints when it is one, else tensors)."""
+    """The steps at which the searches stop to grow the cache under XLA:
+    `[max_length]` without `resize_cache`, else `CACHE_SEGMENTS` ends
+    spread evenly up to `max_length` (Python ints when it is one, else
+    tensors)."""
     if resize_cache is None:
         return [max_length]
     n = CACHE_SEGMENTS
@@ -39,6 +41,13 @@ def segment_ends(max_length, resize_cache):
         return [-(-max_length * (i + 1) // n) for i in range(n)]
     max_length = tf.convert_to_tensor(max_length, tf.int32)
     return [(max_length * (i + 1) + n - 1) // n for i in range(n)]
+
+
+def next_cache_end(end, max_length):
+    """Outside XLA, where a cache that holds `end` positions grows to when
+    the steps reach it: by a quarter, at least `MIN_CACHE_GROWTH`
+    positions, at most to `max_length`."""
+    return tf.minimum(end + tf.maximum(MIN_CACHE_GROWTH, end // 4), max_length)
 
 
 CACHE_PARTS = ("per_hypothesis", "per_sentence")
@@ -90,28 +99,43 @@ def shapes_of(tree):
     return tf.nest.map_structure(lambda t: t.shape, tree)
 
 
-def _invariants(state):
+def _invariants(state, any_cache_length=False):
     """The shape invariants of a search's `state` (a `TokenState` or
     `BeamState`) when it drops finished rows: every tensor's first axis
-    free, but the step's and the results'."""
+    free, but the step's and the results'; with `any_cache_length`, every
+    axis of the per-hypothesis cache."""
     rows = tf.nest.map_structure(
         lambda t: tf.TensorShape([None]).concatenate(t.shape[1:]),
         state._replace(step=(), results=()),
     )
+    if any_cache_length:
+        per_hypothesis = tf.nest.map_structure(
+            lambda t: tf.TensorShape([None] * t.shape.rank), state.cache["per_hypothesis"]
+        )
+        rows = rows._replace(cache={**rows.cache, "per_hypothesis": per_hypothesis})
     return rows._replace(step=state.step.shape, results=shapes_of(state.results))
 
 
-def segmented_loop(cond, body, state, ends, resize_cache, drop_rows):
-    """`tf.while_loop` over a search's `state` (a `TokenState` or
-    `BeamState`), one loop per segment of steps: `cond(end, state)` says
-    whether to go on in the segment that ends at step `end`, for which the
-    cache grows to hold `end` positions (`resize_cache`). With `drop_rows`
-    the state's rows may change in number from step to step.
+def segmented_loop(cond, body, state, max_length, resize_cache, drop_rows):
+    """`tf.while_loop`s of `body` over a search's `state` (a `TokenState` or
+    `BeamState`), the cache grown as the steps go on (with
+    `resize_cache`): `cond(end, state)` says whether to go on in a segment
+    of steps that ends at step `end`, for which the cache holds `end`
+    positions.
+
+    Under XLA, which compiles fixed shapes, there are `CACHE_SEGMENTS`
+    loops, one per segment. Otherwise (`drop_rows`: the state's rows may
+    change in number from step to step) a loop over segments grows the
+    cache by `next_cache_end` and runs the steps up to its end in an inner
+    loop, so that no step attends to, writes or moves many more positions
+    than it has.
 
     With several segments, `body` is a `tf.function` that their loops
     share: its graph is traced once or twice (then with the cache length
     relaxed) instead of once per segment."""
-    step = tf.function(body, reduce_retracing=True) if len(ends) > 1 else body
+    if resize_cache is not None:
+        check_two_part_cache(state.cache, "`resize_cache`")
+    step = tf.function(body, reduce_retracing=True) if resize_cache is not None else body
 
     def shaped_step(state):
         # Gathers and shared traces forget static shapes (a static batch
@@ -121,14 +145,31 @@ def segmented_loop(cond, body, state, ends, resize_cache, drop_rows):
         tf.nest.map_structure(lambda t, shape: t.set_shape(shape), new_state, shapes)
         return (new_state,)
 
-    for end in ends:
+    def segment(end, state):
         state = state._replace(cache=resized(state.cache, resize_cache, end))
         (state,) = tf.while_loop(
-            lambda state, end=end: cond(end, state),
+            lambda state: cond(end, state),
             shaped_step,
             (state,),
             shape_invariants=(_invariants(state),) if drop_rows else None,
         )
+        return state
+
+    if resize_cache is None or not drop_rows:
+        for end in segment_ends(max_length, resize_cache):
+            state = segment(end, state)
+        return state
+
+    def grown(end, state):
+        end = next_cache_end(end, max_length)
+        return end, segment(end, state)
+
+    _, state = tf.while_loop(
+        lambda end, state: cond(max_length, state),
+        grown,
+        (tf.constant(0), state),
+        shape_invariants=(tf.TensorShape([]), _invariants(state, any_cache_length=True)),
+    )
     return state
 
 
@@ -249,8 +290,6 @@ def one_token_at_a_time(
         sentences=searched_sentences(batch_size, limits, prefix),
         results={"sequences": sequences, "scores": tf.zeros([batch_size], tf.float32)},
     )
-    final = segmented_loop(
-        cond, body, initial, segment_ends(max_length, resize_cache), resize_cache, drop_finished
-    )
+    final = segmented_loop(cond, body, initial, max_length, resize_cache, drop_finished)
     results = _rows_left(final, tf.range(tf.shape(final.finished)[0]))
     return results["sequences"][:, 1:], results["scores"]

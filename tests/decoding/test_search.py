@@ -463,7 +463,7 @@ def test_bad_sampling_settings(kwargs, name):
         sample(*markov(1), batch_size=1, max_length=5, seed=0, **kwargs)
 
 
-def history_markov(batch, max_length):
+def history_markov(batch, max_length, table=TABLE2):
     """The order-2 Markov model of `markov(batch, order=2)`, but reading the
     token before `ids` from a buffer of every position so far, its
     per-hypothesis cache `(rows, 1, positions, 1)` written at `index` like
@@ -479,7 +479,7 @@ def history_markov(batch, max_length):
         positions.assign_add(tf.shape(buffer)[2])
         before = tf.gather(buffer[:, 0, :, 0], tf.maximum(index - 1, 0), axis=1)
         previous = tf.where(index > 0, before, 2)  # BOS before BOS
-        logits = tf.gather_nd(TABLE2, tf.stack([sentence, previous, ids[:, 0]], axis=1))
+        logits = tf.gather_nd(table, tf.stack([sentence, previous, ids[:, 0]], axis=1))
         here = tf.equal(tf.range(tf.shape(buffer)[2]), index)[None, None, :, None]
         buffer = tf.where(here, ids[:, :, None, None], buffer)
         return logits, {**cache, "per_hypothesis": {"tokens": buffer}}
@@ -504,35 +504,47 @@ SEARCHES = {
 }
 
 
+# TABLE2 without EOS but at the limit: every hypothesis runs to it.
+ENDLESS = TABLE2.copy()
+ENDLESS[..., EOS_ID] = -30.0
+
+
+def positions_seen(ends, steps):
+    """The cache positions `steps` steps attend to, segments ending at
+    `ends`: each step sees the cache of the segment it is in."""
+    return sum(next(end for end in ends if end > step) for step in range(steps))
+
+
 @pytest.mark.parametrize("search", sorted(SEARCHES))
 def test_a_cache_grown_in_segments_changes_nothing(search):
-    """With `resize_cache` the searches run one loop per segment of steps,
-    the cache only as long as the segment needs: same ids and scores as one
-    loop over the full cache, and the model saw the shorter caches."""
-    batch, max_length = 4, 7  # segments end at steps 2, 4, 6, 7
+    """With `resize_cache` the searches grow the cache as the steps go on:
+    the same ids and scores as with the full cache from the start, eagerly,
+    in a graph and under XLA, and each step saw a cache only as long as its
+    segment: grown by a quarter or at least 8 positions (here 8, 16, 20),
+    or under XLA in 4 equal segments (5, 10, 15, 20)."""
+    batch, max_length = 4, 20
     run = SEARCHES[search]
-    step, cache, _, full_positions = history_markov(batch, max_length)
+    step, cache, _, full_positions = history_markov(batch, max_length, ENDLESS)
     ids, scores = run(step, cache, batch, max_length)
-    step, cache, resize, positions = history_markov(batch, max_length)
+    assert full_positions.numpy() == max_length * max_length  # every step ran
+    step, cache, resize, positions = history_markov(batch, max_length, ENDLESS)
     grown_ids, grown_scores = run(step, cache, batch, max_length, resize_cache=resize)
     np.testing.assert_array_equal(grown_ids.numpy(), ids.numpy())
     np.testing.assert_allclose(grown_scores.numpy(), scores.numpy(), rtol=1e-6)
-    steps = full_positions.numpy() // max_length
-    assert steps >= 3  # past the first two segments
-    assert positions.numpy() == sum([2, 2, 4, 4, 6, 6, 7][:steps])
+    assert positions.numpy() == positions_seen([8, 16, 20], max_length)
 
-    # The same in a graph and under XLA, where the segments' ends are
-    # tensors and constants.
-    step, cache, resize, _ = history_markov(batch, 1)  # grown from one position
+    # In a graph and under XLA the buffer's size is a tensor and a constant.
+    for jit, ends in ((False, [8, 16, 20]), (True, [5, 10, 15, 20])):
+        step, cache, resize, positions = history_markov(batch, 1, ENDLESS)  # grown from one
 
-    def traced(size):
-        return run(step, cache, batch, size, resize_cache=resize)
+        def traced(size):
+            return run(step, cache, batch, size, resize_cache=resize)  # noqa: B023
 
-    graph_ids, _ = tf.function(traced)(tf.constant(max_length))
-    xla_ids, _ = tf.function(traced, jit_compile=True)(max_length)
-    np.testing.assert_array_equal(graph_ids.numpy(), ids.numpy())
-    if search != "sample":  # XLA draws other random numbers
-        np.testing.assert_array_equal(xla_ids.numpy(), ids.numpy())
+        size = max_length if jit else tf.constant(max_length)
+        traced_ids, _ = tf.function(traced, jit_compile=jit)(size)
+        if not (jit and search == "sample"):  # XLA draws other random numbers
+            np.testing.assert_array_equal(traced_ids.numpy(), ids.numpy())
+        assert positions.numpy() == positions_seen(ends, max_length)
 
 
 def test_growing_a_cache_needs_its_two_parts():
