@@ -25,15 +25,16 @@ def uses_graph_kernels(dtype):
     )
 
 
-def batch_matmul(a, b):
+def batch_matmul(a, b, transpose_b=False):
     """`keras.ops.matmul(a, b)` of two `(..., m, k)`, `(..., k, n)` float32
-    tensors as `BatchMatMulV3`, TensorFlow's own kernel. On x86 a graph
+    tensors (`b` `(..., n, k)` with `transpose_b`, read transposed as it
+    lies) as `BatchMatMulV3`, TensorFlow's own kernel. On x86 a graph
     rewrite puts oneDNN's kernel in place of the `BatchMatMulV2` that
     `tf.matmul` emits; oneDNN runs the many small products of attention
     in a decoding step (one query per row and head) about half as fast."""
     import tensorflow as tf
 
-    return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype)
+    return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype, adj_y=transpose_b)
 
 
 def strided_write(buffer, update, index):

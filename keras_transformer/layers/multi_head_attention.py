@@ -207,7 +207,7 @@ class MultiHeadAttention(keras.layers.Layer):
         they weight, and the merged mask."""
         memory = self.project_memory(value, key)
         mask = self._attention_mask(query, memory, *masks)
-        scores = self._probabilities(self._project_query(query), memory["transposed_key"], mask)
+        scores = self._probabilities(self._project_query(query), memory, mask)
         return scores, memory["value"], mask
 
     def _project_query(self, query):
@@ -235,6 +235,8 @@ class MultiHeadAttention(keras.layers.Layer):
         }
 
     def _split_heads(self, x, head_dim):
+        if x.shape[1] == 1:  # one position (a decoding step): no transpose needed
+            return ops.reshape(x, (-1, self.num_heads, 1, head_dim))
         x = ops.reshape(x, (-1, size(x, 1), self.num_heads, head_dim))
         return ops.transpose(x, (0, 2, 1, 3))  # (batch, heads, seq, depth)
 
@@ -253,10 +255,16 @@ class MultiHeadAttention(keras.layers.Layer):
         keys = (expanded(value_mask, -2), expanded(key_mask, -2))
         return merge_masks(expanded(query_mask, -1), *keys, attention_mask, causal)
 
-    def _probabilities(self, queries, transposed_keys, mask):
-        """softmax(QKᵀ) `(batch, heads, q, k)` (queries already scaled),
-        zero where `mask` `(batch|1, q, k)` hides every key of a query."""
-        logits = ops.cast(_matmul(queries, transposed_keys), "float32")  # (b, h, q, k)
+    def _probabilities(self, queries, keys, mask):
+        """softmax(QKᵀ) `(batch, heads, q, k)` (queries already scaled) over
+        `keys`, a memory (`"transposed_key"`) or a cache (`"key"`, by
+        position), zero where `mask` `(batch|1, q, k)` hides every key of a
+        query."""
+        if "transposed_key" in keys:
+            logits = _matmul(queries, keys["transposed_key"])
+        else:
+            logits = _matmul(queries, keys["key"], transpose_b=True)
+        logits = ops.cast(logits, "float32")  # (b, h, q, k)
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
             logits = ops.where(mask, logits, _MASKED_LOGIT)
@@ -271,7 +279,8 @@ class MultiHeadAttention(keras.layers.Layer):
         projected: the output `(batch, q_len, output_features)`."""
         context = _matmul(self.dropout_layer(scores, training=training), values)
         length = size(context, 2)
-        context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
+        if context.shape[2] != 1:  # one position needs no transpose
+            context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
         context = ops.reshape(context, (-1, length, self.num_heads * self.value_dim))
         output = on_last_axis(self.output_dense, context)
         if mask is None:
@@ -279,11 +288,12 @@ class MultiHeadAttention(keras.layers.Layer):
         # A query row with no visible key attends to nothing.
         return output * ops.cast(ops.any(mask, axis=-1, keepdims=True), output.dtype)
 
-    def _attend(self, queries, transposed_keys, values, mask):
-        """Attention of scaled per-head `queries` over keys and values, dropout
-        off (decoding): the output `(batch, q_len, output_features)`."""
-        scores = self._probabilities(queries, transposed_keys, mask)
-        return self._weighted_values(scores, values, mask, training=False)
+    def _attend(self, queries, memory, mask):
+        """Attention of scaled per-head `queries` over `memory` (see
+        `_probabilities`) and its `"value"`s, dropout off (decoding): the
+        output `(batch, q_len, output_features)`."""
+        scores = self._probabilities(queries, memory, mask)
+        return self._weighted_values(scores, memory["value"], mask, training=False)
 
     # Decoding and plots.
 
@@ -339,8 +349,7 @@ class MultiHeadAttention(keras.layers.Layer):
         cache = {name: write_at(cache[name], new[name], index) for name in ("key", "value")}
         steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
         mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
-        queries, keys = self._project_query(query), ops.swapaxes(cache["key"], -1, -2)
-        return self._attend(queries, keys, cache["value"], mask), cache
+        return self._attend(self._project_query(query), cache, mask), cache
 
     def call_with_memory(self, query, memory, memory_mask=None):
         """Attention of `query` `(rows, steps, features)` over `memory` (from
@@ -366,7 +375,7 @@ class MultiHeadAttention(keras.layers.Layer):
         grouped = ops.reshape(query, (size(memory["value"], 0), -1, features))
         mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
         queries = self._project_query(grouped)
-        output = self._attend(queries, memory["transposed_key"], memory["value"], mask)
+        output = self._attend(queries, memory, mask)
         return ops.reshape(output, (-1, steps, output.shape[-1]))
 
     def get_config(self):
@@ -403,9 +412,10 @@ class MultiHeadAttention(keras.layers.Layer):
         return output, keras.KerasTensor(scores, dtype=self.compute_dtype)
 
 
-def _matmul(a, b):
-    """The attention products, `ops.matmul`; in a TensorFlow graph,
-    `_graph_kernels.batch_matmul`."""
+def _matmul(a, b, transpose_b=False):
+    """The attention products, `ops.matmul` (of `b` transposed in its last
+    two axes, with `transpose_b`); in a TensorFlow graph,
+    `_graph_kernels.batch_matmul`, which reads `b` transposed as it lies."""
     if uses_graph_kernels(a.dtype):
-        return batch_matmul(a, b)
-    return ops.matmul(a, b)
+        return batch_matmul(a, b, transpose_b)
+    return ops.matmul(a, ops.swapaxes(b, -1, -2) if transpose_b else b)
