@@ -1,6 +1,6 @@
 """Where a TensorFlow graph has a faster stock kernel than the one
-`keras.ops` reaches: the attention products and the decoding cache's
-write. A SavedModel runs these as TF Serving does (a plain graph, no XLA),
+`keras.ops` reaches: the attention products, their softmax and the
+decoding cache's write. A SavedModel runs these as TF Serving does (a plain graph, no XLA),
 so they decide the served speed.
 
 Each function here is the `keras.ops` computation it replaces, with the
@@ -35,6 +35,18 @@ def batch_matmul(a, b, transpose_b=False):
     import tensorflow as tf
 
     return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype, adj_y=transpose_b)
+
+
+def softmax(logits):
+    """`keras.ops.softmax(logits, axis=-1)` of float32 logits as `exp(x -
+    max) / sum`: a graph rewrite puts oneDNN's kernel in place of
+    TensorFlow's `Softmax` on x86, and for the small softmaxes of a
+    decoding step (one query per row and head) its cost per call is
+    several times the arithmetic."""
+    import tensorflow as tf
+
+    exp = tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))
+    return exp / tf.reduce_sum(exp, axis=-1, keepdims=True)
 
 
 def strided_write(buffer, update, index):

@@ -9,6 +9,7 @@ from keras_transformer.layers import _keras_attention_arguments
 from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._cache import write_at
 from keras_transformer.layers._graph_kernels import batch_matmul
+from keras_transformer.layers._graph_kernels import softmax as graph_softmax
 from keras_transformer.layers._graph_kernels import uses_graph_kernels
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import on_last_axis
@@ -269,7 +270,7 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
             logits = ops.where(mask, logits, _MASKED_LOGIT)
         # Over a single key the softmax is 1, written out: Keras's warns on size-1 axes.
-        scores = ops.ones_like(logits) if logits.shape[-1] == 1 else ops.softmax(logits, axis=-1)
+        scores = ops.ones_like(logits) if logits.shape[-1] == 1 else _softmax(logits)
         if mask is not None:
             scores = scores * ops.cast(ops.any(mask, axis=-1, keepdims=True), scores.dtype)
         return ops.cast(scores, self.compute_dtype)
@@ -419,3 +420,11 @@ def _matmul(a, b, transpose_b=False):
     if uses_graph_kernels(a.dtype):
         return batch_matmul(a, b, transpose_b)
     return ops.matmul(a, ops.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+def _softmax(logits):
+    """The attention softmax over the keys, `ops.softmax`; for one query
+    (a decoding step) in a TensorFlow graph, `_graph_kernels.softmax`."""
+    if logits.shape[2] == 1 and uses_graph_kernels(logits.dtype):
+        return graph_softmax(logits)
+    return ops.softmax(logits, axis=-1)
