@@ -11,7 +11,12 @@ stage: the model is rebuilt from its `config.json` with the weights its
 `export.json` names, and translated with its beam size and alpha. Each
 row translates the whole test set in batches of 64 (sacreBLEU against the
 reference, sentences/s), then the first `--single` sentences one at a
-time (sentences/s at batch 1):
+time (sentences/s at batch 1). Each speed is the faster of two passes
+after a warm-up batch, and each row runs in a process of its own, as
+each runtime runs in a server: a CTranslate2 process never loads
+TensorFlow, and no two runtimes share the cores (two CTranslate2
+translators in one process, whose OpenMP threads wait spinning, made
+each 5x slower at batch 1). The rows:
 
 * `SavedModel float32, session loader`: `export_saved_model`, loaded by
   the TF1 session loader as TF Serving's C++ server loads and runs it
@@ -19,13 +24,13 @@ time (sentences/s at batch 1):
   baseline the other rows are compared with;
 * `SavedModel float32, tf.saved_model.load`: the same export as a Python
   server runs it;
-* `Translator int8 (Keras)`: the model's `Dense` layers quantized by
-  `keras.Model.quantize("int8")` (embeddings stay float32), run by
-  `Translator` in Python (the row is skipped with its reason if
-  quantization or its SavedModel export fails);
 * `CTranslate2 float32` / `CTranslate2 int8`: `export_ctranslate2`, then
   `CTranslate2Translator` with that compute type (`intra_threads` = all
-  cores), with the same beam and alpha.
+  cores), with the same beam and alpha;
+* `Translator int8 (Keras)`: the model's `Dense` layers quantized by
+  `keras.Model.quantize("int8")` (embeddings stay float32), run by
+  `Translator` in Python (`--keras_int8 no` skips this slowest row; a
+  failure is reported as the row's result).
 
 Also printed: how many test sentences each row translates exactly as the
 float32 SavedModel through the session loader does.
@@ -35,22 +40,12 @@ import argparse
 import gzip
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-import numpy as np  # noqa: E402
-import sacrebleu  # noqa: E402
-
-import keras_transformer as kt  # noqa: E402
-from keras_transformer import training  # noqa: E402
-from keras_transformer.export import export_ctranslate2  # noqa: E402
-from keras_transformer.export import export_saved_model  # noqa: E402
-from keras_transformer.tokenization import SentencePieceTokenizer  # noqa: E402
-from keras_transformer_runtime import CTranslate2Translator  # noqa: E402
-
-from comparison.served import signatures  # noqa: E402
 
 MODEL_SETTINGS = (
     "num_layers",
@@ -71,6 +66,10 @@ def read_lines(path):
 
 def load_run(run_dir):
     """The run's `(model, tokenizer, config)`, with its exported weights."""
+    import keras_transformer as kt
+    from keras_transformer import training
+    from keras_transformer.tokenization import SentencePieceTokenizer
+
     with open(os.path.join(run_dir, "config.json")) as f:
         config = json.load(f)
     with open(os.path.join(run_dir, "export.json")) as f:
@@ -94,21 +93,40 @@ def load_run(run_dir):
     return model, tokenizer, config
 
 
-def timed(translate, sources, batch_size):
+def timed(translate, sources, batch_size, passes=2):
     """`(outputs, sentences per second)` of `translate` over `sources` in
-    batches of `batch_size`, after one untimed warm-up batch."""
+    batches of `batch_size`: the faster of `passes` passes after one
+    untimed warm-up batch (a first pass also pays for the allocations of
+    each new batch shape, in every runtime)."""
     translate(sources[:batch_size])
-    start = time.perf_counter()
-    outputs = []
-    for i in range(0, len(sources), batch_size):
-        outputs += translate(sources[i : i + batch_size])
-    return outputs, len(sources) / (time.perf_counter() - start)
+    speeds = []
+    for _ in range(passes):
+        start = time.perf_counter()
+        outputs = []
+        for i in range(0, len(sources), batch_size):
+            outputs += translate(sources[i : i + batch_size])
+        speeds.append(len(sources) / (time.perf_counter() - start))
+    return outputs, max(speeds)
+
+
+def ct2_translate(directory, compute_type):
+    """`translate(batch)` of the CTranslate2 export at `directory`."""
+    from keras_transformer_runtime import CTranslate2Translator
+
+    return CTranslate2Translator(
+        directory, compute_type=compute_type, intra_threads=os.cpu_count()
+    ).translate
 
 
 def saved_model_translate(directory, loader):
     """`translate(batch)` through the SavedModel's `serving_default`,
     loaded by the TF1 session loader (`"session"`, TF Serving's) or by
     `tf.saved_model.load` (`"load"`)."""
+    import numpy as np
+    import tensorflow_text  # noqa: F401 (registers the SentencePiece ops the graph holds)
+
+    from comparison.served import signatures
+
     serve = signatures(directory, loader)("serving_default")
 
     def translate(batch):
@@ -118,13 +136,66 @@ def saved_model_translate(directory, loader):
     return translate
 
 
+def keras_int8_translate(run_dir):
+    """`translate(batch)` of `Translator` over the run's model with its
+    `Dense` layers quantized to int8 by Keras."""
+    import keras_transformer as kt
+
+    model, tokenizer, config = load_run(run_dir)
+    model.quantize("int8")
+    return kt.Translator(
+        model, tokenizer, beam_size=config["beam_size"], alpha=config["alpha"]
+    ).translate
+
+
+ROWS = {
+    "SavedModel float32, session loader": ("saved_model", "session"),
+    "SavedModel float32, tf.saved_model.load": ("saved_model", "load"),
+    "CTranslate2 float32": ("ct2_float32", "float32"),
+    "CTranslate2 int8": ("ct2_int8", "int8"),
+    "Translator int8 (Keras)": ("run_dir", "keras_int8"),
+}
+
+
+def worker(row, path, work, single):
+    """Runs one row (a `ROWS` key) on the sources in `work`: writes its
+    outputs and speeds to `work/result.json`."""
+    _, how = ROWS[row]
+    if how in ("session", "load"):
+        translate = saved_model_translate(path, how)
+    elif how == "keras_int8":
+        translate = keras_int8_translate(path)
+    else:
+        translate = ct2_translate(path, how)
+    sources = read_lines(os.path.join(work, "sources.txt"))
+    outputs, batch_speed = timed(translate, sources, 64)
+    _, single_speed = timed(translate, sources[:single], 1)
+    with open(os.path.join(work, "result.json"), "w") as f:
+        json.dump({"outputs": outputs, "batch": batch_speed, "single": single_speed}, f)
+
+
+def run_row(row, path, work, single):
+    """`worker` in a fresh process: its result, or the reason it failed."""
+    result = os.path.join(work, "result.json")
+    if os.path.exists(result):
+        os.remove(result)
+    command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--path", path]
+    command += ["--work", work, "--single", str(single)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["no output"]
+        return f"failed: exit {done.returncode}: {lines[-1]}"
+    with open(result) as f:
+        return json.load(f)
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--run_dir", required=True)
-    parser.add_argument("--test_src", required=True)
-    parser.add_argument("--test_ref", required=True)
+    parser.add_argument("--run_dir")
+    parser.add_argument("--test_src")
+    parser.add_argument("--test_ref")
     parser.add_argument("--single", type=int, default=100, help="sentences timed at batch 1")
     parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
     parser.add_argument(
@@ -133,7 +204,22 @@ def main():
         default="yes",
         help="also measure Keras's int8 quantization (the slowest row)",
     )
+    parser.add_argument("--worker", choices=sorted(ROWS), help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return worker(args.worker, args.path, args.work, args.single)
+    for name in ("run_dir", "test_src", "test_ref"):
+        if not getattr(args, name):
+            parser.error(f"--{name} is required")
+
+    import sacrebleu
+
+    import keras_transformer as kt
+    from keras_transformer.export import export_ctranslate2
+    from keras_transformer.export import export_saved_model
+
     sources, references = read_lines(args.test_src), read_lines(args.test_ref)
     if args.max_sentences:
         sources, references = sources[: args.max_sentences], references[: args.max_sentences]
@@ -141,29 +227,15 @@ def main():
     beam, alpha = config["beam_size"], config["alpha"]
     translator = kt.Translator(model, tokenizer, beam_size=beam, alpha=alpha)
     work = tempfile.mkdtemp(prefix="ct2_translation_")
-    rows = {}
-
-    export_saved_model(translator, os.path.join(work, "saved_model"), version=1)
-    for loader, name in (("session", "session loader"), ("load", "tf.saved_model.load")):
-        path = os.path.join(work, "saved_model", "1")
-        rows[f"SavedModel float32, {name}"] = saved_model_translate(path, loader)
+    with open(os.path.join(work, "sources.txt"), "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in sources)
+    paths = {
+        "saved_model": export_saved_model(translator, os.path.join(work, "saved_model")),
+        "run_dir": args.run_dir,
+    }
     for quantization in ("float32", "int8"):
-        directory = os.path.join(work, f"ct2_{quantization}")
-        export_ctranslate2(translator, directory, quantization=quantization)
-        converted = CTranslate2Translator(directory, intra_threads=os.cpu_count())
-        rows[f"CTranslate2 {quantization}"] = converted.translate
-    skipped = {}
-    try:
-        if args.keras_int8 == "no":
-            raise RuntimeError("--keras_int8 no")
-        quantized = kt.Transformer.from_config(model.get_config())
-        quantized.set_weights(model.get_weights())
-        quantized.quantize("int8")
-        rows["Translator int8 (Keras)"] = kt.Translator(
-            quantized, tokenizer, beam_size=beam, alpha=alpha
-        ).translate
-    except Exception as error:  # noqa: BLE001 (report any failure as the row's result)
-        skipped["Translator int8 (Keras)"] = f"{type(error).__name__}: {error}"
+        paths[f"ct2_{quantization}"] = os.path.join(work, f"ct2_{quantization}")
+        export_ctranslate2(translator, paths[f"ct2_{quantization}"], quantization=quantization)
 
     print(
         f"{len(sources)} test sentences, beam {beam}, alpha {alpha}, "
@@ -172,19 +244,22 @@ def main():
     print("| | BLEU | same as SavedModel | sentences/s, batch 64 | sentences/s, batch 1 |")
     print("| --- | ---: | ---: | ---: | ---: |")
     baseline = None
-    for name, translate in rows.items():
-        outputs, batch_speed = timed(translate, sources, 64)
-        _, single_speed = timed(translate, sources[: args.single], 1)
+    for row, (path, _) in ROWS.items():
+        if row == "Translator int8 (Keras)" and args.keras_int8 == "no":
+            continue
+        result = run_row(row, paths[path], work, args.single)
+        if isinstance(result, str):
+            print(f"| {row} | {result} | | | |", flush=True)
+            continue
+        outputs = result["outputs"]
         baseline = baseline or outputs
         bleu = sacrebleu.corpus_bleu(outputs, [references]).score
         same = sum(a == b for a, b in zip(outputs, baseline, strict=True))
         print(
-            f"| {name} | {bleu:.2f} | {same}/{len(sources)} | {batch_speed:.1f} | "
-            f"{single_speed:.1f} |",
+            f"| {row} | {bleu:.2f} | {same}/{len(sources)} | {result['batch']:.1f} | "
+            f"{result['single']:.1f} |",
             flush=True,
         )
-    for name, reason in skipped.items():
-        print(f"| {name} | skipped: {reason} | | | |")
 
 
 if __name__ == "__main__":
