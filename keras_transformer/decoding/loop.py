@@ -135,6 +135,9 @@ def segmented_loop(cond, body, state, max_length, resize_cache, drop_rows):
     relaxed) instead of once per segment."""
     if resize_cache is not None:
         check_two_part_cache(state.cache, "`resize_cache`")
+    # A cache of NumPy arrays (an eager caller's) would pass through the
+    # steps as arrays, which have no static shape to keep.
+    state = tf.nest.map_structure(tf.convert_to_tensor, state)
     step = tf.function(body, reduce_retracing=True) if resize_cache is not None else body
 
     def shaped_step(state):

@@ -551,3 +551,18 @@ def test_growing_a_cache_needs_its_two_parts():
     step, cache, resize, _ = history_markov(2, 5)
     with pytest.raises(ValueError, match="resize_cache.*per_hypothesis.*per_sentence"):
         greedy_search(step, cache["per_hypothesis"], 2, 5, resize_cache=resize)
+
+
+@pytest.mark.parametrize("search", sorted(SEARCHES))
+def test_a_cache_of_numpy_arrays_is_searched_like_tensors(search):
+    """An eager caller's cache may hold NumPy arrays (a source mask built
+    with NumPy): the same outputs as the same cache in tensors."""
+    batch, max_length = 4, 12
+    run = SEARCHES[search]
+    step, cache, resize, _ = history_markov(batch, max_length)
+    ids, scores = run(step, cache, batch, max_length, resize_cache=resize)
+    arrays = tf.nest.map_structure(lambda t: t.numpy(), cache)
+    for resize_cache in (None, resize):
+        array_ids, array_scores = run(step, arrays, batch, max_length, resize_cache=resize_cache)
+        np.testing.assert_array_equal(array_ids.numpy(), ids.numpy())
+        np.testing.assert_allclose(array_scores.numpy(), scores.numpy(), rtol=1e-6)
