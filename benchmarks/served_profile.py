@@ -14,10 +14,10 @@ what TF Serving's executor does, nothing recompiled). Each op execution
 is put into a kind by its op type:
 
 * matmul: the dense projections, the output projection and the attention
-  products (`MatMul`, `BatchMatMulV2` and their oneDNN fusions);
-* select (cache write): `Select`/`SelectV2`, mostly the write of each
-  step's keys and values into the self-attention cache over the whole
-  buffer (the search's own `tf.where`s too);
+  products (`MatMul`, `BatchMatMulV2`/`V3` and their oneDNN fusions);
+* cache write: `TensorStridedSliceUpdate`, the in-place write of each
+  step's keys and values into the self-attention cache;
+* select: `Select`/`SelectV2`, the search's and the masks' `tf.where`s;
 * gather (reorder): `GatherV2` and friends, the beam search's reordering
   of the cache rows and the embedding lookups;
 * loop control: the while loop's `Enter`, `Merge`, `Switch`,
@@ -57,7 +57,8 @@ from comparison.workload import special_ids  # noqa: E402
 # Op types by kind, compared without a version suffix (`SelectV2`: `Select`).
 KINDS = {
     "matmul": ("MatMul", "BatchMatMul", "Einsum"),
-    "select (cache write)": ("Select",),
+    "cache write": ("TensorStridedSliceUpdate",),
+    "select": ("Select",),
     "gather (reorder)": ("Gather", "GatherNd", "ResourceGather"),
     "loop control": (
         "Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond", "Identity", "IdentityN",
