@@ -50,6 +50,7 @@ from keras_transformer.training.data import repeated_for_training
 from keras_transformer.training.evaluation import SCORES
 from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.evaluation import ValidateOnAverages
+from keras_transformer.training.evaluation import evaluation_weights
 from keras_transformer_runtime import _validation
 
 # The validation logs of `fit` with `validation_data` (`compile_for_training`'s metrics).
@@ -136,6 +137,52 @@ def _check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, 
             )
             + f". Received: best.monitor={best.monitor!r}"
         )
+
+
+def _owed_evaluation(step, evaluations, steps_per_checkpoint, train_steps, evaluator, validation):
+    """What a run resumed at `step` owes: the evaluation an uninterrupted
+    run made there, if none is recorded (the run was killed while
+    evaluating, after its checkpoint was written). Returns a dict to fill
+    with the scores (`_evaluate_now`): `"loss"` with `validation` data,
+    `"translation"` with an evaluator due then; empty when nothing is owed.
+
+    Evaluations happen at epoch ends: every `steps_per_checkpoint`
+    updates and at `train_steps`; the evaluator's at its `every` and at
+    the last update. (A run stopped by its time budget that is resumed
+    trains on instead, so its last evaluation comes at the next epoch end.)
+    """
+    if step == 0 or any(e["step"] == step for e in evaluations):
+        return {}
+    last = step >= train_steps
+    if not (last or step % steps_per_checkpoint == 0):
+        return {}  # an averaging checkpoint inside an epoch
+    owed = {}
+    if validation is not None:
+        owed["loss"] = None
+    if evaluator is not None and (last or step % evaluator.every == 0):
+        owed["translation"] = None
+    return owed
+
+
+def _evaluate_now(model, step, owed, validation_data, validation_steps, evaluator):
+    """Fills `owed` (`_owed_evaluation`) with the `val_*` logs the epoch
+    end at `step` gave: `fit`'s validation and the evaluator's scores, on
+    the weights it evaluates (the moving averages, if kept)."""
+    wants = set(owed)
+    owed.clear()
+    if "loss" in wants:
+        results = model.evaluate(
+            validation_data,
+            steps=validation_steps,
+            callbacks=[ValidateOnAverages()],
+            return_dict=True,
+            verbose=0,
+        )
+        owed.update({f"val_{name}": float(value) for name, value in results.items()})
+    if "translation" in wants:
+        evaluator.set_model(model)
+        with evaluation_weights(model):
+            owed.update(evaluator.evaluate(step))
 
 
 @_backend.tensorflow_only("training.train", "tf.distribute, tf.data and tf.train checkpoints")
@@ -309,6 +356,14 @@ def train(
     if best is not None:
         best.set_model(model)
         best.start(model_dir, initial_step)
+    owed = _owed_evaluation(
+        initial_step, log.evaluations, steps_per_checkpoint, train_steps, evaluator, validation_data
+    )
+    if owed:
+        _evaluate_now(model, initial_step, owed, validation_data, validation_steps, evaluator)
+        for callback in (log, best):
+            if callback is not None:
+                callback.on_epoch_end(None, owed)
     if initial_step >= train_steps or (best is not None and best.should_stop):
         # The weights `fit` would have left: the moving averages, if kept.
         model.optimizer.finalize_variable_values(model.trainable_variables)

@@ -121,6 +121,75 @@ def test_a_resumed_run_knows_its_best_score_and_patience(tmp_path):
     assert os.path.basename(resumed.best_checkpoint) == "ckpt-4"
 
 
+class KilledWhileEvaluating(ScriptedEvaluator):
+    """`ScriptedEvaluator`, but the process is killed (KeyboardInterrupt)
+    while it evaluates step `at`."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at = at
+
+    def evaluate(self, step):
+        if step == self.at:
+            raise KeyboardInterrupt
+        return super().evaluate(step)
+
+
+@pytest.mark.parametrize("killed_at", [4, 8])  # inside the run, and its last update
+def test_a_run_killed_while_evaluating_finishes_that_evaluation_on_resume(tmp_path, killed_at):
+    import tensorflow as tf
+
+    from tests.training.helpers import reversal_batches
+
+    # One fixed batch: every evaluation scores the same pairs.
+    batch = next(iter(reversal_batches(20, seed=1)))
+    validation = {"validation_data": tf.data.Dataset.from_tensors(batch)}
+    keras.utils.set_random_seed(0)
+    uninterrupted = run(tmp_path / "whole", 8, micro_model(), **validation)
+    keras.utils.set_random_seed(0)  # the same weights and dropout up to the kill
+    with pytest.raises(KeyboardInterrupt):
+        killer = KilledWhileEvaluating(killed_at)
+        run(tmp_path / "killed", 8, micro_model(), evaluator=killer, **validation)
+    # The checkpoint of the step being evaluated was written first.
+    steps = [os.path.basename(p) for p in training.checkpoint_paths(tmp_path / "killed")]
+    assert steps[-1] == f"ckpt-{killed_at}"
+    assert killed_at not in [e["step"] for e in training.read_evaluations(tmp_path / "killed")]
+
+    resumed = run(tmp_path / "killed", 8, micro_model(), **validation)
+    assert resumed.initial_step == killed_at
+    # Every evaluation of the uninterrupted run, the owed one scored on the
+    # same weights: the same validation loss at the step it resumed from.
+    assert [e["step"] for e in resumed.evaluations] == [2, 4, 6, 8]
+    assert [e["val_bleu"] for e in resumed.evaluations] == [SCRIPT[s] for s in (2, 4, 6, 8)]
+    assert resumed.evaluations == training.read_evaluations(tmp_path / "killed")
+    owed = next(e for e in resumed.evaluations if e["step"] == killed_at)
+    expected = next(e for e in uninterrupted.evaluations if e["step"] == killed_at)
+    assert owed["val_loss"] == pytest.approx(expected["val_loss"], rel=1e-5)
+    # Step 4 (the best score) became a best checkpoint, as in the whole run.
+    names = [os.path.basename(p) for p in training.best_checkpoint_paths(tmp_path / "killed")]
+    assert names == ["ckpt-4", "ckpt-8"]
+    whole = training.best_checkpoint_paths(tmp_path / "whole")
+    assert names == [os.path.basename(p) for p in whole]
+    # A rerun owes nothing more.
+    again = run(tmp_path / "killed", 8, micro_model(), **validation)
+    assert again.evaluations == resumed.evaluations
+
+
+def test_an_averaging_checkpoint_inside_an_epoch_owes_no_evaluation():
+    from keras_transformer.training.trainer import _owed_evaluation
+
+    evaluator = ScriptedEvaluator()
+    evaluator.every = 4
+    done = [{"step": 2}]
+    assert _owed_evaluation(3, done, 2, 10, evaluator, None) == {}  # inside an epoch
+    assert _owed_evaluation(2, done, 2, 10, evaluator, "data") == {}  # recorded
+    assert _owed_evaluation(6, done, 2, 10, evaluator, None) == {}  # not the evaluator's
+    assert set(_owed_evaluation(6, done, 2, 10, evaluator, "data")) == {"loss"}
+    assert set(_owed_evaluation(8, done, 2, 10, evaluator, None)) == {"translation"}
+    assert set(_owed_evaluation(10, done, 4, 10, evaluator, None)) == {"translation"}  # the last
+    assert _owed_evaluation(0, [], 2, 10, evaluator, "data") == {}
+
+
 def test_min_delta_counts_small_gains_as_no_improvement(tmp_path):
     # 31 at step 12 beats 30 by 1, less than min_delta: the fourth
     # evaluation in a row without improvement, so the run stops there.
