@@ -50,6 +50,7 @@ import tensorflow_text  # noqa: E402,F401  (registers the ops the graph uses)
 
 from keras_transformer.export.versions import resolve_version_dir  # noqa: E402
 from keras_transformer_runtime import DecodingSettings  # noqa: E402
+from keras_transformer_runtime.ctranslate2 import MAX_SEED  # noqa: E402
 
 
 def describe(loaded, path):
@@ -220,7 +221,9 @@ def main(argv=None):
     )
     parser.add_argument("--n_best", type=int, default=1, help="hypotheses per input line")
     parser.add_argument("--with_scores", action="store_true", help="print each hypothesis' score")
-    parser.add_argument("--seed", type=int, default=0, help="seed of --mode sample")
+    parser.add_argument(
+        "--seed", type=int, default=0, help=f"seed of --mode sample, 0 to {MAX_SEED}"
+    )
     parser.add_argument(
         "--info", action="store_true", help="print settings and signatures, then exit"
     )
@@ -229,6 +232,12 @@ def main(argv=None):
         parser.error(f"--batch_size must be positive. Received: --batch_size={args.batch_size}")
     if args.n_best <= 0:
         parser.error(f"--n_best must be positive. Received: --n_best={args.n_best}")
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"--seed must be in [0, {MAX_SEED}]. Received: --seed={args.seed}")
+    if args.version is not None and args.version < 0:
+        parser.error(
+            f"--version must be a version number, 0 or more. Received: --version={args.version}"
+        )
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
     if args.ctranslate2_dir is not None:

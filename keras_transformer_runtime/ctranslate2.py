@@ -43,6 +43,8 @@ from keras_transformer_runtime.settings import DecodingSettings
 
 SETTINGS_FILE = "keras_transformer.json"
 TOKENIZER_FILE = "spm.model"
+# The largest seed of `CTranslate2Translator.sample` (CTranslate2's generator takes 32 bits).
+MAX_SEED = 2**32 - 1
 
 
 def import_ctranslate2():
@@ -232,7 +234,17 @@ class CTranslate2Translator:
         """`num_samples` random translations of each sentence
         (`temperature`, `top_k`, `top_p`), from CTranslate2's own random
         generator seeded with `seed`: repeatable, but not the draws of
-        `Translator`'s `sample_with_scores`."""
+        `Translator`'s `sample_with_scores`.
+
+        Raises:
+            ValueError: `seed` is not an integer in [0, 2**32 - 1], the
+                range of CTranslate2's generator.
+        """
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise ValueError(
+                f"`seed` must be an integer in [0, {MAX_SEED}] (CTranslate2's random "
+                f"generator takes 32 bits). Received: seed={seed!r}"
+            )
         self._ctranslate2.set_random_seed(seed)
 
         def run(pieces):

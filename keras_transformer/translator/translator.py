@@ -301,6 +301,8 @@ class Translator(tf.Module):
                 f"`seed` is for search='sample'; this translator's search is "
                 f"{self.settings.search!r}. Received: seed={seed!r}"
             )
+        if seed is not None:
+            _validation.check_non_negative_int(seed=seed)
         if self.settings.search == "sample" and seed is None:
             seed = random.SystemRandom().randrange(2**62)
         batch_seeds = np.random.SeedSequence(seed or 0)

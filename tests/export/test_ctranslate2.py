@@ -174,6 +174,9 @@ def test_bad_input_is_refused_and_a_failed_export_keeps_the_old_one(
         CTranslate2Translator(target, beam=2)
     with pytest.raises(ValueError, match="`n_best` must be between 1 and the beam size"):
         CTranslate2Translator(target).translate_with_scores(["a"], n_best=5)
+    for seed in (-1, 2**32, 1.5):
+        with pytest.raises(ValueError, match=r"`seed` must be an integer in \[0, 4294967295\]"):
+            CTranslate2Translator(target).sample(["a"], seed=seed)
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)
     with pytest.raises(ImportError, match=r'pip install -e "\.\[ctranslate2\]"'):

@@ -328,6 +328,24 @@ def test_command_line_modes(exported, cli):
     assert code == 2 and f"Received: --n_best={too_many}" in err
 
 
+@pytest.mark.parametrize("model", ["--export_dir", "--ctranslate2_dir"])
+@pytest.mark.parametrize(
+    "argument, value, accepted",
+    [
+        ("--seed", "-1", "in [0, 4294967295]"),
+        ("--seed", "4294967296", "in [0, 4294967295]"),
+        ("--version", "-1", "0 or more"),
+    ],
+)
+def test_command_line_arguments_out_of_range_are_usage_errors(
+    cli, model, argument, value, accepted
+):
+    # Checked before anything is loaded: the model directory is not read.
+    code, out, err = cli(model, "/nonexistent", "--mode", "sample", argument, value, stdin="a\n")
+    assert code == 2 and out == b""
+    assert f"{argument} must be" in err and accepted in err and f"{argument}={value}" in err
+
+
 @served
 def test_command_line_keeps_output_line_i_for_input_line_i(exported, cli):
     translator, path = exported

@@ -250,6 +250,9 @@ def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained, reverser):
     assert len({tuple(row) for row in ids[:, 0].numpy()}) > 5
     with pytest.raises(ValueError, match="Received: seed=1"):
         reverser[4].translate(sources, seed=1)
+    for seed in (-1, 1.5):
+        with pytest.raises(ValueError, match=f"`seed` must be a non-negative integer.*{seed}"):
+            hot.translate(sources, seed=seed)
 
 
 @learned
