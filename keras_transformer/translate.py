@@ -40,6 +40,7 @@ exports you trust.
 import argparse
 import json
 import os
+import re
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -51,6 +52,9 @@ import tensorflow_text  # noqa: E402,F401  (registers the ops the graph uses)
 from keras_transformer.export.versions import resolve_version_dir  # noqa: E402
 from keras_transformer_runtime import DecodingSettings  # noqa: E402
 from keras_transformer_runtime.ctranslate2 import MAX_SEED  # noqa: E402
+
+# Lines per call of the `tokenize` signature, which counts tokens for the limits.
+TOKENIZE_BATCH = 256
 
 
 def describe(loaded, path):
@@ -102,41 +106,99 @@ def _text(value):
     return one_line(value.decode("utf-8", errors="replace"))
 
 
-def hypotheses(loaded, mode, lines, batch_size, n_best, seed):
+class RefusedLineError(ValueError):
+    """The export refuses a line that alone exceeds one of its request
+    limits; the lines before it were translated."""
+
+
+def token_counts(loaded, texts, truncated_to=None):
+    """Each text's tokens as the export counts them against
+    `max_input_tokens`: its pieces and EOS, at most `truncated_to`."""
+    counts = []
+    for start in range(0, len(texts), TOKENIZE_BATCH):
+        chunk = tf.constant(texts[start : start + TOKENIZE_BATCH], tf.string)
+        for length in loaded.signatures["tokenize"](text=chunk)["lengths"].numpy():
+            count = int(length) + 1
+            counts.append(min(count, truncated_to) if truncated_to else count)
+    return counts
+
+
+def batches_within(costs, batch_size, max_batch_size=None, max_input_tokens=None):
+    """Consecutive `(start, end)` batches of the lines whose token counts
+    are `costs` (per line, a tuple: one count per input of the request):
+    at most `batch_size` and `max_batch_size` lines, and within
+    `max_input_tokens` for each input, except a line that alone exceeds
+    it, which goes alone (and the export refuses it)."""
+    size = min(batch_size, max_batch_size or batch_size)
+    start = 0
+    while start < len(costs):
+        end, totals = start, (0,) * len(costs[start])
+        while end < len(costs) and end - start < size:
+            grown = tuple(t + c for t, c in zip(totals, costs[end], strict=True))
+            if end > start and max_input_tokens and max(grown) > max_input_tokens:
+                break
+            totals, end = grown, end + 1
+        yield start, end
+        start = end
+
+
+def export_batches(loaded, settings, lines, batch_size, targets=None):
+    """`batches_within` the limits of the export (`settings`: its
+    `settings_json`), for `lines` (and their `targets`, in `--mode score`)."""
+    costs = [(c,) for c in token_counts(loaded, lines, settings.get("max_input_length"))]
+    if targets is not None:
+        costs = [(*c, t) for c, t in zip(costs, token_counts(loaded, targets), strict=True)]
+    return batches_within(
+        costs, batch_size, settings.get("max_batch_size"), settings.get("max_input_tokens")
+    )
+
+
+def refused(error, start, end):
+    """A `RefusedLineError` for a request of lines `start` to `end` (0-based)
+    that the export refused with `error`."""
+    # The graph's assertion message names the limit; the rest is a trace.
+    found = re.search(r"A request may hold at most [^.]*\.", error.message)
+    message = found.group(0) if found else error.message.strip().splitlines()[0]
+    where = f"line {start + 1}" if end - start == 1 else f"lines {start + 1}-{end}"
+    return RefusedLineError(f"The export refuses {where}: {message} The lines before were written.")
+
+
+def hypotheses(loaded, mode, lines, batch_size, n_best, seed, settings=None):
     """Yields, per input line (in order), its hypotheses best first as
-    `(score, translation)`: `n_best` of them."""
-    for batch_number, start in enumerate(range(0, len(lines), batch_size)):
-        batch = tf.constant(lines[start : start + batch_size], tf.string)
-        if mode == "sample":
-            draws = []
-            for draw in range(n_best):
-                state = np.random.SeedSequence([seed, draw, batch_number]).generate_state(
-                    1, np.uint64
-                )
-                outputs = loaded.signatures["sample"](
-                    text=batch, seed=tf.constant(int(state[0]) >> 2, tf.int64)
-                )
-                draws.append(
-                    zip(outputs["score"].numpy(), outputs["translation"].numpy(), strict=True)
-                )
-            per_line = list(zip(*draws, strict=True))
-        elif n_best == 1:
-            outputs = loaded.signatures["serving_default"](text=batch)
-            per_line = [
-                [pair]
-                for pair in zip(
-                    outputs["score"].numpy(), outputs["translation"].numpy(), strict=True
-                )
-            ]
-        else:
-            outputs = loaded.signatures["n_best"](text=batch)
-            scores, texts = outputs["scores"].numpy(), outputs["translations"].numpy()
-            per_line = [
-                list(zip(s[:n_best], t[:n_best], strict=True))
-                for s, t in zip(scores, texts, strict=True)
-            ]
+    `(score, translation)`: `n_best` of them. Requests keep within the
+    export's limits (`settings`: its `settings_json`); a line the export
+    refuses alone raises `RefusedLineError` after the lines before it."""
+    batches = export_batches(loaded, settings or {}, lines, batch_size)
+    for batch_number, (start, end) in enumerate(batches):
+        try:
+            per_line = _batch_hypotheses(loaded, mode, lines[start:end], n_best, seed, batch_number)
+        except tf.errors.InvalidArgumentError as error:
+            raise refused(error, start, end) from None
         for options in per_line:
             yield [(float(score), _text(text)) for score, text in options]
+
+
+def _batch_hypotheses(loaded, mode, lines, n_best, seed, batch_number):
+    """`hypotheses` of one request, as `(score, text bytes)` per line."""
+    batch = tf.constant(lines, tf.string)
+    if mode == "sample":
+        draws = []
+        for draw in range(n_best):
+            state = np.random.SeedSequence([seed, draw, batch_number]).generate_state(1, np.uint64)
+            outputs = loaded.signatures["sample"](
+                text=batch, seed=tf.constant(int(state[0]) >> 2, tf.int64)
+            )
+            draws.append(zip(outputs["score"].numpy(), outputs["translation"].numpy(), strict=True))
+        return list(zip(*draws, strict=True))
+    if n_best == 1:
+        outputs = loaded.signatures["serving_default"](text=batch)
+        pairs = zip(outputs["score"].numpy(), outputs["translation"].numpy(), strict=True)
+        return [[pair] for pair in pairs]
+    outputs = loaded.signatures["n_best"](text=batch)
+    scores, texts = outputs["scores"].numpy(), outputs["translations"].numpy()
+    return [
+        list(zip(s[:n_best], t[:n_best], strict=True)) for s, t in zip(scores, texts, strict=True)
+    ]
 
 
 def source_target_pairs(lines):
@@ -158,16 +220,21 @@ def score_line(score, log_prob, token_scores):
     return f"{score:.4f}\t{log_prob:.4f}\t{tokens}"
 
 
-def score_lines(signature, lines, batch_size):
+def score_lines(loaded, lines, batch_size, settings=None):
     """Yields `score<TAB>log_prob<TAB>token_scores` per `source<TAB>target`
-    line, scored by the SavedModel's `score` signature."""
+    line, scored by the SavedModel's `score` signature in requests within
+    its limits (`settings`: its `settings_json`); a line the export refuses
+    alone raises `RefusedLineError` after the lines before it."""
     pairs = source_target_pairs(lines)
-    for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start : start + batch_size]
-        outputs = signature(
-            source=tf.constant([p[0] for p in chunk], tf.string),
-            target=tf.constant([p[1] for p in chunk], tf.string),
-        )
+    sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
+    for start, end in export_batches(loaded, settings or {}, sources, batch_size, targets):
+        try:
+            outputs = loaded.signatures["score"](
+                source=tf.constant(sources[start:end], tf.string),
+                target=tf.constant(targets[start:end], tf.string),
+            )
+        except tf.errors.InvalidArgumentError as error:
+            raise refused(error, start, end) from None
         lengths = (outputs["target_tokens"].numpy() != b"").sum(axis=1)
         for row, length in enumerate(lengths):
             yield score_line(
@@ -240,6 +307,7 @@ def main(argv=None):
         )
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
+    exported = None
     if args.ctranslate2_dir is not None:
         from keras_transformer_runtime import CTranslate2Translator
 
@@ -252,14 +320,15 @@ def main(argv=None):
             print(f"quantization: {translator.quantization}")
             print("decoding settings: " + json.dumps(translator.settings.to_dict(), sort_keys=True))
             return 0
-        settings = translator.settings
+        settings, model = translator.settings, translator
     else:
         path = resolve_version_dir(args.export_dir, args.version)
         loaded = tf.saved_model.load(path)
         if args.info:
             print(describe(loaded, path))
             return 0
-        settings = DecodingSettings.from_dict(json.loads(loaded.settings_json.numpy().decode()))
+        exported = json.loads(loaded.settings_json.numpy().decode())
+        settings, model = DecodingSettings.from_dict(exported), loaded
     if args.mode == "translate" and args.n_best > settings.beam_size:
         parser.error(
             f"--n_best must be at most the exported beam size ({settings.beam_size}). "
@@ -275,30 +344,42 @@ def main(argv=None):
             file=sys.stderr,
         )
     out = sys.stdout.buffer
-    if args.mode == "score":
-        try:
-            if args.ctranslate2_dir is not None:
-                scored = ctranslate2_score_lines(translator, lines, args.batch_size)
-            else:
-                scored = score_lines(loaded.signatures["score"], lines, args.batch_size)
-            for line in scored:
-                out.write(line.encode("utf-8") + b"\n")
-        except ValueError as error:
-            parser.error(str(error))
-    else:
-        if args.ctranslate2_dir is not None:
-            results = ctranslate2_hypotheses(
-                translator, args.mode, lines, args.batch_size, args.n_best, args.seed
-            )
-        else:
-            results = hypotheses(loaded, args.mode, lines, args.batch_size, args.n_best, args.seed)
-        for number, options in enumerate(results, 1):
-            for score, translation in options:
-                fields = [str(number)] if args.n_best > 1 else []
-                fields += [f"{score:.4f}"] if args.with_scores else []
-                out.write("\t".join(fields + [translation]).encode("utf-8") + b"\n")
+    try:
+        for line in output_lines(args, model, lines, exported):
+            out.write(line.encode("utf-8") + b"\n")
+    except RefusedLineError as error:
+        out.flush()
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:  # a `--mode score` line that is not a pair
+        parser.error(str(error))
     out.flush()
     return 0
+
+
+def output_lines(args, model, lines, exported=None):
+    """The output lines for `lines`, in order: `model` is the loaded
+    SavedModel (its settings `exported`) or, with `--ctranslate2_dir`, a
+    `CTranslate2Translator`."""
+    if args.mode == "score":
+        if args.ctranslate2_dir is not None:
+            yield from ctranslate2_score_lines(model, lines, args.batch_size)
+        else:
+            yield from score_lines(model, lines, args.batch_size, exported)
+        return
+    if args.ctranslate2_dir is not None:
+        results = ctranslate2_hypotheses(
+            model, args.mode, lines, args.batch_size, args.n_best, args.seed
+        )
+    else:
+        results = hypotheses(
+            model, args.mode, lines, args.batch_size, args.n_best, args.seed, exported
+        )
+    for number, options in enumerate(results, 1):
+        for score, translation in options:
+            fields = [str(number)] if args.n_best > 1 else []
+            fields += [f"{score:.4f}"] if args.with_scores else []
+            yield "\t".join(fields + [translation])
 
 
 if __name__ == "__main__":

@@ -346,6 +346,43 @@ def test_command_line_arguments_out_of_range_are_usage_errors(
     assert f"{argument} must be" in err and accepted in err and f"{argument}={value}" in err
 
 
+def test_batches_keep_within_the_limits_and_a_line_over_them_goes_alone():
+    batches = translate_cli.batches_within
+    costs = [(3,), (4,), (2,), (9,), (1,), (1,), (1,)]
+    # Sentences: the smaller of --batch_size and the export's max_batch_size.
+    assert list(batches(costs, 300, max_batch_size=2)) == [(0, 2), (2, 4), (4, 6), (6, 7)]
+    assert list(batches(costs, 3)) == [(0, 3), (3, 6), (6, 7)]
+    # Tokens: each batch's sum within max_input_tokens; 9 > 8 goes alone.
+    assert list(batches(costs, 300, 256, 8)) == [(0, 2), (2, 3), (3, 4), (4, 7)]
+    # Every input of a request counts: here the second (targets).
+    pairs = [(1, 5), (1, 5), (1, 1)]
+    assert list(batches(pairs, 300, 256, 8)) == [(0, 1), (1, 3)]
+    assert list(batches([], 4, 2, 8)) == []
+
+
+@served
+def test_command_line_keeps_within_the_exports_limits(micro_translator, tmp_path, cli):
+    path = export_saved_model(
+        micro_translator, tmp_path, max_batch_size=2, max_input_tokens=12, warmup_sentences=()
+    )
+    short = ["a b", "c d e", "f", "g h", "i"]
+    code, out, err = cli("--export_dir", path, "--batch_size", "300", stdin="\n".join(short))
+    assert code == 0, err[-3000:]
+    assert out.decode().splitlines() == micro_translator.translate(short)
+    # A line over max_input_tokens alone: the lines before it are written,
+    # and the error names it and the limit.
+    long = " ".join("abcdefghij" * 3)
+    lines = short[:3] + [long] + short[3:]
+    code, out, err = cli("--export_dir", path, stdin="\n".join(lines))
+    assert code == 1
+    assert out.decode().splitlines() == micro_translator.translate(short[:3])
+    assert "line 4" in err and "max_input_tokens=12" in err
+    pairs = [f"{s}\t{s}" for s in short[:2]] + [f"a\t{long}"]
+    code, out, err = cli("--export_dir", path, "--mode", "score", stdin="\n".join(pairs))
+    assert code == 1 and len(out.decode().splitlines()) == 2
+    assert "line 3" in err and "max_input_tokens=12 target tokens" in err
+
+
 @served
 def test_command_line_keeps_output_line_i_for_input_line_i(exported, cli):
     translator, path = exported
