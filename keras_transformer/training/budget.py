@@ -19,6 +19,7 @@ budget's clock. `model_dir/budget.json` records the estimate, so that a
 resumed run starts from it.
 """
 
+import glob
 import json
 import math
 import os
@@ -31,13 +32,18 @@ from keras import ops
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
+from keras_transformer.training._distribute import worker_id
 from keras_transformer.training.checkpoints import checkpoint_paths
 from keras_transformer.training.checkpoints import checkpoint_step
 from keras_transformer.training.checkpoints import write_json_atomically
+from keras_transformer.training.checkpoints import write_weights
 from keras_transformer_runtime import _validation
 
 DECAYS = ("linear", "cosine")
 BUDGET_FILE = "budget.json"
+# The averaging checkpoints' own directory in `model_dir`, out of the
+# regular checkpoints' rotation.
+AVERAGING_DIR = "averaging"
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -371,11 +377,42 @@ class ScheduleFitter(keras.callbacks.Callback):
         return True
 
 
+def _averaging_checkpoints(model_dir):
+    """`{step: prefix}` of the checkpoints in `model_dir/averaging`."""
+    directory = os.path.join(model_dir, AVERAGING_DIR)
+    prefixes = (p[: -len(".index")] for p in glob.glob(os.path.join(directory, "ckpt-*.index")))
+    return {checkpoint_step(p): p for p in prefixes}
+
+
+def keep_for_averaging(model, model_dir, step, window_start, count):
+    """Writes the weights of update `step` (the evaluated ones:
+    `write_weights`) as `model_dir/averaging/ckpt-<step>`, then deletes
+    the averaging checkpoints before `window_start` and all but the newest
+    `count`: their own rotation, apart from the regular checkpoints'
+    `keep_checkpoints`. Under a multi-worker strategy only the chief keeps
+    them (the others take part in writing, into a scratch directory)."""
+    strategy = model.distribute_strategy
+    if not is_chief(strategy):
+        scratch = os.path.join(model_dir, f"worker-{worker_id(strategy)[1]}-averaging")
+        write_weights(model, os.path.join(scratch, f"ckpt-{step}"))
+        tf.io.gfile.rmtree(scratch)
+        return
+    write_weights(model, os.path.join(model_dir, AVERAGING_DIR, f"ckpt-{step}"))
+    kept = sorted(s for s in _averaging_checkpoints(model_dir) if s >= window_start)[-count:]
+    for old, prefix in _averaging_checkpoints(model_dir).items():
+        if old not in kept:
+            for path in glob.glob(prefix + ".*"):
+                tf.io.gfile.remove(path)
+
+
 def averaging_checkpoint_paths(model_dir, count):
-    """The newest `count` checkpoints of `model_dir` (`checkpoint_paths`)
-    that lie in the averaging window a `TimeBudget` recorded (never in the
-    warm-up); at least the newest one. Without a recorded budget, the
-    newest `count` (the paper's average of the last checkpoints).
+    """The newest `count` checkpoints to average of the run in
+    `model_dir`. Under a `TimeBudget`: the budget's averaging checkpoints
+    (`model_dir/averaging`, spread over the averaging window, kept apart
+    from the regular checkpoints' rotation) and the run's last checkpoint,
+    those in the window it recorded (never in the warm-up); at least the
+    newest checkpoint. Without a recorded budget, the newest `count`
+    regular checkpoints (the paper's average of the last checkpoints).
 
     Example:
 
@@ -386,5 +423,8 @@ def averaging_checkpoint_paths(model_dir, count):
     budget = read_budget(model_dir)
     if budget is None:
         return paths[-count:]
-    inside = [p for p in paths if checkpoint_step(p) >= budget["averaging_from"]]
+    candidates = _averaging_checkpoints(model_dir)
+    if paths:  # the last update, checkpointed by the regular rotation
+        candidates[checkpoint_step(paths[-1])] = paths[-1]
+    inside = [candidates[s] for s in sorted(candidates) if s >= budget["averaging_from"]]
     return (inside or paths[-1:])[-count:]

@@ -6,6 +6,7 @@ import time
 import keras
 
 from keras_transformer.training._distribute import read_int
+from keras_transformer.training.budget import keep_for_averaging
 from keras_transformer.training.checkpoints import all_finite
 
 
@@ -51,8 +52,8 @@ class CheckpointAndStop(keras.callbacks.Callback):
     * at the first update past the `budget` (a `TimeBudget`; `out_of_time`
       is then `True`).
 
-    It also checkpoints the updates the `fitter` (a `ScheduleFitter`)
-    wants for averaging.
+    It also keeps the updates the `fitter` (a `ScheduleFitter`) wants for
+    averaging, in `model_dir/averaging` (`keep_for_averaging`).
 
     Args:
         manager: the run's `tf.train.CheckpointManager`.
@@ -60,15 +61,17 @@ class CheckpointAndStop(keras.callbacks.Callback):
         train_steps: the total number of updates of the run.
         budget: an optional `TimeBudget`.
         fitter: an optional `ScheduleFitter` of the same budget.
+        model_dir: the run's directory (needed with a `fitter`).
     """
 
-    def __init__(self, manager, step, train_steps, budget=None, fitter=None):
+    def __init__(self, manager, step, train_steps, budget=None, fitter=None, model_dir=None):
         super().__init__()
         self.manager = manager
         self.step = step
         self.train_steps = train_steps
         self.budget = budget
         self.fitter = fitter
+        self.model_dir = model_dir
         self.diverged_at = None
         self.out_of_time = False
         self.last_saved = None
@@ -93,7 +96,7 @@ class CheckpointAndStop(keras.callbacks.Callback):
             self.out_of_time = True
             self.model.stop_training = True
         elif self.fitter is not None and self.fitter.wants_checkpoint(self._updates()):
-            self._save()
+            self._keep_for_averaging()
 
     def on_epoch_end(self, epoch, logs=None):
         if self.diverged_at is not None or self.batches == self._batches_at_epoch_begin:
@@ -111,3 +114,18 @@ class CheckpointAndStop(keras.callbacks.Callback):
             return
         self.step.assign(self._updates())
         self.last_saved = self.manager.save(checkpoint_number=self._updates())
+
+    def _keep_for_averaging(self):
+        """Writes the current update for averaging if the weights are
+        finite; stops training as diverged otherwise."""
+        if not all_finite(self.model.trainable_weights):
+            self.diverged_at = self._updates()
+            self.model.stop_training = True
+            return
+        keep_for_averaging(
+            self.model,
+            self.model_dir,
+            self._updates(),
+            self.fitter.averaging_from(),
+            self.fitter.budget.averaging_checkpoints,
+        )

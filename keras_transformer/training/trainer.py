@@ -3,6 +3,8 @@
 A run lives in `model_dir`:
 
     model_dir/checkpoints/ckpt-<step>.*   the last `keep_checkpoints` steps
+    model_dir/averaging/ckpt-<step>.*     under a `TimeBudget`, the weights
+                                          to average, spread over the end
     model_dir/evaluations.json            validation scores by step
     model_dir/best/                       the best checkpoints (`keep_best`)
     model_dir/logs/                       TensorBoard
@@ -393,7 +395,7 @@ def train(
             model_dir=model_dir if is_chief(strategy) else None,
             seconds_per_step=stored or None,
         )
-    stopper = CheckpointAndStop(manager, step, train_steps, budget, fitter)
+    stopper = CheckpointAndStop(manager, step, train_steps, budget, fitter, model_dir)
     evaluation = [evaluator] if evaluator is not None else []
     if averaged and validation_data is not None:
         # `validation_data` is scored on the averages, as the evaluator's BLEU.

@@ -1,5 +1,6 @@
 import json
 import math
+import os
 import types
 
 import keras
@@ -202,6 +203,26 @@ def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
     steps = [int(p.rsplit("-", 1)[1]) for p in averaging_checkpoint_paths(str(tmp_path), 3)]
     assert steps == [27, 29, 30]
     assert all(s >= 25 for s in steps)
+
+
+def test_averaging_checkpoints_are_kept_apart_from_the_rotation(tmp_path):
+    # 50 updates, the window their last 20% (41-50): 5 averaging
+    # checkpoints every 2 updates, whatever `keep_checkpoints` keeps of
+    # the regular ones (here the last 2, at 40 and 50).
+    budget = TimeBudget(3600, averaging_checkpoints=5)
+    train_quietly(tmp_path, 50, steps_per_checkpoint=10, keep_checkpoints=2, budget=budget)
+    assert training.read_budget(str(tmp_path))["averaging_from"] == 41
+    regular = [int(p.rsplit("-", 1)[1]) for p in training.checkpoint_paths(str(tmp_path))]
+    assert regular == [40, 50]
+    steps = [int(p.rsplit("-", 1)[1]) for p in averaging_checkpoint_paths(str(tmp_path), 5)]
+    assert steps == [43, 45, 47, 49, 50]  # spread over the window, the last update last
+    # Their own rotation: at most 5, all in the window.
+    kept = {name.split(".")[0] for name in os.listdir(tmp_path / "averaging")}
+    assert kept == {f"ckpt-{s}" for s in (41, 43, 45, 47, 49)}
+    # Averaged like any checkpoints.
+    paths = averaging_checkpoint_paths(str(tmp_path), 5)
+    averaged = training.average_checkpoints(micro_model(), paths)
+    assert all(np.isfinite(w).all() for w in averaged.get_weights())
 
 
 def test_step_bounded_runs_keep_the_papers_schedule_unless_asked(tmp_path):
