@@ -83,7 +83,7 @@ def load_run(run_dir):
     for name in exported["checkpoints"]:
         found = [
             os.path.join(run_dir, where, name)
-            for where in ("best", "checkpoints")
+            for where in ("best", "averaging", "checkpoints")
             if os.path.exists(os.path.join(run_dir, where, f"{name}.index"))
         ]
         if not found:

@@ -50,12 +50,16 @@ def _recorded_score(config, paths):
 def weights_stage(config, model, tokenizer, data):
     """Loads the weights to evaluate and export (--export_weights); with
     `auto`, the candidate with the best validation BLEU, scored as during
-    training. Returns what was chosen and why."""
+    training (a rerun without a validation evaluator, `--eval_every 0` or
+    no validation set, compares the scores training recorded). Returns
+    what was chosen and why."""
     candidates = _candidates(config)
     names = {k: [os.path.basename(p) for p in v] for k, v in candidates.items()}
     choice, scores = config.export_weights, {}
+    evaluator = None
     if choice == "auto" and len(candidates) > 1:
         evaluator = evaluator_for(config, model, tokenizer, data.valid)
+    if evaluator is not None:
         evaluator.set_model(model)
         evaluator.verbose = 0
         for name, paths in candidates.items():
@@ -72,7 +76,17 @@ def weights_stage(config, model, tokenizer, data):
             + ", ".join(f"{k} {v['val_bleu']:.2f}" for k, v in scores.items())
         )
     elif choice == "auto":
-        choice, reason = "average_last", "no validation scores: the paper's average"
+        recorded = {name: _recorded_score(config, paths) for name, paths in candidates.items()}
+        scores = {name: score for name, score in recorded.items() if score is not None}
+        if scores:
+            choice = max(scores, key=lambda name: scores[name]["val_bleu"])
+            reason = (
+                "the best validation BLEU training recorded (no validation evaluator in this "
+                "run to score the averages) of "
+                + ", ".join(f"{k} {v['val_bleu']:.2f}" for k, v in scores.items())
+            )
+        else:
+            choice, reason = "average_last", "no validation scores: the paper's average"
     elif choice not in candidates:
         sys.exit(
             f"--export_weights {choice}: the run has no best checkpoints (they need a "
@@ -127,30 +141,45 @@ def plots_stage(config, model, tokenizer, data, hypotheses):
     return paths
 
 
+def export_marker(config, translator, trained, weights):
+    """What an export of this run depends on: the weights (the final step
+    and the checkpoints), the decoding settings and where it goes."""
+    return {
+        "export_dir": os.path.abspath(config.export_dir),
+        "step": trained["final_step"],
+        "checkpoints": weights["checkpoints"],
+        "settings": translator.settings.to_dict(),
+    }
+
+
+def already_exported(marker, recorded):
+    """The path of the export `recorded` (`export.json`'s content) if it
+    is the export `marker` describes and still exists, else `None`."""
+    path = recorded.get("path")
+    if not path or {k: recorded.get(k) for k in marker} != marker:
+        return None
+    inside = os.path.dirname(os.path.abspath(path)) == marker["export_dir"]
+    return path if inside and os.path.exists(os.path.join(path, "saved_model.pb")) else None
+
+
 def export_stage(config, translator, trained, weights):
-    """Exports the chosen weights, unless the export of these weights (the
-    same checkpoints) exists."""
+    """Exports the chosen weights, unless `model_dir/export.json` records
+    an export that still exists of the same weights, with the same
+    decoding settings, into the same `--export_dir`."""
     if not config.export_dir:
         return None
-    marker = os.path.join(config.model_dir, "export.json")
-    exported = {}
-    if os.path.exists(marker):
-        with open(marker) as f:
-            exported = json.load(f)
-    same = exported.get("step", trained["final_step"]) == trained["final_step"]
-    if (
-        exported
-        and same
-        and exported.get("checkpoints", weights["checkpoints"]) == weights["checkpoints"]
-    ):
-        path = exported["path"]
+    marker_file = os.path.join(config.model_dir, "export.json")
+    recorded = {}
+    if os.path.exists(marker_file):
+        with open(marker_file) as f:
+            recorded = json.load(f)
+    marker = export_marker(config, translator, trained, weights)
+    path = already_exported(marker, recorded)
+    if path is not None:
         print(f"export: {path} (already exported)")
     else:
         path = kt.export.export_saved_model(translator, config.export_dir)
-        step, checkpoints = trained["final_step"], weights["checkpoints"]
-        training.write_json_atomically(
-            marker, {"path": path, "step": step, "checkpoints": checkpoints}
-        )
+        training.write_json_atomically(marker_file, {"path": path, **marker})
         print(f"export: {path}")
     print(
         'try it: echo "A man is riding a bike." | python -m keras_transformer.translate '

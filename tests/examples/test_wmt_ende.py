@@ -263,3 +263,71 @@ def test_an_early_evaluation_cannot_take_the_whole_budget(tmp_path):
     # 100 s are the stages' already, and only the rest is reserved in training.
     assert module.capped_reserve(150.0, most, beyond=100.0) == pytest.approx(50.0)
     assert module.capped_reserve(60.0, most, beyond=100.0) == 0.0
+
+
+def test_a_rerun_without_an_evaluator_chooses_from_the_recorded_scores(tmp_path, monkeypatch):
+    """`--eval_every 0` (or no validation set) on a rerun of a run that
+    kept best checkpoints: the choice among the candidates uses the scores
+    training recorded instead of crashing on the missing evaluator."""
+    data, results = load_example("wmt_data"), load_example("wmt_results")
+    config = load_example("wmt_config").parse_config(
+        ["--model_dir", str(tmp_path), "--eval_every", "0"]
+    )
+    candidates = {"average_last": ["c/ckpt-8", "c/ckpt-10"], "best": ["b/ckpt-6"]}
+    monkeypatch.setattr(results, "_candidates", lambda config: candidates)
+    loaded = []
+    monkeypatch.setattr(training, "average_checkpoints", lambda model, paths: loaded.append(paths))
+    training.write_json_atomically(
+        str(tmp_path / "evaluations.json"), [{"step": 6, "val_bleu": 12.5}]
+    )
+    sets = data.Data(train=None, valid=(["a"], ["b"]), test=None)
+    weights = results.weights_stage(config, None, None, sets)
+    assert weights["name"] == "best" and loaded == [["b/ckpt-6"]]
+    assert "training recorded" in weights["reason"] and "best 12.50" in weights["reason"]
+    # Nothing recorded: the paper's average.
+    training.write_json_atomically(str(tmp_path / "evaluations.json"), [])
+    assert results.weights_stage(config, None, None, sets)["name"] == "average_last"
+
+
+def test_the_export_marker_covers_what_the_export_depends_on(tmp_path, monkeypatch, capsys):
+    """A rerun exports again when the export directory, the decoding
+    settings or the weights changed, or the recorded version is gone; the
+    path it reports exists."""
+    results, config_module = load_example("wmt_results"), load_example("wmt_config")
+    from keras_transformer_runtime import DecodingSettings
+
+    written = []
+
+    def fake_export(translator, export_dir):
+        path = os.path.join(export_dir, str(len(written) + 1))
+        os.makedirs(path)
+        open(os.path.join(path, "saved_model.pb"), "w").close()
+        written.append(path)
+        return path
+
+    monkeypatch.setattr(results.kt.export, "export_saved_model", fake_export)
+
+    class Translator:
+        def __init__(self, beam_size=4):
+            self.settings = DecodingSettings(beam_size=beam_size)
+
+    def export(export_dir, beam_size=4, step=30):
+        args = ["--model_dir", str(tmp_path / "run"), "--export_dir", str(export_dir)]
+        config = config_module.parse_config(args)
+        os.makedirs(config.model_dir, exist_ok=True)
+        weights = {"checkpoints": ["ckpt-30"]}
+        path = results.export_stage(config, Translator(beam_size), {"final_step": step}, weights)
+        assert os.path.exists(path)
+        return path, "already exported" in capsys.readouterr().out
+
+    first, _ = export(tmp_path / "a")
+    assert export(tmp_path / "a") == (first, True)
+    moved, again = export(tmp_path / "b")  # a new --export_dir gets its export
+    assert not again and moved.startswith(str(tmp_path / "b"))
+    beam, again = export(tmp_path / "b", beam_size=2)  # other decoding settings
+    assert not again and beam != moved
+    assert export(tmp_path / "b", beam_size=2) == (beam, True)
+    os.remove(os.path.join(beam, "saved_model.pb"))  # the version was deleted
+    gone, again = export(tmp_path / "b", beam_size=2)
+    assert not again and gone != beam
+    assert not export(tmp_path / "b", beam_size=2, step=40)[1]  # new weights
