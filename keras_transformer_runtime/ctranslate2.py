@@ -27,13 +27,20 @@ with these differences, by construction of CTranslate2's search:
   (with `batch_size=1` they do not: a hypothesis the limit stops gets EOS
   and its log-probability, as in our searches).
 * `min_length`, `no_repeat_ngram_size` and `repetition_penalty` are passed
-  to CTranslate2's own implementations of the same controls.
+  to CTranslate2's own implementations of the same controls. A hypothesis
+  the length limit stops is re-scored by the model alone (CTranslate2's
+  `score_batch`), without the last two: with them, its score differs
+  from `Translator`'s, and a `RuntimeWarning` says so.
+* CTranslate2 does not decode an empty source: its translation is empty
+  (EOS, scored by the model), as each of the `n_best`, where `Translator`
+  decodes from EOS alone.
 * Sampling draws from CTranslate2's own random generator: repeatable with
   a seed, but not the draws of `Translator`.
 """
 
 import json
 import os
+import warnings
 
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.results import Hypothesis
@@ -111,6 +118,8 @@ class CTranslate2Translator:
             recorded = json.load(f)
         self.settings = DecodingSettings.from_dict(recorded).replace(**settings)
         self.quantization = recorded.get("quantization", "float32")
+        # Exports before it was recorded: the output limit, as then.
+        self._model_max_length = recorded.get("model_max_length", self.settings.max_output_length)
         self.model_dir = model_dir
         self.translator = ctranslate2.Translator(
             model_dir,
@@ -168,6 +177,16 @@ class CTranslate2Translator:
             for j, (tokens, _) in enumerate(hypotheses)
             if not tokens or tokens[-1] != eos
         ]
+        if stopped and (
+            self.settings.repetition_penalty != 1.0 or self.settings.no_repeat_ngram_size
+        ):
+            warnings.warn(
+                f"{len(stopped)} hypotheses ran to the length limit; CTranslate2 re-scores them "
+                "without repetition_penalty and no_repeat_ngram_size, so their scores differ "
+                "from Translator's.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         if stopped:
             scored = self.translator.score_batch(
                 [pieces[i] for i, _ in stopped],
@@ -267,14 +286,17 @@ class CTranslate2Translator:
 
     def score(self, sources, targets, batch_size=64):
         """Scores each target as a translation of its source (forced
-        decoding), like `Translator.score`: a list of `TargetScore`."""
+        decoding), like `Translator.score`: a list of `TargetScore`. A
+        target is truncated as `Translator.score` truncates it, to the
+        model's `max_length` tokens with EOS (whatever
+        `max_output_length` limits translations to)."""
         sources, targets = list(sources), list(targets)
         if len(sources) != len(targets):
             raise ValueError(
                 "`sources` and `targets` must hold one target per source. Received: "
                 f"{len(sources)} sources and {len(targets)} targets"
             )
-        keep = self.settings.max_output_length - 1
+        keep = self._model_max_length - 1
         alpha = self.settings.alpha
 
         def run(chunk):

@@ -103,6 +103,8 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
             **translator.settings.to_dict(),
             "quantization": quantization or "float32",
             "source_eos": True,
+            # `score` truncates targets as `Translator.score` does.
+            "model_max_length": translator.model.max_length,
         }
         with open(os.path.join(staging, SETTINGS_FILE), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2, sort_keys=True)

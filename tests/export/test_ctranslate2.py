@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -74,7 +75,22 @@ def test_scores_equal_the_teacher_forced_forward_pass(words_tokenizer, tmp_path,
         **translator.settings.to_dict(),
         "quantization": "float32",
         "source_eos": True,
+        "model_max_length": 64,
     }
+
+
+def test_a_target_is_scored_as_the_translator_truncates_it(words_tokenizer, tmp_path):
+    """`max_output_length` limits translations, not the targets scored:
+    both runtimes truncate a long target to the model's `max_length`."""
+    tokenizer, sentences = words_tokenizer
+    translator = Translator(_random_model(), tokenizer, max_output_length=8)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    converted = CTranslate2Translator(tmp_path / "ct2")
+    long = " ".join(sentences[:12])  # more than 8 pieces, fewer than 64
+    ours, theirs = translator.score([sentences[0]], [long]), converted.score([sentences[0]], [long])
+    assert len(ours[0].tokens) > 8
+    assert theirs[0].tokens == ours[0].tokens
+    np.testing.assert_allclose(theirs[0].token_scores, ours[0].token_scores, atol=1e-4)
 
 
 def _our_hypotheses(translator, sources):
@@ -252,3 +268,23 @@ def test_command_line(letter_reverser, tmp_path, monkeypatch, capsysbinary):
     samples = run("--mode", "sample", "--n_best", "3", "--seed", "5")
     assert len(samples) == 9 and samples == run("--mode", "sample", "--n_best", "3", "--seed", "5")
     assert '"beam_size": 4' in "\n".join(run("--info"))
+
+
+def test_documented_differences_are_what_the_runtime_does(words_tokenizer, tmp_path):
+    """The README's table of differences: a hypothesis stopped by the
+    length limit under repetition_penalty warns that its score ignores the
+    controls; an empty source gets the empty translation as each n-best."""
+    tokenizer, sentences = words_tokenizer
+    translator = Translator(_random_model(), tokenizer, beam_size=2, max_extra_length=1)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    plain = CTranslate2Translator(tmp_path / "ct2")
+    penalized = CTranslate2Translator(tmp_path / "ct2", repetition_penalty=1.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no controls: no warning
+        plain.translate(sentences[:4])
+    with pytest.warns(RuntimeWarning, match="without repetition_penalty and no_repeat_ngram_size"):
+        penalized.translate(sentences[:4])  # a random model runs to the limit
+    (empty,) = plain.translate_with_scores([""], n_best=2)
+    assert [h.translation for h in empty] == ["", ""] and empty[0] == empty[1]
+    expected = plain.score([""], [""])[0]
+    assert empty[0].log_prob == pytest.approx(expected.log_prob, abs=1e-4)
