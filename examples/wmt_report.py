@@ -53,9 +53,7 @@ def summary_stage(config, run):
     if stages:
         by_stage = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
         rows.append(("wall time by stage (min)", by_stage))
-    budget_minutes = config.budget_minutes
-    within = f" (budget {budget_minutes:g} min)" if budget_minutes else ""
-    rows.append(("total wall time", f"{run['minutes']:.1f} min" + within))
+    rows.append(("total wall time", f"{run['minutes']:.1f} min" + budget_margin(config, run)))
     table = "| | |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     print("\n" + table)
     with open(os.path.join(config.model_dir, "summary.md"), "w") as f:
@@ -64,3 +62,15 @@ def summary_stage(config, run):
     # In the order of the run (the stages' times).
     path = os.path.join(config.model_dir, "summary.json")
     training.write_json_atomically(path, summary, sort_keys=False)
+
+
+def budget_margin(config, run):
+    """How the run's wall time compares with --budget_minutes, as text:
+    the minutes to spare, or over."""
+    budget = config.budget_minutes
+    if not budget:
+        return ""
+    margin = budget - run["minutes"]
+    if margin >= 0:
+        return f" (budget {budget:g} min: {margin:.1f} min to spare)"
+    return f" (budget {budget:g} min: over by {-margin:.1f} min)"

@@ -105,6 +105,8 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert sum(stages.values()) <= 60 * summary["minutes"] <= 20 * 60
     assert stages["startup"] > 0.5  # importing TensorFlow counts against the budget
     assert "wall time by stage" in (model_dir / "summary.md").read_text()
+    assert "(budget 20 min: " in (model_dir / "summary.md").read_text()
+    assert "min to spare)" in (model_dir / "summary.md").read_text()
     weights = summary["weights"]
     assert weights["candidates"]["average_last"]["checkpoints"] == ["ckpt-28", "ckpt-30"]
     assert {"average_last", "best"} <= set(weights["candidates"])
@@ -331,3 +333,12 @@ def test_the_export_marker_covers_what_the_export_depends_on(tmp_path, monkeypat
     gone, again = export(tmp_path / "b", beam_size=2)
     assert not again and gone != beam
     assert not export(tmp_path / "b", beam_size=2, step=40)[1]  # new weights
+
+
+def test_the_summary_shows_the_budgets_margin():
+    report = load_example("wmt_report")
+    config = load_example("wmt_config").parse_config(["--budget_minutes", "30"])
+    assert report.budget_margin(config, {"minutes": 29.25}) == " (budget 30 min: 0.8 min to spare)"
+    assert report.budget_margin(config, {"minutes": 30.2}) == " (budget 30 min: over by 0.2 min)"
+    unbounded = load_example("wmt_config").parse_config([])
+    assert report.budget_margin(unbounded, {"minutes": 5.0}) == ""
