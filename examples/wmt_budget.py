@@ -17,8 +17,12 @@ from keras_transformer import training
 # A greedy validation evaluation's time per sentence, until the first
 # evaluation measures it.
 GREEDY_SECONDS_PER_SENTENCE = 0.02
-# The export and the plots.
+# The export and the plots: at least this, or
 EXPORT_SECONDS = 45.0
+# this many times the tracing of one search that the first validation
+# evaluation shows on this machine: the export traces a search for each of
+# its six translating signatures (a slower machine traces more slowly).
+EXPORT_TRACINGS = 6
 # The most of the time left at the start of training that the stages after
 # it may reserve: an early evaluation of a barely trained model (outputs
 # that run on to the length limit, the first call's tracing) can predict
@@ -62,7 +66,8 @@ def after_training_seconds(config, evaluator, data):
     validation evaluation that ends it: scoring the candidate weights (a
     new evaluator traces the search again), beam search on the valid and
     test sets, the plots and the export, from the last validation
-    evaluation's time per sentence (a guess before the first)."""
+    evaluation's time per sentence and the first's tracing (guesses before
+    the first)."""
     per_sentence, tracing = GREEDY_SECONDS_PER_SENTENCE, 0.0
     if evaluator is not None and evaluator.history:
         per_sentence = evaluator.history[-1]["seconds"] / max(1, len(evaluator.sources))
@@ -75,7 +80,8 @@ def after_training_seconds(config, evaluator, data):
         seconds += validation  # the last checkpoint's, when training stops
         if config.export_weights == "auto":
             seconds += tracing + 2 * validation  # two averages scored
-    return 1.1 * seconds + (EXPORT_SECONDS if config.export_dir else 10.0)
+    export = max(EXPORT_SECONDS, EXPORT_TRACINGS * tracing) if config.export_dir else 10.0
+    return 1.1 * seconds + export
 
 
 def capped_reserve(estimate, most, beyond=0.0):

@@ -342,3 +342,22 @@ def test_the_summary_shows_the_budgets_margin():
     assert report.budget_margin(config, {"minutes": 30.2}) == " (budget 30 min: over by 0.2 min)"
     unbounded = load_example("wmt_config").parse_config([])
     assert report.budget_margin(unbounded, {"minutes": 5.0}) == ""
+
+
+def test_the_export_is_reserved_from_this_machines_tracing():
+    """A machine that traces slowly (the first validation evaluation's
+    extra time) gets a larger reserve for the export than the constant."""
+    module, data = load_example("wmt_budget"), load_example("wmt_data")
+    config = load_example("wmt_config").parse_config(["--export_dir", "x", "--beam_size", "1"])
+    sets = data.Data(train=None, valid=None, test=(["a"] * 10, ["b"] * 10))
+
+    def reserve(first_seconds):
+        history = [{"seconds": first_seconds}, {"seconds": 1.0}]
+        evaluator = type("Evaluator", (), {"history": history, "sources": ["s"] * 100})()
+        return module.after_training_seconds(config, evaluator, sets)
+
+    fast, slow = reserve(1.0 + 2.0), reserve(1.0 + 20.0)  # tracing 2 s, then 20 s
+    # The slow machine's export: 6 tracings of 20 s instead of the 45 s floor;
+    # the rest differs by the averages' own tracing (1.1 x 18 s).
+    expected = module.EXPORT_TRACINGS * 20.0 - module.EXPORT_SECONDS + 1.1 * 18.0
+    assert slow - fast == pytest.approx(expected)
