@@ -7,6 +7,7 @@ taken: a search's scores stay the model's own log-probabilities."""
 
 from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.controls import NEG_INF
@@ -106,8 +107,20 @@ def only_eos_at_limit(logits, step, limits, eos_id):
     """
     at_limit = tf.equal(step + 1, limits)  # this token is the last allowed
     at_limit = tf.reshape(at_limit, [-1] + [1] * (logits.shape.rank - 1))
-    is_eos = tf.equal(tf.range(tf.shape(logits)[-1]), eos_id)
+    is_eos = vocabulary_mask(logits, (eos_id,))
     return tf.where(tf.logical_and(at_limit, tf.logical_not(is_eos)), NEG_INF, logits)
+
+
+def vocabulary_mask(logits, ids):
+    """`(vocab,)` booleans, true at the token `ids` (Python ints), for
+    `logits` `(..., vocab)`: a constant where the vocabulary size is static,
+    so that a decoding step does not rebuild it (three ops over the whole
+    vocabulary, every step, in a graph without XLA)."""
+    vocab_size = logits.shape[-1]
+    if vocab_size is not None and all(isinstance(i, (int, np.integer)) for i in ids):
+        return tf.constant(np.isin(np.arange(vocab_size), ids))
+    vocab = tf.range(tf.shape(logits)[-1])
+    return tf.reduce_any(tf.equal(vocab[:, None], tf.constant(ids, tf.int32)[None, :]), -1)
 
 
 def never_chosen(logits, ids):
@@ -116,6 +129,5 @@ def never_chosen(logits, ids):
     no search chooses them; `()` leaves the logits as they are."""
     if not ids:
         return logits
-    vocab = tf.range(tf.shape(logits)[-1])
-    hidden = tf.reduce_any(tf.equal(vocab[:, None], tf.constant(ids, tf.int32)[None, :]), -1)
+    hidden = vocabulary_mask(logits, tuple(ids))
     return tf.where(hidden, tf.constant(NEG_INF, logits.dtype), logits)

@@ -6,6 +6,7 @@ from keras_transformer.decoding import OutputControls
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import greedy_search
 from keras_transformer.decoding import sample
+from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.special_ids import EOS_ID
 from tests.decoding.test_search import TABLE
 from tests.decoding.test_search import VOCAB
@@ -129,3 +130,30 @@ def test_controls_compile_with_xla():
 def test_bad_controls(kwargs, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
         OutputControls(**kwargs)
+
+
+def test_vocabulary_masks_are_constants_where_the_vocabulary_size_is_static():
+    """`never_chosen` and `only_eos_at_limit` hide the same tokens whether
+    the vocabulary size is static (a constant mask, no ops per step) or
+    only known when the graph runs (the mask built by ops)."""
+    from keras_transformer.decoding.constraints import never_chosen
+    from keras_transformer.decoding.constraints import only_eos_at_limit
+
+    logits = tf.constant(np.random.default_rng(0).normal(size=(3, 7)), tf.float32)
+    limits = tf.constant([2, 5, 9])
+
+    def both(logits):
+        return never_chosen(logits, (0, 2)), only_eos_at_limit(logits, 1, limits, 3)
+
+    static = tf.function(both).get_concrete_function(tf.TensorSpec([3, 7], tf.float32))
+    dynamic = tf.function(both).get_concrete_function(tf.TensorSpec([3, None], tf.float32))
+    ops_of = lambda f: {op.type for op in f.graph.get_operations()}  # noqa: E731
+    assert "Range" not in ops_of(static) and "Range" in ops_of(dynamic)  # the vocabulary
+    hidden, at_limit = (t.numpy() for t in static(logits))
+    for a, b in zip((hidden, at_limit), dynamic(logits), strict=True):
+        np.testing.assert_array_equal(a, b.numpy())
+    expected = logits.numpy().copy()
+    expected[:, [0, 2]] = NEG_INF
+    np.testing.assert_array_equal(hidden, expected)
+    np.testing.assert_array_equal(at_limit[0, [0, 1, 2, 4, 5, 6]], NEG_INF)  # step 1 ends row 0
+    np.testing.assert_array_equal(at_limit[1:], logits.numpy()[1:])
