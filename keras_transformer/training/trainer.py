@@ -144,8 +144,8 @@ def _check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, 
 def _owed_evaluation(step, evaluations, steps_per_checkpoint, train_steps, evaluator, validation):
     """What a run resumed at `step` owes: the evaluation an uninterrupted
     run made there, if none is recorded (the run was killed while
-    evaluating, after its checkpoint was written). Returns a dict to fill
-    with the scores (`_evaluate_now`): `"loss"` with `validation` data,
+    evaluating, after its checkpoint was written). Returns the set of
+    what to evaluate (`_evaluate_now`): `"loss"` with `validation` data,
     `"translation"` with an evaluator due then; empty when nothing is owed.
 
     Evaluations happen at epoch ends: every `steps_per_checkpoint`
@@ -154,25 +154,24 @@ def _owed_evaluation(step, evaluations, steps_per_checkpoint, train_steps, evalu
     trains on instead, so its last evaluation comes at the next epoch end.)
     """
     if step == 0 or any(e["step"] == step for e in evaluations):
-        return {}
+        return set()
     last = step >= train_steps
     if not (last or step % steps_per_checkpoint == 0):
-        return {}  # an averaging checkpoint inside an epoch
-    owed = {}
+        return set()  # an averaging checkpoint inside an epoch
+    owed = set()
     if validation is not None:
-        owed["loss"] = None
+        owed.add("loss")
     if evaluator is not None and (last or step % evaluator.every == 0):
-        owed["translation"] = None
+        owed.add("translation")
     return owed
 
 
 def _evaluate_now(model, step, owed, validation_data, validation_steps, evaluator):
-    """Fills `owed` (`_owed_evaluation`) with the `val_*` logs the epoch
-    end at `step` gave: `fit`'s validation and the evaluator's scores, on
-    the weights it evaluates (the moving averages, if kept)."""
-    wants = set(owed)
-    owed.clear()
-    if "loss" in wants:
+    """The `val_*` logs the epoch end at `step` gave, for what is `owed`
+    (`_owed_evaluation`): `fit`'s validation and the evaluator's scores,
+    on the weights it evaluates (the moving averages, if kept)."""
+    logs = {}
+    if "loss" in owed:
         results = model.evaluate(
             validation_data,
             steps=validation_steps,
@@ -180,11 +179,12 @@ def _evaluate_now(model, step, owed, validation_data, validation_steps, evaluato
             return_dict=True,
             verbose=0,
         )
-        owed.update({f"val_{name}": float(value) for name, value in results.items()})
-    if "translation" in wants:
+        logs.update({f"val_{name}": float(value) for name, value in results.items()})
+    if "translation" in owed:
         evaluator.set_model(model)
         with evaluation_weights(model):
-            owed.update(evaluator.evaluate(step))
+            logs.update(evaluator.evaluate(step))
+    return logs
 
 
 @_backend.tensorflow_only("training.train", "tf.distribute, tf.data and tf.train checkpoints")
@@ -362,10 +362,12 @@ def train(
         initial_step, log.evaluations, steps_per_checkpoint, train_steps, evaluator, validation_data
     )
     if owed:
-        _evaluate_now(model, initial_step, owed, validation_data, validation_steps, evaluator)
+        logs = _evaluate_now(
+            model, initial_step, owed, validation_data, validation_steps, evaluator
+        )
         for callback in (log, best):
             if callback is not None:
-                callback.on_epoch_end(None, owed)
+                callback.on_epoch_end(None, logs)
     if initial_step >= train_steps or (best is not None and best.should_stop):
         # The weights `fit` would have left: the moving averages, if kept.
         model.optimizer.finalize_variable_values(model.trainable_variables)

@@ -181,13 +181,13 @@ def test_an_averaging_checkpoint_inside_an_epoch_owes_no_evaluation():
     evaluator = ScriptedEvaluator()
     evaluator.every = 4
     done = [{"step": 2}]
-    assert _owed_evaluation(3, done, 2, 10, evaluator, None) == {}  # inside an epoch
-    assert _owed_evaluation(2, done, 2, 10, evaluator, "data") == {}  # recorded
-    assert _owed_evaluation(6, done, 2, 10, evaluator, None) == {}  # not the evaluator's
+    assert _owed_evaluation(3, done, 2, 10, evaluator, None) == set()  # inside an epoch
+    assert _owed_evaluation(2, done, 2, 10, evaluator, "data") == set()  # recorded
+    assert _owed_evaluation(6, done, 2, 10, evaluator, None) == set()  # not the evaluator's
     assert set(_owed_evaluation(6, done, 2, 10, evaluator, "data")) == {"loss"}
     assert set(_owed_evaluation(8, done, 2, 10, evaluator, None)) == {"translation"}
     assert set(_owed_evaluation(10, done, 4, 10, evaluator, None)) == {"translation"}  # the last
-    assert _owed_evaluation(0, [], 2, 10, evaluator, "data") == {}
+    assert _owed_evaluation(0, [], 2, 10, evaluator, "data") == set()
 
 
 def test_min_delta_counts_small_gains_as_no_improvement(tmp_path):
