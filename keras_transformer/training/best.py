@@ -25,10 +25,10 @@ import tensorflow as tf
 
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
-from keras_transformer.training._distribute import worker_id
 from keras_transformer.training.checkpoints import average_checkpoints
+from keras_transformer.training.checkpoints import remove_checkpoint
 from keras_transformer.training.checkpoints import write_json_atomically
-from keras_transformer.training.checkpoints import write_weights
+from keras_transformer.training.checkpoints import write_weights_on_chief
 from keras_transformer_runtime import _validation
 
 BEST_DIR = "best"
@@ -277,21 +277,14 @@ class BestCheckpoints(keras.callbacks.Callback):
         ranked = sorted(self.best_entries + [entry], key=lambda e: (sign * e["score"], e["step"]))
         if entry not in ranked[: self.keep]:
             return
-        if self._chief:
-            write_weights(self.model, os.path.join(self.directory, entry["name"]))
-        else:  # take part in saving, into a scratch directory
-            worker = worker_id(self.model.distribute_strategy)[1]
-            scratch = os.path.join(self.model_dir, f"worker-{worker}-best")
-            write_weights(self.model, os.path.join(scratch, entry["name"]))
-            tf.io.gfile.rmtree(scratch)
+        kept = write_weights_on_chief(self.model, self.model_dir, BEST_DIR, entry["name"])
         evicted = ranked[self.keep :]
         self.best_entries = ranked[: self.keep]
-        if not self._chief:
+        if not kept:
             return
         write_json_atomically(
             os.path.join(self.directory, SCORES_FILE),
             {"monitor": self.monitor, "mode": self.mode, "checkpoints": self.best_entries},
         )
         for old in evicted:
-            for path in glob.glob(os.path.join(self.directory, old["name"]) + ".*"):
-                tf.io.gfile.remove(path)
+            remove_checkpoint(os.path.join(self.directory, old["name"]))

@@ -32,11 +32,11 @@ from keras import ops
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
-from keras_transformer.training._distribute import worker_id
 from keras_transformer.training.checkpoints import checkpoint_paths
 from keras_transformer.training.checkpoints import checkpoint_step
+from keras_transformer.training.checkpoints import remove_checkpoint
 from keras_transformer.training.checkpoints import write_json_atomically
-from keras_transformer.training.checkpoints import write_weights
+from keras_transformer.training.checkpoints import write_weights_on_chief
 from keras_transformer_runtime import _validation
 
 DECAYS = ("linear", "cosine")
@@ -391,18 +391,13 @@ def keep_for_averaging(model, model_dir, step, window_start, count):
     `count`: their own rotation, apart from the regular checkpoints'
     `keep_checkpoints`. Under a multi-worker strategy only the chief keeps
     them (the others take part in writing, into a scratch directory)."""
-    strategy = model.distribute_strategy
-    if not is_chief(strategy):
-        scratch = os.path.join(model_dir, f"worker-{worker_id(strategy)[1]}-averaging")
-        write_weights(model, os.path.join(scratch, f"ckpt-{step}"))
-        tf.io.gfile.rmtree(scratch)
+    if not write_weights_on_chief(model, model_dir, AVERAGING_DIR, f"ckpt-{step}"):
         return
-    write_weights(model, os.path.join(model_dir, AVERAGING_DIR, f"ckpt-{step}"))
-    kept = sorted(s for s in _averaging_checkpoints(model_dir) if s >= window_start)[-count:]
-    for old, prefix in _averaging_checkpoints(model_dir).items():
+    written = _averaging_checkpoints(model_dir)
+    kept = sorted(s for s in written if s >= window_start)[-count:]
+    for old, prefix in written.items():
         if old not in kept:
-            for path in glob.glob(prefix + ".*"):
-                tf.io.gfile.remove(path)
+            remove_checkpoint(prefix)
 
 
 def averaging_checkpoint_paths(model_dir, count):

@@ -75,6 +75,28 @@ def write_weights(model, prefix):
     return checkpoint.write(prefix)
 
 
+def write_weights_on_chief(model, model_dir, directory, name):
+    """`write_weights` of `model` as `model_dir/<directory>/<name>` by the
+    chief of its strategy; every other worker takes part in the writing
+    (as every worker must) into a scratch directory that it removes.
+    Returns whether this worker kept what it wrote."""
+    strategy = model.distribute_strategy
+    if is_chief(strategy):
+        write_weights(model, os.path.join(model_dir, directory, name))
+        return True
+    scratch = os.path.join(model_dir, f"worker-{worker_id(strategy)[1]}-{directory}")
+    write_weights(model, os.path.join(scratch, name))
+    tf.io.gfile.rmtree(scratch)
+    return False
+
+
+def remove_checkpoint(prefix):
+    """Deletes the files of the checkpoint at `prefix` (`prefix.index`,
+    `prefix.data-*`)."""
+    for path in glob.glob(prefix + ".*"):
+        tf.io.gfile.remove(path)
+
+
 def checkpoint_manager(checkpoint, model_dir, strategy, max_to_keep):
     """A `tf.train.CheckpointManager` that writes into `model_dir`.
 
