@@ -106,9 +106,7 @@ class CheckpointAndStop(keras.callbacks.Callback):
     def _save(self):
         """Checkpoints the current update if the weights are finite (and it
         is not saved yet); stops training as diverged otherwise."""
-        if not all_finite(self.model.trainable_weights):
-            self.diverged_at = self._updates()
-            self.model.stop_training = True
+        if not self._finite_or_stop():
             return
         if self.last_saved is not None and read_int(self.step) == self._updates():
             return
@@ -118,9 +116,7 @@ class CheckpointAndStop(keras.callbacks.Callback):
     def _keep_for_averaging(self):
         """Writes the current update for averaging if the weights are
         finite; stops training as diverged otherwise."""
-        if not all_finite(self.model.trainable_weights):
-            self.diverged_at = self._updates()
-            self.model.stop_training = True
+        if not self._finite_or_stop():
             return
         keep_for_averaging(
             self.model,
@@ -129,3 +125,12 @@ class CheckpointAndStop(keras.callbacks.Callback):
             self.fitter.averaging_from(),
             self.fitter.budget.averaging_checkpoints,
         )
+
+    def _finite_or_stop(self):
+        """Whether the weights are all finite; if not, training stops as
+        diverged at the current update."""
+        if all_finite(self.model.trainable_weights):
+            return True
+        self.diverged_at = self._updates()
+        self.model.stop_training = True
+        return False
