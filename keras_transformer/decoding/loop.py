@@ -64,10 +64,10 @@ def check_two_part_cache(cache, user):
 
 
 def resized(cache, resize_cache, length):
-    """`cache` with its per-hypothesis part holding `length` positions."""
+    """`cache` (two-part: `segmented_loop` checks it) with its
+    per-hypothesis part holding `length` positions."""
     if resize_cache is None:
         return cache
-    check_two_part_cache(cache, "`resize_cache`")
     return {**cache, "per_hypothesis": resize_cache(cache["per_hypothesis"], length)}
 
 
