@@ -47,6 +47,23 @@ def _recorded_score(config, paths):
     return None
 
 
+def _candidate_scores(config, candidates, model, evaluator):
+    """Each candidate's validation scores: those training recorded (a
+    single checkpoint's), else, with an `evaluator`, scored now as during
+    training; candidates without either are left out."""
+    scores = {}
+    for name, paths in candidates.items():
+        recorded = _recorded_score(config, paths)
+        if recorded is None and evaluator is not None:
+            training.average_checkpoints(model, paths)
+            recorded = evaluator.evaluate(step=0)
+        if recorded is not None:
+            scores[name] = recorded
+            if evaluator is not None:
+                print(f"weights {name}: validation BLEU {recorded['val_bleu']:.2f}")
+    return scores
+
+
 def weights_stage(config, model, tokenizer, data):
     """Loads the weights to evaluate and export (--export_weights); with
     `auto`, the candidate with the best validation BLEU, scored as during
@@ -56,37 +73,24 @@ def weights_stage(config, model, tokenizer, data):
     candidates = _candidates(config)
     names = {k: [os.path.basename(p) for p in v] for k, v in candidates.items()}
     choice, scores = config.export_weights, {}
-    evaluator = None
     if choice == "auto" and len(candidates) > 1:
         evaluator = evaluator_for(config, model, tokenizer, data.valid)
-    if evaluator is not None:
-        evaluator.set_model(model)
-        evaluator.verbose = 0
-        for name, paths in candidates.items():
-            recorded = _recorded_score(config, paths)
-            if recorded is None:
-                training.average_checkpoints(model, paths)
-                recorded = evaluator.evaluate(step=0)
-            scores[name] = recorded
-            print(f"weights {name}: validation BLEU {scores[name]['val_bleu']:.2f}")
+        if evaluator is not None:
+            evaluator.set_model(model)
+            evaluator.verbose = 0
+        scores = _candidate_scores(config, candidates, model, evaluator)
+    if scores:
         choice = max(scores, key=lambda name: scores[name]["val_bleu"])
-        sentences = len(evaluator.sources)
-        reason = (
-            f"the best validation BLEU on {sentences} sentences (beam {config.eval_beam_size}) of "
-            + ", ".join(f"{k} {v['val_bleu']:.2f}" for k, v in scores.items())
+        scored_by = (
+            f"on {len(evaluator.sources)} sentences (beam {config.eval_beam_size})"
+            if evaluator is not None
+            else "training recorded (no validation evaluator in this run to score the averages)"
+        )
+        reason = f"the best validation BLEU {scored_by} of " + ", ".join(
+            f"{k} {v['val_bleu']:.2f}" for k, v in scores.items()
         )
     elif choice == "auto":
-        recorded = {name: _recorded_score(config, paths) for name, paths in candidates.items()}
-        scores = {name: score for name, score in recorded.items() if score is not None}
-        if scores:
-            choice = max(scores, key=lambda name: scores[name]["val_bleu"])
-            reason = (
-                "the best validation BLEU training recorded (no validation evaluator in this "
-                "run to score the averages) of "
-                + ", ".join(f"{k} {v['val_bleu']:.2f}" for k, v in scores.items())
-            )
-        else:
-            choice, reason = "average_last", "no validation scores: the paper's average"
+        choice, reason = "average_last", "no validation scores: the paper's average"
     elif choice not in candidates:
         sys.exit(
             f"--export_weights {choice}: the run has no best checkpoints (they need a "
