@@ -27,7 +27,6 @@ Every speed is measured after a warm-up call.
 """
 
 import argparse
-import gzip
 import json
 import os
 import queue
@@ -39,6 +38,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from ctranslate2_translation import read_lines  # noqa: E402 (a text file, .gz or not)
+
 THREADS = ((0, 0), (1, 1), (2, 1), (1, 2), (2, 2))
 # (batching parameters or None for none, (intra_op, inter_op) threads)
 BATCHING = (
@@ -49,12 +50,6 @@ BATCHING = (
     ({"max_batch_size": 64, "batch_timeout_micros": 20_000}, (0, 0)),
     ({"max_batch_size": 64, "batch_timeout_micros": 5_000}, (1, 2)),
 )
-
-
-def read_lines(path, count):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f][:count]
 
 
 def load(path, intra=0, inter=0):
@@ -220,7 +215,7 @@ def main(argv=None):
     from keras_transformer.export import resolve_version_dir
 
     path = resolve_version_dir(args.export_dir)
-    sentences = read_lines(args.sentences, args.count)
+    sentences = read_lines(args.sentences)[: args.count]
     if args.worker:
         setting = json.loads(args.setting)
         if args.worker == "threads":
