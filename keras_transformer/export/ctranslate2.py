@@ -131,7 +131,7 @@ def transformer_spec(model, tokenizer):
         (len(model.encoder.stack), len(model.decoder.stack)),
         model.num_heads,
         pre_norm=bool(model.norm_first),
-        activation=common_spec.Activation.RELU,  # the only one `Transformer` builds
+        activation=_activation(model, common_spec.Activation),
     )
     vocab = tokenizer.vocab_size
     # The model's own resolution of `tie_embeddings` into matrices.
@@ -141,7 +141,12 @@ def transformer_spec(model, tokenizer):
         (spec.decoder.projection, model._output_projection()),
     ):
         layer_spec.weight = _value(embedding.embeddings)[:vocab]
-    spec.decoder.projection.bias = np.zeros(vocab, np.float32)
+    spec.encoder.scale_embeddings = spec.decoder.scale_embeddings = bool(model.scale_embeddings)
+    spec.decoder.projection.bias = (
+        np.zeros(vocab, np.float32)
+        if model.logits_bias is None
+        else _value(model.logits_bias)[:vocab]
+    )
     source_positions, target_positions = _position_tables(model)
     spec.encoder.position_encodings.encodings = source_positions
     spec.decoder.position_encodings.encodings = target_positions
@@ -167,6 +172,21 @@ def transformer_spec(model, tokenizer):
     config.layer_norm_epsilon = float(model.layer_norm_epsilon)
     spec.validate()
     return spec
+
+
+# Keras activation names and the CTranslate2 activation each computes.
+ACTIVATIONS = {"relu": "RELU", "swish": "SWISH", "silu": "SWISH", "gelu": "GELU"}
+
+
+def _activation(model, activations):
+    name = keras.activations.serialize(keras.activations.get(model.activation))
+    name = name if isinstance(name, str) else str(name)
+    if name not in ACTIVATIONS:
+        raise ValueError(
+            f"CTranslate2 computes the feed-forward activations {sorted(ACTIVATIONS)}. "
+            f"Received: activation={model.activation!r}"
+        )
+    return getattr(activations, ACTIVATIONS[name])
 
 
 def _check_expressible(model):
@@ -230,13 +250,12 @@ def _feed_forward(spec, layer):
 def _position_tables(model):
     """`(source, target)` position tables `(max_length, d_model)`: the
     learned ones, or the sinusoid table our `PositionalEncoding` computes
-    (interleaved sines and cosines, not CTranslate2's built-in layout)."""
+    (in its layout, not CTranslate2's built-in one)."""
     if model.position_encoding == "learned":
         return _value(model.source_positions.embeddings), _value(model.target_positions.embeddings)
     # The model's own layer, in float32 whatever the model's dtype policy.
-    encoding = type(model.source_positions)(
-        max_wavelength=model.source_positions.max_wavelength, dtype="float32"
-    )
+    config = {**model.source_positions.get_config(), "dtype": "float32"}
+    encoding = type(model.source_positions).from_config(config)
     zeros = keras.ops.zeros((1, model.max_length, model.d_model), "float32")
     table = _value(encoding(zeros)[0])
     return table, table

@@ -4,6 +4,9 @@ import keras
 from keras import ops
 
 from keras_transformer.layers._utils import size
+from keras_transformer_runtime import _validation
+
+LAYOUTS = ("interleaved", "concatenated")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -12,13 +15,17 @@ class PositionalEncoding(keras.layers.Layer):
 
     PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) and
     PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)): even features are
-    sines, odd features cosines of the same frequency. The encodings are
-    computed on the fly (in float32, then cast), so any sequence length
-    works and the layer has no weights.
+    sines, odd features cosines of the same frequency. With
+    `layout="concatenated"` the same values come as all sines, then all
+    cosines: feature i < d_model / 2 is sin(pos / 10000^(2i / d_model)) and
+    feature d_model / 2 + i its cosine (Marian and OPUS-MT models). The
+    encodings are computed on the fly (in float32, then cast), so any
+    sequence length works and the layer has no weights.
 
     Args:
         max_wavelength: the base of the geometric progression of
             wavelengths, 10000 in the paper.
+        layout: `"interleaved"` (the paper) or `"concatenated"`.
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -37,30 +44,37 @@ class PositionalEncoding(keras.layers.Layer):
     TensorShape([2, 5, 512])
     """
 
-    def __init__(self, max_wavelength=10000.0, **kwargs):
+    def __init__(self, max_wavelength=10000.0, layout="interleaved", **kwargs):
         if not max_wavelength > 0:
             raise ValueError(
                 f"`max_wavelength` must be positive. Received: max_wavelength={max_wavelength!r}"
             )
+        _validation.check_choice(LAYOUTS, layout=layout)
         super().__init__(**kwargs)
         self.max_wavelength = float(max_wavelength)
+        self.layout = layout
         self.built = True
 
     def call(self, inputs, start_index=0):
         length, depth = size(inputs, -2), size(inputs, -1)
         positions = ops.cast(ops.arange(length) + start_index, "float32")
-        pair = ops.cast(ops.arange(depth) // 2, "float32")  # i for 2i and 2i+1
+        features = ops.arange(depth)
+        if self.layout == "interleaved":
+            pair, is_sine = features // 2, ops.equal(features % 2, 0)  # i of 2i and 2i+1
+        else:  # i of i and d/2 + i (an odd d has one sine more than cosines)
+            sines = (depth + 1) // 2
+            is_sine = features < sines
+            pair = ops.where(is_sine, features, features - sines)
         inverse_wavelengths = ops.power(
-            self.max_wavelength, -2.0 * pair / ops.cast(depth, "float32")
+            self.max_wavelength, -2.0 * ops.cast(pair, "float32") / ops.cast(depth, "float32")
         )
         angles = ops.expand_dims(positions, -1) * inverse_wavelengths  # (seq, d)
-        is_even = ops.equal(ops.arange(depth) % 2, 0)
-        encoding = ops.where(is_even, ops.sin(angles), ops.cos(angles))
+        encoding = ops.where(is_sine, ops.sin(angles), ops.cos(angles))
         return ops.broadcast_to(ops.cast(encoding, self.compute_dtype), ops.shape(inputs))
 
     def get_config(self):
         config = super().get_config()
-        config["max_wavelength"] = self.max_wavelength
+        config.update({"max_wavelength": self.max_wavelength, "layout": self.layout})
         return config
 
     def compute_output_shape(self, input_shape):

@@ -3,7 +3,7 @@
 from keras_transformer_runtime import _validation
 
 TIE_EMBEDDINGS = ("all", "target", "none")
-POSITION_ENCODINGS = ("sinusoidal", "learned")
+POSITION_ENCODINGS = ("sinusoidal", "learned", "sinusoidal_concatenated")
 POSITIVE_INTS = ("vocab_size", "source_vocab_size", "target_vocab_size", "num_layers")
 POSITIVE_INTS += ("num_encoder_layers", "num_decoder_layers", "d_model", "num_heads", "d_ff")
 POSITIVE_INTS += ("key_dim", "value_dim", "max_length")

@@ -60,12 +60,20 @@ class Transformer(CachedDecoding, keras.Model):
             `"none"`: three matrices.
         norm_first: pre-norm layers (with a final norm) instead of the
             paper's post-norm.
-        position_encoding: `"sinusoidal"` (the paper) or `"learned"`
-            (Table 3, row E).
+        position_encoding: `"sinusoidal"` (the paper), `"learned"`
+            (Table 3, row E) or `"sinusoidal_concatenated"` (the paper's
+            sinusoids as all sines, then all cosines, as Marian lays them
+            out).
         max_length: the longest sequence the model accepts with learned
             positions, and the default cache length for decoding.
         pad_id: the padding id, 0.
         layer_norm_epsilon: epsilon of every layer normalization.
+        activation: the feed-forward activation, ReLU in the paper (any
+            Keras activation name, e.g. `"swish"` as OPUS-MT models use).
+        scale_embeddings: whether token embeddings are multiplied by
+            √d_model (§3.4).
+        output_bias: whether a learned bias `(target_vocab_size,)` is added
+            to the logits (the `final_logits_bias` of Marian models).
         seed: seed of every dropout (each gets its own, derived from it),
             so that one seed reproduces a training run; `None` uses Keras's
             global random state.
@@ -110,6 +118,9 @@ class Transformer(CachedDecoding, keras.Model):
         max_length=1024,
         pad_id=PAD_ID,
         layer_norm_epsilon=1e-6,
+        activation="relu",
+        scale_embeddings=True,
+        output_bias=False,
         seed=None,
         **kwargs,
     ):
@@ -134,6 +145,9 @@ class Transformer(CachedDecoding, keras.Model):
         self.max_length = max_length
         self.pad_id = pad_id
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
+        self.scale_embeddings = scale_embeddings
+        self.output_bias = output_bias
         self.seed = seed
         check_arguments(self)
 
@@ -143,13 +157,18 @@ class Transformer(CachedDecoding, keras.Model):
         self.source_embedding = TokenEmbedding(
             source_vocab_size,
             d_model,
+            scale=scale_embeddings,
             dtype=policy,
             name="shared_embedding" if tie_embeddings == "all" else "source_embedding",
         )
         self.target_embedding = None
         if tie_embeddings != "all":
             self.target_embedding = TokenEmbedding(
-                target_vocab_size, d_model, dtype=policy, name="target_embedding"
+                target_vocab_size,
+                d_model,
+                scale=scale_embeddings,
+                dtype=policy,
+                name="target_embedding",
             )
         self.output_projection = None
         if tie_embeddings == "none":
@@ -161,8 +180,11 @@ class Transformer(CachedDecoding, keras.Model):
                 dtype=policy,
                 name="output_projection",
             )
-        if position_encoding == "sinusoidal":
-            self.source_positions = PositionalEncoding(dtype=policy, name="positions")
+        if position_encoding != "learned":
+            layout = "interleaved" if position_encoding == "sinusoidal" else "concatenated"
+            self.source_positions = PositionalEncoding(
+                layout=layout, dtype=policy, name="positions"
+            )
             self.target_positions = self.source_positions  # no weights
         else:
             self.source_positions = LearnedPositionalEmbedding(
@@ -231,6 +253,11 @@ class Transformer(CachedDecoding, keras.Model):
         self.target_positions.build(hidden)
         self.encoder.build(hidden)
         self.decoder.build(hidden, hidden)
+        self.logits_bias = None
+        if self.output_bias:
+            self.logits_bias = self.add_weight(
+                name="logits_bias", shape=(self.target_vocab_size,), initializer="zeros"
+            )
         self.built = True
 
     def _layer_stack(self, stack_class, num_layers, name):
@@ -245,6 +272,7 @@ class Transformer(CachedDecoding, keras.Model):
             relu_dropout=self.relu_dropout,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            activation=self.activation,
             seed=sublayer_seed(self.seed, name),
             dtype=self.dtype_policy,
             name=name,
@@ -264,8 +292,10 @@ class Transformer(CachedDecoding, keras.Model):
         return self.embedding_dropout(x, training=training)
 
     def _logits(self, hidden):
-        logits = self._output_projection()(hidden, reverse=True)
-        return ops.cast(logits, "float32")
+        logits = ops.cast(self._output_projection()(hidden, reverse=True), "float32")
+        if self.logits_bias is not None:
+            logits = logits + ops.cast(self.logits_bias, "float32")
+        return logits
 
     # The forward pass and its parts.
 

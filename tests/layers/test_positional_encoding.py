@@ -41,9 +41,33 @@ def test_start_offset_and_long_sequences():
     assert_close(whole[0], reference.sinusoid(3000, 8), atol=1e-3)
 
 
-def test_bad_wavelength():
+def marian_sinusoid(length, depth):
+    """Marian's table: the frequencies of the paper, sines in the first
+    ceil(d/2) features, cosines in the rest (Hugging Face's layout)."""
+    angles = np.array(
+        [[pos / 10000 ** (2 * (j // 2) / depth) for j in range(depth)] for pos in range(length)]
+    )
+    return np.concatenate([np.sin(angles[:, 0::2]), np.cos(angles[:, 1::2])], axis=1)
+
+
+@pytest.mark.parametrize("depth", [16, 7])
+def test_concatenated_layout_equals_marians_table(depth):
+    layer = PositionalEncoding(layout="concatenated")
+    out = ops.convert_to_numpy(layer(np.zeros((1, 50, depth))))
+    assert_close(out[0], marian_sinusoid(50, depth), atol=1e-5)
+    # The same values as the paper's layout, features permuted.
+    paper = ops.convert_to_numpy(PositionalEncoding()(np.zeros((1, 50, depth))))
+    order = list(range(0, depth, 2)) + list(range(1, depth, 2))
+    assert_close(out[0], paper[0][:, order], atol=1e-6)
+    restored = PositionalEncoding.from_config(layer.get_config())
+    assert restored.layout == "concatenated"
+
+
+def test_bad_wavelength_and_layout():
     with pytest.raises(ValueError, match="max_wavelength"):
         PositionalEncoding(max_wavelength=0)
+    with pytest.raises(ValueError, match="Received: layout='halves'"):
+        PositionalEncoding(layout="halves")
 
 
 def test_learned_layer_contract():

@@ -60,6 +60,12 @@ def test_config_rebuilds_the_model():
         dict(
             source_vocab_size=40, target_vocab_size=VOCAB, vocab_size=None, tie_embeddings="target"
         ),
+        dict(
+            activation="swish",
+            output_bias=True,
+            scale_embeddings=False,
+            position_encoding="sinusoidal_concatenated",
+        ),
     ],
 )
 def test_keras_file_round_trip(tmp_path, overrides):
@@ -93,9 +99,29 @@ def test_future_targets_do_not_change_earlier_logits():
     assert not np.allclose(b[:, 3], a[:, 3])
 
 
-@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
+def test_output_bias_is_added_to_every_logit():
+    model = tiny(output_bias=True)
+    source, target = batch()
+    without = ops.convert_to_numpy(model((source, target)))  # the bias starts at zero
+    bias = RNG.normal(size=VOCAB).astype("float32")
+    model.logits_bias.assign(bias)
+    assert_close(model((source, target)), without + bias, atol=1e-5)
+    assert model.count_params() == tiny().count_params() + VOCAB
+
+
+def test_activation_and_embedding_scale_reach_the_layers():
+    model = tiny(activation="swish", scale_embeddings=False)
+    for layer in model.encoder.stack + model.decoder.stack:
+        assert layer.feed_forward.activation is keras.activations.silu
+    ids = np.array([[5, 6]])
+    embedded = ops.convert_to_numpy(model.source_embedding(ids))
+    table = ops.convert_to_numpy(model.source_embedding.embeddings)
+    assert_close(embedded[0], table[[5, 6]], atol=0)  # not multiplied by √d_model
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned", "sinusoidal_concatenated"])
 def test_cached_decoding_equals_full_pass(position_encoding):
-    model = tiny(position_encoding=position_encoding, norm_first=True)
+    model = tiny(position_encoding=position_encoding, norm_first=True, output_bias=True)
     source, target = batch()
     full = ops.convert_to_numpy(model((source, target)))
     encoder_output = model.encode(source)
