@@ -25,7 +25,7 @@ def plot_attention(model, tokenizer, source, translation, directory):
         print("attention plots: skipped (pip install matplotlib)")
         return []
     source_ids = tokenizer([source])[0].numpy().tolist() + [tokenizer.eos_id]
-    target_ids = [tokenizer.bos_id] + tokenizer([translation])[0].numpy().tolist()
+    target_ids = [tokenizer.bos_id] + tokenizer.tokenize_target([translation])[0].numpy().tolist()
     scores = model.attention_scores(np.array([source_ids]), np.array([target_ids]))
     source_pieces = [tokenizer.id_to_piece(i) for i in source_ids]
     target_pieces = [tokenizer.id_to_piece(i) for i in target_ids]

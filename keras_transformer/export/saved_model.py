@@ -73,7 +73,9 @@ class _ServingModule(tf.Module):
             "source": self.translator.settings.max_input_length,
             "target": self.translator.model.max_length,
         }[side]
-        lengths = tf.cast(self.translator.tokenizer.tokenize(text).row_lengths(), tf.int64)
+        tokenizer = self.translator.tokenizer
+        tokenize = tokenizer.tokenize if side == "source" else tokenizer.tokenize_target
+        lengths = tf.cast(tokenize(text).row_lengths(), tf.int64)
         tokens = tf.reduce_sum(tf.minimum(lengths + 1, truncated_to))
         checks = [
             tf.debugging.assert_less_equal(

@@ -203,6 +203,11 @@ class SentencePieceTokenizer(tf.Module):
 
     __call__ = tokenize
 
+    def tokenize_target(self, text):
+        """Target text to ids: `tokenize`, as one model segments both
+        sides (a `MarianTokenizer` has one model per side)."""
+        return self.tokenize(text)
+
     def detokenize(self, ids):
         """Ids to strings: ragged `(batch, None)` or dense, padded
         `(batch, length)` (what the searches return); special ids and what

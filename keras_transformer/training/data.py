@@ -89,13 +89,17 @@ class PairCounts:
         )
 
 
-def _tokenized(pairs, tokenizer, vocab_size):
+def _tokenized(pairs, tokenizer, vocab_size, tokenize_target=None):
     """`(source_ids, target_ids)` int32 vectors of each pair, tokenized a few
-    hundred strings at a time (much faster than one by one)."""
+    hundred strings at a time (much faster than one by one): sources by
+    `tokenizer`, targets by `tokenize_target` (default the tokenizer's
+    `tokenize_target` if it has one, else `tokenizer`)."""
+    if tokenize_target is None:
+        tokenize_target = getattr(tokenizer, "tokenize_target", tokenizer)
 
     def tokenize(sources, targets):
         source_ids = tf.cast(tokenizer(sources), tf.int32)
-        target_ids = tf.cast(tokenizer(targets), tf.int32)
+        target_ids = tf.cast(tokenize_target(targets), tf.int32)
         if vocab_size is not None:
             message = f"Token ids must be in [0, vocab_size={vocab_size})."
             checks = [
@@ -225,7 +229,9 @@ def make_batches(
     Args:
         pairs: dataset of `(source, target)` scalar strings.
         tokenizer: callable mapping a batch of strings `(n,)` to ragged
-            int ids `(n, None)`, in-graph (e.g. a `SentencePieceTokenizer`).
+            int ids `(n, None)`, in-graph (e.g. a `SentencePieceTokenizer`);
+            its `tokenize_target`, if it has one, tokenizes the targets
+            (a `MarianTokenizer` segments each side with its own model).
         batch_tokens: the token budget of a (global) batch.
         max_length: the longest sequence kept, EOS/BOS included.
         long_pairs: `"drop"` pairs with a side longer than `max_length`,
@@ -289,6 +295,7 @@ def make_batches(
     if max_length < 2:
         raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
     segment = tokenizer
+    segment_target = getattr(tokenizer, "tokenize_target", tokenizer)
     if sampling_alpha is not None:
         if not callable(getattr(tokenizer, "sample_tokenize", None)):
             raise ValueError(
@@ -303,6 +310,8 @@ def make_batches(
 
         def segment(strings):
             return tokenizer.sample_tokenize(strings, sampling_alpha)
+
+        segment_target = segment
 
     if not isinstance(cache_ids, bool):
         raise ValueError(f"`cache_ids` must be True or False. Received: cache_ids={cache_ids!r}")
@@ -323,7 +332,9 @@ def make_batches(
     keep = _keep_pair(max_length, long_pairs)
     if shuffle and not cache_ids:
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ids = _tokenized(pairs, segment, vocab_size).filter(lambda s, t: keep(s, t)["kept"])
+    ids = _tokenized(pairs, segment, vocab_size, segment_target).filter(
+        lambda s, t: keep(s, t)["kept"]
+    )
     if cache_ids:
         # Tokenized in file order, once; the ids are shuffled on every pass.
         ids = ids.cache()

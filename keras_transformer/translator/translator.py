@@ -114,23 +114,27 @@ class Translator(tf.Module):
     def encode_text(self, text):
         """Strings `(batch,)` to padded source ids `(batch, length)`, each
         truncated to `max_input_length` tokens and ending with EOS."""
-        return self._ids_ending_with_eos(text, self.settings.max_input_length)
+        return self._ids_ending_with_eos(
+            self.tokenizer.tokenize(text), self.settings.max_input_length
+        )
 
     def encode_target(self, text):
         """Target strings `(batch,)` to padded ids `(batch, length)`, each
         truncated to the model's `max_length` tokens and ending with EOS,
         as a search would output them."""
-        return self._ids_ending_with_eos(text, self.model.max_length)
+        return self._ids_ending_with_eos(
+            self.tokenizer.tokenize_target(text), self.model.max_length
+        )
 
-    def _ids_ending_with_eos(self, text, max_tokens):
-        ids = self.tokenizer.tokenize(text)[:, : max_tokens - 1]
+    def _ids_ending_with_eos(self, ids, max_tokens):
+        ids = ids[:, : max_tokens - 1]
         eos = tf.fill([ids.nrows(), 1], tf.constant(self.eos_id, ids.dtype))
         return tf.concat([ids, eos], axis=1).to_tensor(self.pad_id)
 
     def encode_prefix(self, text):
         """Target prefixes `(batch,)` to padded ids `(batch, length)`, no
         EOS, at most `max_output_length - 1` tokens (room for EOS)."""
-        ids = self.tokenizer.tokenize(text)[:, : self.settings.max_output_length - 1]
+        ids = self.tokenizer.tokenize_target(text)[:, : self.settings.max_output_length - 1]
         return ids.to_tensor(self.pad_id)
 
     def _best_ids(self, source, seed, options=None):

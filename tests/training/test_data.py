@@ -77,6 +77,27 @@ def test_bos_eos_framing():
     assert source.dtype == np.int32
 
 
+class TwoSidedTokenizer:
+    """Numbers on the source side; on the target side each number plus 10,
+    as a tokenizer with one model per side (`MarianTokenizer`) differs."""
+
+    def __call__(self, strings):
+        return number_tokenizer(strings)
+
+    def tokenize_target(self, strings):
+        return number_tokenizer(strings) + 10
+
+
+def test_targets_are_tokenized_by_the_target_side():
+    pairs = text_pairs_from_lists(["5 6 7"], ["8 9"])
+    batches = make_batches(pairs, TwoSidedTokenizer(), 64, max_length=16, shuffle=False)
+    ((source, target_in, target_out),) = collect(batches)
+    assert strip(source[0]) == (5, 6, 7, EOS_ID)
+    assert strip(target_in[0]) == (BOS_ID, 18, 19)
+    assert strip(target_out[0]) == (18, 19, EOS_ID)
+    assert count_pairs(pairs, TwoSidedTokenizer()).kept == 1
+
+
 def test_other_special_ids_frame_and_pad():
     pairs = text_pairs_from_lists(["5 6 7", "8"], ["9 10", "11 12 13"])
     ids = dict(bos_id=1, eos_id=2, pad_id=3)
