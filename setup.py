@@ -29,7 +29,8 @@ setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={
         # ruff is pinned: `ruff format --check` must not change with its releases.
-        # ctranslate2: the CTranslate2 export's tests run in CI.
+        # ctranslate2: the CTranslate2 export's tests run in CI (and its
+        # converter of Marian models is the second oracle of the import).
         # jax and torch: CI also runs the backend-portable tests on them.
         "test": [
             "pytest",
@@ -39,6 +40,9 @@ setup(
             "ctranslate2>=4.8",
             "jax>=0.10",
             "torch==2.13.0",
+            # The Marian import's oracle: Hugging Face's MarianMTModel and
+            # MarianTokenizer (PyTorch, pinned above).
+            "transformers>=5.0,<6",
         ],
         # KERAS_BACKEND=jax or torch for the layers and the model. torch is
         # pinned to the CPU build that this project's machines carry (an
@@ -46,6 +50,8 @@ setup(
         "jax": ["jax>=0.10"],
         "torch": ["torch==2.13.0"],
         "examples": ["matplotlib"],
+        # Downloading OPUS-MT models (keras_transformer never downloads itself).
+        "pretrained": ["huggingface_hub"],
         # export.export_ctranslate2 and `translate --ctranslate2_dir`.
         "ctranslate2": ["ctranslate2>=4.8"],  # attention plots in examples/wmt_ende.py
         # The peers of benchmarks/compare.py (torch pinned as above).

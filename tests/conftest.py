@@ -156,6 +156,39 @@ def exported_translator(micro_translator, tmp_path_factory):
     return micro_translator, path
 
 
+def _marian_directory(tmp_path_factory, name, **options):
+    pytest.importorskip("transformers", reason="the Marian tests compare with transformers")
+    from tests.pretrained.marian_directory import generated_pairs
+    from tests.pretrained.marian_directory import write_marian_directory
+
+    def build(directory):
+        sources, targets = generated_pairs(400, seed=0)
+        write_marian_directory(
+            directory, sources, targets, language_codes=(">>deu<<", ">>fra<<"), **options
+        )
+        return directory
+
+    return once_for_all_workers(tmp_path_factory, name, build, lambda directory: directory)
+
+
+@pytest.fixture(scope="session")
+def marian_directory(tmp_path_factory):
+    """The directory of a tiny random Marian model as Hugging Face saves
+    it, with its tokenizer files (tied embeddings, swish, two language
+    codes): the oracle of the Marian tokenizer and import tests."""
+    return _marian_directory(tmp_path_factory, "marian", train_steps=0)
+
+
+@pytest.fixture(scope="session")
+def trained_marian(tmp_path_factory):
+    """`marian_directory`'s kind of model, wider and trained a few hundred
+    steps, so that its outputs vary as a translator's do: the oracle of
+    the search and export tests (large ones only)."""
+    return _marian_directory(
+        tmp_path_factory, "marian-trained", d_model=32, ffn_dim=64, num_heads=4, train_steps=300
+    )
+
+
 def once_for_all_workers(tmp_path_factory, name, build, load):
     """`build(directory)` once per test run, in a directory that
     pytest-xdist's workers share (under a file lock), and `load(directory)`
