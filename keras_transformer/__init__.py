@@ -10,6 +10,7 @@ from keras_transformer import decoding
 from keras_transformer import export
 from keras_transformer import layers
 from keras_transformer import models
+from keras_transformer import pretrained
 from keras_transformer import tokenization
 from keras_transformer import training
 from keras_transformer._backend import BackendError
@@ -64,6 +65,7 @@ __all__ = [
     "export",
     "layers",
     "models",
+    "pretrained",
     "tokenization",
     "training",
 ]

@@ -7,6 +7,7 @@ writes the directory:
     directory/
       model.bin, config.json, *_vocabulary.json   (CTranslate2's files)
       spm.model                                    (the SentencePiece model)
+        or source.spm, target.spm, vocab.json      (a Marian model's tokenizer)
       keras_transformer.json                       (decoding settings)
 
 and `CTranslate2Translator(directory)` runs it: SentencePiece in Python,
@@ -50,6 +51,8 @@ from keras_transformer_runtime.settings import DecodingSettings
 
 SETTINGS_FILE = "keras_transformer.json"
 TOKENIZER_FILE = "spm.model"
+# A Marian tokenizer's SentencePiece models, one per side.
+SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE = "source.spm", "target.spm"
 # The largest seed of `CTranslate2Translator.sample` (CTranslate2's generator takes 32 bits).
 MAX_SEED = 2**32 - 1
 
@@ -128,17 +131,18 @@ class CTranslate2Translator:
             intra_threads=intra_threads,
             inter_threads=inter_threads,
         )
-        self.processor = sentencepiece.SentencePieceProcessor(
-            model_file=os.path.join(model_dir, TOKENIZER_FILE)
-        )
+        if os.path.isfile(os.path.join(model_dir, SOURCE_TOKENIZER_FILE)):
+            self.pieces = _MarianPieces(sentencepiece, model_dir)
+        else:
+            self.pieces = _SentencePieces(sentencepiece, model_dir)
         self._ctranslate2 = ctranslate2
-        self._eos_piece = self.processor.id_to_piece(self.processor.eos_id())
+        self._eos_piece = self.pieces.eos_piece
 
     def _source_pieces(self, sentences):
         """Pieces of each source, truncated to leave room for EOS (which
         CTranslate2 appends)."""
         keep = self.settings.max_input_length - 1
-        return [self.processor.encode(text, out_type=str)[:keep] for text in sentences]
+        return [self.pieces.source(text)[:keep] for text in sentences]
 
     def _by_length(self, sentences, batch_size, run):
         """`run(pieces)` over batches of at most `batch_size` sources of
@@ -203,7 +207,7 @@ class CTranslate2Translator:
         alpha = self.settings.alpha
         hypotheses = [
             Hypothesis(
-                translation=self.processor.decode_pieces(tokens[:-1]),
+                translation=self.pieces.text(tokens[:-1]),
                 score=log_prob / length_penalty(len(tokens), alpha),
                 log_prob=log_prob,
                 tokens=tokens,
@@ -301,7 +305,7 @@ class CTranslate2Translator:
 
         def run(chunk):
             source_pieces = self._source_pieces([sources[i] for i in chunk])
-            target_pieces = [self.processor.encode(targets[i], out_type=str)[:keep] for i in chunk]
+            target_pieces = [self.pieces.target(targets[i])[:keep] for i in chunk]
             results = self.translator.score_batch(source_pieces, target_pieces, max_input_length=0)
             scores = []
             for result in results:
@@ -320,3 +324,54 @@ class CTranslate2Translator:
             return len(sources[i]) + len(targets[i])
 
         return in_length_order(len(sources), size, run, batch_size)
+
+
+class _SentencePieces:
+    """Text to pieces and back with one SentencePiece model (`spm.model`)."""
+
+    def __init__(self, sentencepiece, model_dir):
+        self.processor = sentencepiece.SentencePieceProcessor(
+            model_file=os.path.join(model_dir, TOKENIZER_FILE)
+        )
+        self.eos_piece = self.processor.id_to_piece(self.processor.eos_id())
+
+    def source(self, text):
+        return self.processor.encode(text, out_type=str)
+
+    target = source
+
+    def text(self, pieces):
+        return self.processor.decode_pieces(pieces)
+
+
+class _MarianPieces:
+    """Text to pieces and back as a Marian model's tokenizer does
+    (`keras_transformer.tokenization.MarianTokenizer`): each side its own
+    SentencePiece model, a leading language code such as `>>deu<<` kept as
+    one piece; the pieces of the output joined, special pieces dropped."""
+
+    SPECIAL = frozenset({"<pad>", "<unk>", "</s>", "<s>"})
+
+    def __init__(self, sentencepiece, model_dir):
+        self.processors = {
+            side: sentencepiece.SentencePieceProcessor(model_file=os.path.join(model_dir, file))
+            for side, file in (("source", SOURCE_TOKENIZER_FILE), ("target", TARGET_TOKENIZER_FILE))
+        }
+        self.eos_piece = "</s>"
+
+    def _pieces(self, side, text):
+        code = []
+        end = text.find("<<") if text.startswith(">>") else -1
+        if end != -1:
+            code, text = [text[: end + 2]], text[end + 2 :]
+        return code + self.processors[side].encode(text, out_type=str)
+
+    def source(self, text):
+        return self._pieces("source", text)
+
+    def target(self, text):
+        return self._pieces("target", text)
+
+    def text(self, pieces):
+        joined = "".join(p for p in pieces if p not in self.SPECIAL)
+        return joined.replace("\u2581", " ").strip()

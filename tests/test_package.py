@@ -28,6 +28,7 @@ ALLOWED = {
     "decoding": {"decoding"} | SHARED,
     "tokenization": {"tokenization"} | SHARED,
     "translator": {"decoding", "tokenization", "translator"} | SHARED,
+    "pretrained": {"models", "tokenization", "pretrained"} | SHARED,
     "export": {"export", "translator"} | SHARED,
     "translate.py": {"export"},
 }

@@ -98,7 +98,7 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_dir)}.tmp-")
     try:
         spec.save(staging)
-        translator.tokenizer.save(os.path.join(staging, TOKENIZER_FILE))
+        _save_tokenizer(translator.tokenizer, staging)
         settings = {
             **translator.settings.to_dict(),
             "quantization": quantization or "float32",
@@ -113,6 +113,15 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output_dir
+
+
+def _save_tokenizer(tokenizer, directory):
+    """The tokenizer's files, as `CTranslate2Translator` reads them: a
+    Marian tokenizer's three (it has one model per side), else `spm.model`."""
+    if hasattr(tokenizer, "target_proto"):  # a MarianTokenizer
+        tokenizer.save(directory)
+    else:
+        tokenizer.save(os.path.join(directory, TOKENIZER_FILE))
 
 
 def transformer_spec(model, tokenizer):

@@ -55,6 +55,9 @@ class _ServingModule(tf.Module):
         # the object graph, and its `tf.Variable`s are listed explicitly.
         object.__setattr__(self, "translator", translator)
         self.model_variables = [v.value for v in translator.model.variables]
+        # The tokenizer's resources (a MarianTokenizer's lookup table), so
+        # that the export creates and initializes them on load.
+        self.tokenizer = translator.tokenizer
         # A variable, not a constant: constants are not saved as objects.
         self.settings_json = tf.Variable(
             json.dumps(self.settings(), sort_keys=True), trainable=False, name="settings_json"
