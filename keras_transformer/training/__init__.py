@@ -28,6 +28,11 @@ from keras_transformer.training.devices import get_strategy
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.devices import recommended_mixed_precision
 from keras_transformer.training.evaluation import TranslationEvaluator
+from keras_transformer.training.fine_tuning import FREEZABLE
+from keras_transformer.training.fine_tuning import FineTuningSetup
+from keras_transformer.training.fine_tuning import lora_targets
+from keras_transformer.training.fine_tuning import merge_lora
+from keras_transformer.training.fine_tuning import prepare_fine_tuning
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
@@ -46,6 +51,8 @@ from keras_transformer.training.trainer import train
 __all__ = [
     "BestCheckpoints",
     "BudgetSchedule",
+    "FREEZABLE",
+    "FineTuningSetup",
     "MIXED_PRECISION",
     "STRATEGIES",
     "IncompatibleRunError",
@@ -75,8 +82,11 @@ __all__ = [
     "dtype_policy",
     "get_strategy",
     "is_chief",
+    "lora_targets",
     "make_batches",
+    "merge_lora",
     "paper_optimizer",
+    "prepare_fine_tuning",
     "read_budget",
     "read_evaluations",
     "recommended_jit_compile",
