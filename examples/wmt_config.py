@@ -119,6 +119,33 @@ class RunConfig:
     max_length: int = setting(
         256, "longest sequence in tokens", "model", model_argument=True, frozen=True
     )
+    init_from: str | None = setting(
+        None,
+        "fine-tune: start from this model and keep its vocabulary: a Hugging Face Marian "
+        "(OPUS-MT) directory or the --model_dir of a finished run (the model flags above "
+        "are then the starting model's)",
+        "fine-tuning",
+        shown="none: a new model",
+        frozen=True,
+    )
+    freeze: str | None = setting(
+        None,
+        "fine-tune: parts that do not train, comma-separated: embeddings, encoder, decoder",
+        "fine-tuning",
+        shown="none",
+        frozen=True,
+    )
+    lora_rank: int | None = setting(
+        None,
+        "fine-tune: train LoRA factors of this rank (Keras's Dense.enable_lora) on every "
+        "attention and feed-forward layer and nothing else; merged before evaluation and export",
+        "fine-tuning",
+        shown="none",
+        frozen=True,
+    )
+    lora_alpha: float | None = setting(
+        None, "fine-tune: LoRA's scale numerator", "fine-tuning", shown="lora_rank", frozen=True
+    )
     batch_tokens: int = setting(4096, "tokens per micro-batch and replica", "training")
     update_tokens: int = setting(25000, "tokens per update, by accumulation", "training")
     learning_rate_schedule: str = setting(
@@ -309,6 +336,14 @@ def parse_config(argv=None, description=None):
             CORPORA[config.data].check_languages((config.source_lang, config.target_lang))
         except ValueError as error:
             parser.error(f"--source_lang/--target_lang: {error}")
+    if (config.freeze or config.lora_rank or config.lora_alpha) and not config.init_from:
+        parser.error("--freeze, --lora_rank and --lora_alpha fine-tune a model: give --init_from")
+    for part in (config.freeze or "").split(","):
+        if part.strip() and part.strip() not in training.FREEZABLE:
+            accepted = ", ".join(training.FREEZABLE)
+            parser.error(f"--freeze: {part.strip()!r} is not one of {accepted}")
+    if config.lora_rank is not None and config.lora_rank < 1:
+        parser.error(f"--lora_rank must be positive, not {config.lora_rank}")
     if any(config.local_files) and not all(config.local_files):
         parser.error(
             "local data needs --train_src, --train_tgt, --test_src and --test_ref "

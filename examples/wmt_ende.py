@@ -13,6 +13,11 @@
         --train_src train.en --train_tgt train.de --valid_src valid.en \\
         --valid_tgt valid.de --test_src test.en --test_ref test.de
 
+    # Fine-tune a trained model (a run's --model_dir, or an OPUS-MT model
+    # directory) on your own corpus, keeping its vocabulary; LoRA optional:
+    python examples/wmt_ende.py --preset small --init_from opus-mt-en-de \\
+        --model_dir runs/tuned --lora_rank 8 --train_src ... (as above)
+
 Stages, each skipped when already done in `--model_dir` (rerun the same
 command after a crash and it continues; after completion it only reports):
 data -> shared SentencePiece vocabulary (`spm.model`) -> training with the
@@ -70,6 +75,8 @@ def main(argv=None, started=None):
         return {}
     with stopwatch.stage("averaging"):
         weights = weights_stage(config, model, tokenizer, data)
+        if config.lora_rank:
+            model = training.merge_lora(model)  # the same outputs, the plain architecture
     translator = translator_for(config, model, tokenizer, config.beam_size, config.max_extra_length)
     with stopwatch.stage("evaluation"):
         scores, hypotheses = evaluation_stage(config, translator, data)

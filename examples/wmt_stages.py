@@ -2,6 +2,7 @@
 directory and its settings, the shared SentencePiece vocabulary, the model,
 and training (which resumes after a crash)."""
 
+import dataclasses
 import json
 import math
 import os
@@ -45,7 +46,16 @@ def start_run(config):
     keras.utils.set_random_seed(config.seed)
 
 
+def is_marian_directory(path):
+    """Whether `path` is a Hugging Face Marian (OPUS-MT) model directory."""
+    return os.path.exists(os.path.join(path, "vocab.json")) and os.path.exists(
+        os.path.join(path, "source.spm")
+    )
+
+
 def tokenizer_stage(config, train_pairs):
+    if config.init_from:
+        return _kept_tokenizer(config)
     path = os.path.join(config.model_dir, "spm.model")
     if os.path.exists(path):
         print(f"tokenizer: {path} (already trained)")
@@ -64,8 +74,43 @@ def tokenizer_stage(config, train_pairs):
     return tokenizer
 
 
+def _kept_tokenizer(config):
+    """--init_from's tokenizer, copied into --model_dir (fine-tuning keeps
+    the vocabulary of the model it starts from)."""
+    source = config.init_from
+    if is_marian_directory(source):
+        if not is_marian_directory(config.model_dir):
+            kt.tokenization.MarianTokenizer.from_directory(source).save(config.model_dir)
+        tokenizer = kt.tokenization.MarianTokenizer.from_directory(config.model_dir)
+    else:
+        path = os.path.join(config.model_dir, "spm.model")
+        if not os.path.exists(path):
+            spm = os.path.join(source, "spm.model")
+            if not os.path.exists(spm):
+                sys.exit(
+                    f"--init_from {source}: neither a Marian directory (vocab.json, source.spm) "
+                    "nor a run's --model_dir (spm.model)."
+                )
+            kt.tokenization.SentencePieceTokenizer.from_file(spm).save(path)
+        tokenizer = kt.tokenization.SentencePieceTokenizer.from_file(path)
+    print(f"tokenizer: {source}'s, {tokenizer.vocab_size} pieces (kept for fine-tuning)")
+    return tokenizer
+
+
 def model_stage(config, tokenizer):
-    """The model, created under the chosen strategy."""
+    """The model, created under the chosen strategy: a new one, or
+    --init_from's with its weights, prepared for fine-tuning (--freeze,
+    --lora_rank)."""
+    if config.init_from:
+        with training.get_strategy(config.strategy).scope():
+            model = _initial_model(config, tokenizer)
+            setup = training.prepare_fine_tuning(
+                model, config.freeze or (), config.lora_rank, config.lora_alpha
+            )
+        print(f"fine-tuning {config.init_from}: {setup}")
+        record = {"init_from": config.init_from, **dataclasses.asdict(setup)}
+        training.write_json_atomically(os.path.join(config.model_dir, "fine_tuning.json"), record)
+        return model
     with training.get_strategy(config.strategy).scope():
         return kt.Transformer.from_preset(
             config.model,
@@ -75,6 +120,48 @@ def model_stage(config, tokenizer):
             seed=config.seed,
             **config.model_arguments(),
         )
+
+
+def _initial_model(config, tokenizer):
+    """--init_from's model and weights: a Marian model imported, or a
+    finished run's architecture with the weights it evaluated and exported
+    (its `summary.json`)."""
+    dtype = training.dtype_policy(config.mixed_precision)
+    if is_marian_directory(config.init_from):
+        return kt.pretrained.load_marian(config.init_from, dtype=dtype).model
+    path = os.path.join(config.init_from, "summary.json")
+    if not os.path.exists(path):
+        sys.exit(f"--init_from {config.init_from}: no summary.json; the run has not finished.")
+    with open(path) as f:
+        summary = json.load(f)
+    stored = summary["config"]
+    arguments = {
+        name: stored[name]
+        for name in ("num_layers", "d_model", "num_heads", "d_ff", "dropout", "attention_dropout",
+                     "relu_dropout", "norm_first", "position_encoding", "max_length")
+        if stored.get(name) is not None
+    }  # fmt: skip
+    model = kt.Transformer.from_preset(
+        stored["model"],
+        vocab_size=tokenizer.vocab_size,
+        pad_id=tokenizer.pad_id,
+        dtype=dtype,
+        seed=config.seed,
+        **arguments,
+    )
+    paths = [
+        os.path.join(config.init_from, folder, name)
+        for name in summary["weights"]["checkpoints"]
+        for folder in ("best", "checkpoints")
+        if os.path.exists(os.path.join(config.init_from, folder, name + ".index"))
+    ]
+    names = list(dict.fromkeys(os.path.basename(p) for p in paths))
+    paths = [next(p for p in paths if p.endswith(os.sep + n)) for n in names]
+    if len(paths) != len(summary["weights"]["checkpoints"]):
+        sys.exit(f"--init_from {config.init_from}: its exported weights' checkpoints are gone.")
+    training.average_checkpoints(model, paths)
+    print(f"weights: {config.init_from}'s {summary['weights']['name']} ({', '.join(names)})")
+    return model
 
 
 def _finished(trained, config):

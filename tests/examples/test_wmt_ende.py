@@ -143,6 +143,48 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert sorted(os.listdir(export_dir)) == ["1", "2"]
 
 
+@pytest.mark.large  # starts Python processes
+def test_fine_tunes_a_finished_run_with_lora_and_a_marian_model_frozen(
+    corpus, tmp_path, marian_directory
+):
+    general = tmp_path / "general"
+    first = run_script(local_args(corpus, general, "--train_steps 6 --steps_per_checkpoint 3"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    tuned, export_dir = tmp_path / "tuned", tmp_path / "export"
+    extra = f"--init_from {general} --lora_rank 2 --train_steps 4 --steps_per_checkpoint 2"
+    run = run_script(local_args(corpus, tuned, f"{extra} --export_dir {export_dir}"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    record = json.loads((tuned / "fine_tuning.json").read_text())
+    assert record["lora_rank"] == 2 and record["init_from"] == str(general)
+    assert 0 < record["trainable_weights"] < record["total_weights"] / 2
+    assert (tuned / "spm.model").read_bytes() == (general / "spm.model").read_bytes()
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (general, tuned)]
+    assert summaries[1]["parameters"] == summaries[0]["parameters"]  # LoRA merged
+    serve = tf.saved_model.load(summaries[1]["export"]).signatures["serving_default"]
+    assert serve(text=tf.constant(["a dog runs."]))["translation"].shape == (1,)
+    # The run's settings are kept: another rank in the same directory is refused.
+    other = run_script(local_args(corpus, tuned, extra.replace("rank 2", "rank 4")))
+    assert other.returncode != 0 and "lora_rank: 2 -> 4" in other.stderr
+
+    marian = tmp_path / "marian"
+    extra = f"--init_from {marian_directory} --freeze embeddings,encoder --train_steps 2"
+    run = run_script(local_args(corpus, marian, extra))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (marian / "vocab.json").exists() and (marian / "source.spm").exists()
+    record = json.loads((marian / "fine_tuning.json").read_text())
+    assert record["frozen"] == ["embeddings", "encoder"]
+
+
+def test_fine_tuning_flags_need_a_model_to_start_from(tmp_path, capsys):
+    config = load_example("wmt_config")
+    with pytest.raises(SystemExit):
+        config.parse_config(["--lora_rank", "4", "--model_dir", str(tmp_path)])
+    assert "give --init_from" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        config.parse_config(["--init_from", str(tmp_path), "--freeze", "encoder,vocabulary"])
+    assert "'vocabulary' is not one of embeddings, encoder, decoder" in capsys.readouterr().err
+
+
 @pytest.mark.large  # starts a Python process
 def test_kill_then_rerun_resumes(corpus, tmp_path):
     model_dir = tmp_path / "run"
