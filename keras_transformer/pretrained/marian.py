@@ -162,8 +162,12 @@ def _transformer_arguments(config, tokenizer, directory):
         raise ValueError(
             f"Transformer needs {a} == {b}. Received: {a}={config[a]}, {b}={config[b]}"
         )
-    if config.get("normalize_before") or config.get("add_final_layer_norm"):
-        raise ValueError("load_marian reads post-norm Marian models (normalize_before false).")
+    for name in ("normalize_before", "add_final_layer_norm", "normalize_embedding"):
+        if config.get(name):
+            raise ValueError(
+                f"load_marian reads post-norm Marian models without an embedding layer norm. "
+                f"Received: {name}={config[name]!r}"
+            )
     activation = setting("activation_function", "swish")
     if activation not in ACTIVATIONS:
         raise ValueError(

@@ -103,9 +103,25 @@ class MarianTokenizer(tf.Module):
 
         Raises:
             ValueError: a file is missing, or not what it should be (the
-                message names it).
+                message names it), or the model has separate source and
+                target vocabularies (`separate_vocabs`), which this
+                tokenizer does not support.
         """
         directory = os.fspath(directory)
+        config_path = os.path.join(directory, "tokenizer_config.json")
+        separate = tf.io.gfile.exists(os.path.join(directory, "target_vocab.json"))
+        if tf.io.gfile.exists(config_path):
+            with tf.io.gfile.GFile(config_path, "rb") as f:
+                try:
+                    separate = separate or bool(json.loads(f.read()).get("separate_vocabs"))
+                except ValueError as error:
+                    raise ValueError(f"{config_path}: not JSON ({error}).") from None
+        if separate:
+            raise ValueError(
+                f"{directory}: the model has separate source and target vocabularies "
+                "(separate_vocabs), which MarianTokenizer does not support; it reads models "
+                "with one vocab.json."
+            )
         files = {}
         for file in (SOURCE_SPM, TARGET_SPM, VOCAB):
             path = os.path.join(directory, file)

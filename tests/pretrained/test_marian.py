@@ -94,7 +94,8 @@ def test_model_options_and_settings(marian_directory):
         (dict(decoder_attention_heads=4), "encoder_attention_heads == decoder_attention_heads"),
         (dict(activation_function="tanh"), "activation_function='tanh'"),
         (dict(vocab_size=7), "vocabularies"),
-        (dict(normalize_before=True), "post-norm"),
+        (dict(normalize_before=True), "normalize_before=True"),
+        (dict(normalize_embedding=True), "normalize_embedding=True"),
     ],
 )
 def test_unsupported_configs_are_named(tmp_path, marian_directory, change, message):

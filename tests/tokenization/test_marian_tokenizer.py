@@ -120,6 +120,15 @@ def test_bad_vocabularies_are_refused(marian_directory, tmp_path, change, messag
         MarianTokenizer.from_directory(tmp_path)
 
 
+def test_separate_vocabularies_are_refused(marian_directory, tmp_path):
+    for path in marian_directory.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "separate_vocabs": True}))
+    with pytest.raises(ValueError, match="separate source and target vocabularies"):
+        MarianTokenizer.from_directory(tmp_path)
+
+
 def test_missing_files_are_named(tmp_path):
     with pytest.raises(ValueError, match="source.spm does not exist"):
         MarianTokenizer.from_directory(tmp_path)
