@@ -149,16 +149,22 @@ def _initial_model(config, tokenizer):
         seed=config.seed,
         **arguments,
     )
-    paths = [
-        os.path.join(config.init_from, folder, name)
-        for name in summary["weights"]["checkpoints"]
-        for folder in ("best", "checkpoints")
-        if os.path.exists(os.path.join(config.init_from, folder, name + ".index"))
-    ]
-    names = list(dict.fromkeys(os.path.basename(p) for p in paths))
-    paths = [next(p for p in paths if p.endswith(os.sep + n)) for n in names]
-    if len(paths) != len(summary["weights"]["checkpoints"]):
-        sys.exit(f"--init_from {config.init_from}: its exported weights' checkpoints are gone.")
+    # Where a run keeps checkpoints: the best, the averaging ones of a time
+    # budget, the regular rotation.
+    folders = ("best", "averaging", "checkpoints")
+    names, paths = summary["weights"]["checkpoints"], []
+    for name in names:
+        found = [
+            os.path.join(config.init_from, folder, name)
+            for folder in folders
+            if os.path.exists(os.path.join(config.init_from, folder, name + ".index"))
+        ]
+        if not found:
+            sys.exit(
+                f"--init_from {config.init_from}: the checkpoint {name} of its exported weights "
+                f"is in none of {', '.join(folders)}."
+            )
+        paths.append(found[0])
     training.average_checkpoints(model, paths)
     print(f"weights: {config.init_from}'s {summary['weights']['name']} ({', '.join(names)})")
     return model
