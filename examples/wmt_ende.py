@@ -51,6 +51,7 @@ from wmt_results import evaluation_stage  # noqa: E402
 from wmt_results import export_stage  # noqa: E402
 from wmt_results import plots_stage  # noqa: E402
 from wmt_results import weights_stage  # noqa: E402
+from wmt_stages import merged_lora_model  # noqa: E402
 from wmt_stages import model_stage  # noqa: E402
 from wmt_stages import start_run  # noqa: E402
 from wmt_stages import tokenizer_stage  # noqa: E402
@@ -76,7 +77,7 @@ def main(argv=None, started=None):
     with stopwatch.stage("averaging"):
         weights = weights_stage(config, model, tokenizer, data)
         if config.lora_rank:
-            model = training.merge_lora(model)  # the same outputs, the plain architecture
+            model = merged_lora_model(config, model, tokenizer, data)
     translator = translator_for(config, model, tokenizer, config.beam_size, config.max_extra_length)
     with stopwatch.stage("evaluation"):
         scores, hypotheses = evaluation_stage(config, translator, data)

@@ -170,6 +170,39 @@ def _initial_model(config, tokenizer):
     return model
 
 
+def merged_lora_model(config, model, tokenizer, data, sentences=64):
+    """The LoRA model merged into the plain architecture
+    (`training.merge_lora`), checked: the greedy translations of the first
+    `sentences` validation (else test) sources must not change in float32
+    (the command stops otherwise); under bf16 or fp16 a few near-ties may
+    flip, since the LoRA model adds its update to the rounded kernel at
+    every call and the merged kernel is rounded once. The count is printed
+    and recorded in `fine_tuning.json`."""
+    merged = training.merge_lora(model)
+    split = data.valid if data.valid and data.valid[0] else data.test
+    sources = list(split[0][:sentences])
+    before, after = (
+        translator_for(config, m, tokenizer, 1, config.eval_max_extra_length).translate(sources)
+        for m in (model, merged)
+    )
+    same = sum(a == b for a, b in zip(before, after, strict=True))
+    print(f"LoRA merged: {same}/{len(sources)} greedy translations unchanged")
+    path = os.path.join(config.model_dir, "fine_tuning.json")
+    with open(path) as f:
+        record = json.load(f)
+    record["merged_unchanged"] = f"{same}/{len(sources)} ({merged.dtype_policy.compute_dtype})"
+    training.write_json_atomically(path, record)
+    compute_dtype = merged.dtype_policy.compute_dtype
+    if same != len(sources):
+        if compute_dtype == "float32":
+            sys.exit("LoRA merge changed translations in float32: not exporting.")
+        print(
+            f"  ({compute_dtype}: the merged kernels are rounded once, the LoRA model's at every "
+            "call, so near-ties can flip)"
+        )
+    return merged
+
+
 def _finished(trained, config):
     """Whether an earlier run's training (`training_done.json`) is what
     this one asks for: all of --train_steps, or the same --train_steps

@@ -151,11 +151,15 @@ def test_fine_tunes_a_finished_run_with_lora_and_a_marian_model_frozen(
     first = run_script(local_args(corpus, general, "--train_steps 6 --steps_per_checkpoint 3"))
     assert first.returncode == 0, first.stderr[-3000:]
     tuned, export_dir = tmp_path / "tuned", tmp_path / "export"
-    extra = f"--init_from {general} --lora_rank 2 --train_steps 4 --steps_per_checkpoint 2"
+    extra = (  # float32: the merged model must translate exactly as the LoRA model
+        f"--init_from {general} --lora_rank 2 --train_steps 4 --steps_per_checkpoint 2 "
+        "--mixed_precision none"
+    )
     run = run_script(local_args(corpus, tuned, f"{extra} --export_dir {export_dir}"))
     assert run.returncode == 0, run.stderr[-3000:]
     record = json.loads((tuned / "fine_tuning.json").read_text())
     assert record["lora_rank"] == 2 and record["init_from"] == str(general)
+    assert record["merged_unchanged"] == "12/12 (float32)"  # the valid set's sentences
     assert 0 < record["trainable_weights"] < record["total_weights"] / 2
     assert (tuned / "spm.model").read_bytes() == (general / "spm.model").read_bytes()
     summaries = [json.loads((d / "summary.json").read_text()) for d in (general, tuned)]
