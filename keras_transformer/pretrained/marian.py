@@ -24,8 +24,9 @@ class PretrainedTranslator:
     Attributes:
         model: the `Transformer`, weights set.
         tokenizer: its `MarianTokenizer`.
-        settings: the `DecodingSettings` of the model's generation config
-            (its `num_beams` and `max_length`); see `load_marian`.
+        settings: `DecodingSettings` with the beam size of the model's
+            generation config (`num_beams` of `generation_config.json`, or
+            of `config.json` in older directories; 1 without either).
     """
 
     model: Transformer
@@ -56,10 +57,13 @@ def load_marian(directory, dtype=None):
     logits are Marian's, id for id.
 
     Decoding: `settings.beam_size` is the generation config's `num_beams`.
-    The searches rank finished hypotheses by GNMT's length penalty
-    (`alpha`), Hugging Face by `score / length ** length_penalty`:
-    `alpha=0` and `length_penalty=0` rank alike (greedy search always
-    agrees); otherwise outputs can differ where the penalty decides.
+    Greedy search gives Hugging Face's `generate` tokens. Beam search
+    ranks finished hypotheses by GNMT's length penalty (`alpha`), Hugging
+    Face's by `score / length ** length_penalty`: with `alpha=0` and
+    `length_penalty=0` they rank alike, except hypotheses that run to the
+    length limit, whose forced EOS Hugging Face scores as certain and the
+    searches here by its log-probability; otherwise outputs can differ
+    where the penalty decides.
 
     Args:
         directory: the model's directory.
@@ -94,8 +98,9 @@ def load_marian(directory, dtype=None):
     arguments = _transformer_arguments(config, tokenizer, directory)
     model = Transformer(**arguments, **({"dtype": dtype} if dtype is not None else {}))
     _set_weights(model, weights, config, tokenizer)
-    generation = _generation_config(directory, config)
-    settings = DecodingSettings(beam_size=int(generation.get("num_beams") or 1))
+    generation = _read_json(directory, "generation_config.json", required=False)
+    beams = generation.get("num_beams") or config.get("num_beams") or 1
+    settings = DecodingSettings(beam_size=int(beams))
     return PretrainedTranslator(model=model, tokenizer=tokenizer, settings=settings)
 
 
@@ -110,11 +115,6 @@ def _read_json(directory, name, required=True):
             return json.load(f)
         except ValueError as error:
             raise ValueError(f"{path}: not JSON ({error}).") from None
-
-
-def _generation_config(directory, config):
-    """The generation settings: `generation_config.json`, else config.json."""
-    return _read_json(directory, "generation_config.json", required=False) or config
 
 
 def _read_weights(directory):

@@ -3,6 +3,9 @@ the imported model through the package's translator, exports and
 CTranslate2 (whose own converter is the second oracle)."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -73,6 +76,23 @@ def test_pytorch_checkpoint_reads_as_safetensors(tmp_path, marian_directory):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.large  # starts a Python process
+def test_safetensors_import_without_pytorch(marian_directory):
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # importing it would raise
+        "from keras_transformer.pretrained import load_marian\n"
+        f"print(load_marian({str(marian_directory)!r}).model.count_params())"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout.split()[-1]) == load_marian(marian_directory).model.count_params()
+
+
 def test_model_options_and_settings(marian_directory):
     pretrained = load_marian(marian_directory)
     model, config = pretrained.model, json.loads((marian_directory / "config.json").read_text())
@@ -85,6 +105,18 @@ def test_model_options_and_settings(marian_directory):
     np.testing.assert_array_equal(embeddings[start], embeddings[config["pad_token_id"]])
     assert np.asarray(model.logits_bias)[start] < -1e8  # never emitted
     assert pretrained.settings.beam_size == 1  # the generation config has no num_beams
+
+
+def test_beam_size_from_the_generation_config_or_the_config(tmp_path, marian_directory):
+    for path in marian_directory.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    (tmp_path / "generation_config.json").write_text(json.dumps({**generation, "num_beams": 6}))
+    assert load_marian(tmp_path).settings.beam_size == 6
+    (tmp_path / "generation_config.json").unlink()  # older directories: config.json only
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_beams": 3}))
+    assert load_marian(tmp_path).settings.beam_size == 3
 
 
 @pytest.mark.parametrize(
@@ -199,7 +231,12 @@ def test_ctranslate2_export_equals_ctranslate2s_own_converter(trained_marian, tm
     sources += [">>fra<< Red ball", "Emoji 😀"]
     tokens = [hf_tokenizer.convert_ids_to_tokens(hf_tokenizer(s)["input_ids"]) for s in sources]
     results = theirs.translate_batch(tokens, beam_size=1, max_decoding_length=40)
-    expected = [hf_tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in results]
+    expected = [
+        hf_tokenizer.decode(
+            hf_tokenizer.convert_tokens_to_ids(r.hypotheses[0]), skip_special_tokens=True
+        )
+        for r in results
+    ]
     ours = CTranslate2Translator(tmp_path / "ours", max_extra_length=40)
     assert ours.translate(sources, batch_size=1) == expected
     assert translator.translate(sources) == expected
