@@ -80,6 +80,7 @@ def write_marian_directory(
     ffn_dim=32,
     max_positions=64,
     train_steps=150,
+    learning_rate=3e-3,
     language_codes=(),
     seed=0,
 ):
@@ -126,7 +127,7 @@ def write_marian_directory(
     torch.manual_seed(seed)
     model = MarianMTModel(config)
     if train_steps:
-        _train(model, sources, targets, directory, train_steps, seed)
+        _train(model, sources, targets, directory, train_steps, learning_rate, seed)
     model.eval()
     with torch.no_grad():
         model.final_logits_bias.copy_(0.3 * torch.randn(model.final_logits_bias.shape))
@@ -142,7 +143,7 @@ def write_marian_directory(
     return MarianMTModel.from_pretrained(directory).eval()
 
 
-def _train(model, sources, targets, directory, steps, seed):
+def _train(model, sources, targets, directory, steps, learning_rate, seed):
     from transformers import MarianTokenizer
 
     tokenizer = MarianTokenizer(
@@ -150,7 +151,11 @@ def _train(model, sources, targets, directory, steps, seed):
     )
     import torch
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    warmup = max(1, min(200, steps // 10))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup)
+    )
     rng = random.Random(seed)
     model.train()
     for _ in range(steps):
@@ -168,6 +173,7 @@ def _train(model, sources, targets, directory, steps, seed):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        schedule.step()
 
 
 def as_numpy(tensor):
