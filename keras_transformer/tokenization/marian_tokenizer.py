@@ -13,6 +13,7 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece
 
 from keras_transformer import _backend
 from keras_transformer.tokenization.sentencepiece_tokenizer import _load
+from keras_transformer.tokenization.sentencepiece_tokenizer import ids_to_detokenize
 
 # The files of a Marian tokenizer, as Hugging Face's MarianTokenizer saves them.
 SOURCE_SPM = "source.spm"
@@ -232,12 +233,9 @@ class MarianTokenizer(tf.Module):
             ids = tf.convert_to_tensor(ids, tf.int32)
             if ids.shape.rank == 1:
                 return self.detokenize(ids[None])[0]
-            is_eos = tf.cast(tf.equal(ids, self.eos_id), tf.int32)
-            ids = tf.ragged.boolean_mask(ids, tf.equal(tf.cumsum(is_eos, axis=1), 0))
-        keep = tf.ones_like(ids, tf.bool)
-        for special in (self.pad_id, self.unk_id, self.bos_id, self.eos_id):
-            keep = tf.logical_and(keep, tf.not_equal(ids, special))
-        pieces = tf.ragged.map_flat_values(self.id_to_string, tf.ragged.boolean_mask(ids, keep))
+        dropped = (self.pad_id, self.unk_id, self.bos_id, self.eos_id)
+        ids = ids_to_detokenize(ids, self.eos_id, dropped)
+        pieces = tf.ragged.map_flat_values(self.id_to_string, ids)
         text = tf.strings.reduce_join(pieces, axis=1)
         text = tf.strings.regex_replace(text, WORD_BOUNDARY, " ")
         return tf.strings.strip(text)

@@ -216,13 +216,7 @@ class SentencePieceTokenizer(tf.Module):
             ids = tf.convert_to_tensor(ids, tf.int32)
             if ids.shape.rank == 1:
                 return self.detokenize(ids[None])[0]
-            # Keep what precedes the first EOS.
-            is_eos = tf.cast(tf.equal(ids, self.eos_id), tf.int32)
-            ids = tf.ragged.boolean_mask(ids, tf.equal(tf.cumsum(is_eos, axis=1), 0))
-        keep = tf.not_equal(ids, self.pad_id)
-        for special in (self.bos_id, self.eos_id):
-            keep = tf.logical_and(keep, tf.not_equal(ids, special))
-        ids = tf.ragged.boolean_mask(ids, keep)
+        ids = ids_to_detokenize(ids, self.eos_id, (self.pad_id, self.bos_id, self.eos_id))
         return self._run(
             lambda handle, values, splits: _ops.sentencepiece_detokenize_op(
                 handle, values, splits, add_bos=False, add_eos=False, reverse=False
@@ -230,6 +224,19 @@ class SentencePieceTokenizer(tf.Module):
             ids.flat_values,
             ids.row_splits,
         )
+
+
+def ids_to_detokenize(ids, eos_id, dropped):
+    """The ragged ids `(batch, None)` a detokenizer turns into text: a
+    dense, padded `(batch, length)` tensor cut before each row's first
+    `eos_id` (a ragged one as it is), without the ids in `dropped`."""
+    if not isinstance(ids, tf.RaggedTensor):
+        is_eos = tf.cast(tf.equal(ids, eos_id), tf.int32)
+        ids = tf.ragged.boolean_mask(ids, tf.equal(tf.cumsum(is_eos, axis=1), 0))
+    keep = tf.ones_like(ids, tf.bool)
+    for special in dropped:
+        keep = tf.logical_and(keep, tf.not_equal(ids, special))
+    return tf.ragged.boolean_mask(ids, keep)
 
 
 def _load(proto):
