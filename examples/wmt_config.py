@@ -242,9 +242,7 @@ class RunConfig:
 
     def model_arguments(self):
         """The `Transformer.from_preset` overrides that are set."""
-        fields = dataclasses.fields(self)
-        names = [f.name for f in fields if f.metadata["model_argument"]]
-        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        return model_arguments_of(dataclasses.asdict(self))
 
     @classmethod
     def frozen_settings(cls):
@@ -253,6 +251,13 @@ class RunConfig:
 
     def to_json(self):
         return {**dataclasses.asdict(self), "data": self.data_source}
+
+
+def model_arguments_of(settings):
+    """The `Transformer.from_preset` overrides set in `settings`, a
+    `RunConfig` as a dict (e.g. a finished run's stored configuration)."""
+    names = [f.name for f in dataclasses.fields(RunConfig) if f.metadata["model_argument"]]
+    return {name: settings[name] for name in names if settings.get(name) is not None}
 
 
 # What each preset changes from the defaults above (the paper's base run).

@@ -17,6 +17,7 @@ from keras_transformer import training
 
 from wmt_budget import after_training_seconds
 from wmt_budget import training_budget
+from wmt_config import model_arguments_of
 
 
 def start_run(config):
@@ -112,22 +113,28 @@ def model_stage(config, tokenizer):
         training.write_json_atomically(os.path.join(config.model_dir, "fine_tuning.json"), record)
         return model
     with training.get_strategy(config.strategy).scope():
-        return kt.Transformer.from_preset(
-            config.model,
-            vocab_size=tokenizer.vocab_size,
-            pad_id=tokenizer.pad_id,
-            dtype=training.dtype_policy(config.mixed_precision),
-            seed=config.seed,
-            **config.model_arguments(),
-        )
+        return _new_model(config, tokenizer, config.model, config.model_arguments())
+
+
+def _new_model(config, tokenizer, preset, arguments):
+    """A new `Transformer` of the model `preset` with `arguments` for
+    `tokenizer`'s vocabulary, in the run's dtype policy and seed."""
+    return kt.Transformer.from_preset(
+        preset,
+        vocab_size=tokenizer.vocab_size,
+        pad_id=tokenizer.pad_id,
+        dtype=training.dtype_policy(config.mixed_precision),
+        seed=config.seed,
+        **arguments,
+    )
 
 
 def _initial_model(config, tokenizer):
     """--init_from's model and weights: a Marian model imported, or a
     finished run's architecture with the weights it evaluated and exported
     (its `summary.json`)."""
-    dtype = training.dtype_policy(config.mixed_precision)
     if is_marian_directory(config.init_from):
+        dtype = training.dtype_policy(config.mixed_precision)
         return kt.pretrained.load_marian(config.init_from, dtype=dtype).model
     path = os.path.join(config.init_from, "summary.json")
     if not os.path.exists(path):
@@ -135,20 +142,7 @@ def _initial_model(config, tokenizer):
     with open(path) as f:
         summary = json.load(f)
     stored = summary["config"]
-    arguments = {
-        name: stored[name]
-        for name in ("num_layers", "d_model", "num_heads", "d_ff", "dropout", "attention_dropout",
-                     "relu_dropout", "norm_first", "position_encoding", "max_length")
-        if stored.get(name) is not None
-    }  # fmt: skip
-    model = kt.Transformer.from_preset(
-        stored["model"],
-        vocab_size=tokenizer.vocab_size,
-        pad_id=tokenizer.pad_id,
-        dtype=dtype,
-        seed=config.seed,
-        **arguments,
-    )
+    model = _new_model(config, tokenizer, stored["model"], model_arguments_of(stored))
     # Where a run keeps checkpoints: the best, the averaging ones of a time
     # budget, the regular rotation.
     folders = ("best", "averaging", "checkpoints")
