@@ -14,10 +14,13 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece
 from keras_transformer import _backend
 from keras_transformer.tokenization.sentencepiece_tokenizer import _load
 from keras_transformer.tokenization.sentencepiece_tokenizer import ids_to_detokenize
+from keras_transformer_runtime.ctranslate2 import SOURCE_TOKENIZER_FILE
+from keras_transformer_runtime.ctranslate2 import TARGET_TOKENIZER_FILE
 
-# The files of a Marian tokenizer, as Hugging Face's MarianTokenizer saves them.
-SOURCE_SPM = "source.spm"
-TARGET_SPM = "target.spm"
+# The files of a Marian tokenizer, as Hugging Face's MarianTokenizer saves
+# them; the CTranslate2 runtime reads the two SentencePiece models by the
+# same names.
+SOURCE_SPM, TARGET_SPM = SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
 VOCAB = "vocab.json"
 # The pieces every Marian vocabulary has.
 PAD, UNK, EOS = "<pad>", "<unk>", "</s>"
