@@ -31,11 +31,13 @@ class FineTuningSetup:
 
     def __str__(self):
         share = self.trainable_weights / max(self.total_weights, 1)
-        what = f"LoRA rank {self.lora_rank} on {self.lora_layers} layers" if self.lora_rank else ""
-        frozen = f"frozen: {', '.join(self.frozen)}" if self.frozen else ""
         if self.lora_rank:
-            frozen = "every other weight frozen"
-        details = "; ".join(part for part in (what, frozen) if part) or "every weight trains"
+            details = f"LoRA rank {self.lora_rank} on {self.lora_layers} layers; every other "
+            details += "weight frozen"
+        elif self.frozen:
+            details = f"frozen: {', '.join(self.frozen)}"
+        else:
+            details = "every weight trains"
         return (
             f"{self.trainable_weights:,} of {self.total_weights:,} weights train "
             f"({share:.1%}; {details})"
@@ -81,7 +83,7 @@ def prepare_fine_tuning(model, freeze=(), lora_rank=None, lora_alpha=None):
 
     >>> setup = prepare_fine_tuning(model, lora_rank=8)
     >>> print(setup)
-    163,840 of 6,790,000 weights train (2.4%; LoRA rank 8 on 48 layers)
+    270,336 of 6,824,960 weights train (4.0%; LoRA rank 8 on 48 layers; every other weight frozen)
     >>> train(model, batches, "runs/finetuned", train_steps=2000)
     >>> export_saved_model(Translator(merge_lora(model), tokenizer), "exports/finetuned")
     """
