@@ -250,7 +250,7 @@ def _set_weights(model, weights, config, tokenizer):
         take("shared.weight")  # raises, naming it
     output = weights.get("lm_head.weight", target)
     used.update({"shared.weight", "encoder.embed_tokens.weight"})
-    used.update({"decoder.embed_tokens.weight", "lm_head.weight"})
+    used.update({"decoder.embed_tokens.weight", "lm_head.weight", "final_logits_bias"})
     _assign(model.source_embedding.embeddings, _with_start_row(source, start_id))
     if model.target_embedding is not None:
         _assign(model.target_embedding.embeddings, _with_start_row(target, start_id))
@@ -270,11 +270,7 @@ def _set_weights(model, weights, config, tokenizer):
         _attention(layer.cross_attention, take, prefix + "encoder_attn.")
         _norm(layer.cross_attention_norm, take, prefix + "encoder_attn_layer_norm.")
         _feed_forward(layer, take, prefix)
-    unused = sorted(
-        name
-        for name in weights
-        if name not in used and "embed_positions" not in name and name != "final_logits_bias"
-    )
+    unused = sorted(name for name in weights if name not in used and "embed_positions" not in name)
     if unused:
         raise ValueError(
             f"The checkpoint has weights the model has no place for: {unused[:5]}"
