@@ -77,6 +77,8 @@ def main():
     from keras_transformer.export import export_ctranslate2
     from keras_transformer.export import export_saved_model
     from keras_transformer.pretrained import load_marian
+    from tests.pretrained.marian_directory import generate
+    from tests.pretrained.marian_directory import searched
     from tests.pretrained.marian_directory import write_marian_directory
 
     train_en = read_lines(os.path.join(args.data_dir, "train.en.gz"))
@@ -141,36 +143,19 @@ def main():
     sources = val_en[200 : 200 + args.searches]
     extra = 50
 
-    def generated(num_beams, length_penalty):
-        outputs = []
-        for source in sources:
-            batch = hf_tokenizer([source], return_tensors="pt")
-            with torch.no_grad():
-                ids = hf_model.generate(
-                    **batch, num_beams=num_beams, do_sample=False, early_stopping=False,
-                    length_penalty=length_penalty,
-                    max_new_tokens=batch["input_ids"].shape[1] + extra,
-                )[0, 1:].tolist()  # fmt: skip
-            outputs.append(ids[: ids.index(0) + 1] if 0 in ids else ids)
-        return outputs
-
-    def searched(beam_size, alpha):
+    def ours(beam_size, alpha):
         translator = Translator(
             pretrained.model, tokenizer, beam_size=beam_size, alpha=alpha, max_extra_length=extra
         )
-        ids, _ = translator._search(translator.encode_text(sources), 1)  # one batch
-        outputs = []
-        for row in ids.numpy()[:, 0].tolist():
-            row = [i for i in row if i not in (tokenizer.bos_id, pad)]
-            outputs.append(row[: row.index(0) + 1] if 0 in row else row)
-        return outputs
+        return searched(translator, sources)
 
     for label, beam, alpha, penalty in (
         ("greedy = generate(num_beams=1)", 1, 0.0, 1.0),
         ("beam 4, alpha 0 = generate(num_beams=4, length_penalty=0)", 4, 0.0, 0.0),
         ("beam 4, alpha 0.6 = generate(num_beams=4) (length_penalty 1.0)", 4, 0.6, 1.0),
     ):
-        rows.append((label, agreement(searched(beam, alpha), generated(beam, penalty))))
+        theirs = generate(hf_model, hf_tokenizer, sources, beam, extra, penalty)
+        rows.append((label, agreement(ours(beam, alpha), theirs)))
 
     # The SavedModel through the session loader, as TF Serving runs it.
     translator = Translator(pretrained.model, tokenizer, beam_size=4)

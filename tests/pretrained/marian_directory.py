@@ -12,7 +12,6 @@ import io
 import json
 import random
 
-import numpy as np
 import sentencepiece
 
 # Word i of one list translates to word i of the other.
@@ -176,5 +175,35 @@ def _train(model, sources, targets, directory, steps, learning_rate, seed):
         schedule.step()
 
 
-def as_numpy(tensor):
-    return np.asarray(tensor.detach().cpu().numpy())
+def generate(hf_model, hf_tokenizer, sources, num_beams, extra, length_penalty=0.0):
+    """Hugging Face's outputs, one sentence at a time, cut at EOS (id 0,
+    kept), with the limit of our searches: source length (EOS included) +
+    `extra` tokens."""
+    import torch
+
+    outputs = []
+    for source in sources:
+        batch = hf_tokenizer([source], return_tensors="pt")
+        with torch.no_grad():
+            ids = hf_model.generate(
+                **batch,
+                num_beams=num_beams,
+                do_sample=False,
+                length_penalty=length_penalty,
+                early_stopping=False,
+                max_new_tokens=batch["input_ids"].shape[1] + extra,
+            )[0, 1:].tolist()  # less the start (pad) token
+        outputs.append(ids[: ids.index(0) + 1] if 0 in ids else ids)
+    return outputs
+
+
+def searched(translator, sources):
+    """`translator`'s search of `sources` (one batch) as `generate`
+    returns Hugging Face's: ids without BOS and padding, cut at EOS."""
+    ids, _ = translator._search(translator.encode_text(sources), 1)
+    tokenizer = translator.tokenizer
+    rows = []
+    for row in ids.numpy()[:, 0].tolist():
+        row = [i for i in row if i not in (tokenizer.bos_id, tokenizer.pad_id)]
+        rows.append(row[: row.index(0) + 1] if 0 in row else row)
+    return rows

@@ -12,7 +12,9 @@ import pytest
 
 from keras_transformer import Translator
 from keras_transformer.pretrained import load_marian
+from tests.pretrained.marian_directory import generate
 from tests.pretrained.marian_directory import generated_pairs
+from tests.pretrained.marian_directory import searched
 from tests.pretrained.marian_directory import write_marian_directory
 
 pytestmark = pytest.mark.tensorflow_only  # the tokenizer and searches are TensorFlow's
@@ -146,35 +148,6 @@ def test_missing_weights_are_named(tmp_path, marian_directory):
         load_marian(tmp_path)
     with pytest.raises(ValueError, match="config.json is missing"):
         load_marian(tmp_path / "nothing")
-
-
-def generate(hf_model, hf_tokenizer, sources, num_beams, extra):
-    """Hugging Face's outputs, cut at EOS (kept), with the limit of our
-    searches: source length (EOS included) + `extra` tokens."""
-    outputs = []
-    for source in sources:
-        batch = hf_tokenizer([source], return_tensors="pt")
-        with torch.no_grad():
-            ids = hf_model.generate(
-                **batch,
-                num_beams=num_beams,
-                do_sample=False,
-                length_penalty=0.0,
-                early_stopping=False,
-                max_new_tokens=batch["input_ids"].shape[1] + extra,
-            )[0, 1:].tolist()  # less the start (pad) token
-        outputs.append(ids[: ids.index(0) + 1] if 0 in ids else ids)
-    return outputs
-
-
-def searched(translator, sources):
-    ids, _ = translator._search(translator.encode_text(sources), 1)
-    tokenizer = translator.tokenizer
-    rows = []
-    for row in ids.numpy()[:, 0].tolist():
-        row = [i for i in row if i not in (tokenizer.bos_id, tokenizer.pad_id)]
-        rows.append(row[: row.index(0) + 1] if 0 in row else row)
-    return rows
 
 
 @pytest.mark.large
