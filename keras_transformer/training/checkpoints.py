@@ -9,6 +9,7 @@ instead of silently mixing weights (a checkpoint is restored by position).
 """
 
 import glob
+import inspect
 import json
 import os
 import re
@@ -187,7 +188,21 @@ def architecture(model):
     return {key: value for key, value in config.items() if key not in _NOT_ARCHITECTURE}
 
 
-def _differences(stored, current):
+def _differences(stored, model):
+    """What differs between a run's recorded architecture `stored` and
+    `model`'s. A setting the model gained after the run was recorded (a
+    constructor argument missing from `stored`) counts as its default,
+    which is what the model computed before it existed."""
+    current = architecture(model)
+    parameters = inspect.signature(type(model).__init__).parameters
+    defaults = {
+        key: parameters[key].default
+        for key in current
+        if key not in stored
+        and key in parameters
+        and parameters[key].default is not inspect.Parameter.empty
+    }
+    stored = {**defaults, **stored}
     keys = sorted(set(stored) | set(current))
     return [
         f"{key}: {stored.get(key)!r} stored, {current.get(key)!r} now"
@@ -256,7 +271,7 @@ def check_run(
             tf.io.gfile.makedirs(directory)
             write_json_atomically(os.path.join(directory, RUN_FILE), current)
         return
-    differences = _differences(stored.get("model", {}), current["model"])
+    differences = _differences(stored.get("model", {}), model)
     stored.setdefault("moving_averages", False)  # runs recorded before EMA existed
     for key in ("accumulation_steps", "tokenizer_fingerprint", "moving_averages"):
         if key in stored and key in current and stored[key] != current[key]:
@@ -315,7 +330,7 @@ def average_checkpoints(model, paths):
     for directory in sorted({os.path.dirname(os.fspath(path)) for path in paths}):
         stored = _read_run(directory)
         if stored is not None:
-            differences = _differences(stored.get("model", {}), architecture(model))
+            differences = _differences(stored.get("model", {}), model)
             if differences:
                 raise IncompatibleRunError(
                     f"The checkpoints in {directory} are of another model: "

@@ -31,6 +31,28 @@ def test_resume_into_another_architecture_is_refused(tmp_path):
     assert (result.initial_step, result.final_step) == (2, 4)
 
 
+def test_a_run_recorded_before_a_setting_existed_has_its_default(tmp_path):
+    # A run recorded by an older version lacks the settings added since
+    # (activation, output_bias, scale_embeddings): it was trained with what
+    # their defaults compute, and must still resume and average.
+    train_quietly(tmp_path, 2, micro_model(), steps_per_checkpoint=2)
+    path = os.path.join(tmp_path, "checkpoints", "run.json")
+    with open(path) as f:
+        run = json.load(f)
+    for key in ("activation", "output_bias", "scale_embeddings"):
+        del run["model"][key]
+    with open(path, "w") as f:
+        json.dump(run, f)
+    paths = training.checkpoint_paths(tmp_path)
+    training.average_checkpoints(micro_model(), paths)
+    assert train_quietly(tmp_path, 4, micro_model(), steps_per_checkpoint=2).final_step == 4
+    # A model that differs from those defaults is still refused.
+    with pytest.raises(training.IncompatibleRunError, match="activation: 'relu' stored, 'gelu'"):
+        training.average_checkpoints(micro_model(activation="gelu"), paths)
+    with pytest.raises(training.IncompatibleRunError, match="output_bias: False stored, True"):
+        train_quietly(tmp_path, 6, micro_model(output_bias=True), steps_per_checkpoint=2)
+
+
 def test_resume_with_other_accumulation_or_tokenizer_is_refused(tmp_path):
     class Tokenizer:
         fingerprint = "aaaa"
