@@ -8,7 +8,9 @@ exports are TensorFlow by design: under another backend they raise
 `BackendError` at once instead of failing somewhere inside.
 """
 
+import contextlib
 import functools
+import threading
 
 import keras
 
@@ -73,3 +75,41 @@ def compiling_with_xla():
     from tensorflow.python.ops import control_flow_util
 
     return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+
+
+_conversion = threading.local()
+
+
+@contextlib.contextmanager
+def tracing_for_conversion(fixed_shapes=False):
+    """Code traced inside (in this thread) is for a converter to another
+    runtime (LiteRT, ONNX), which knows the common TensorFlow ops only: the
+    layers leave out the TensorFlow-only kernels of `_graph_kernels`; with
+    `fixed_shapes`, the searches keep their shapes from step to step, as
+    under XLA (no loop whose tensors change size, no loop inside a loop).
+
+    A `tf.function` traced before keeps its graph: trace a new one inside.
+
+    Example:
+
+    >>> with tracing_for_conversion(fixed_shapes=True):
+    ...     concrete = tf.function(search).get_concrete_function(spec)
+    """
+    previous = getattr(_conversion, "target", None)
+    _conversion.target = {"fixed_shapes": bool(fixed_shapes)}
+    try:
+        yield
+    finally:
+        _conversion.target = previous
+
+
+def tracing_for_another_runtime():
+    """Whether code traced now is for a converter (`tracing_for_conversion`)."""
+    return getattr(_conversion, "target", None) is not None
+
+
+def tracing_fixed_shapes():
+    """Whether the searches traced now must keep their shapes from step to
+    step: under XLA, or for a converter that asks for it."""
+    target = getattr(_conversion, "target", None)
+    return compiling_with_xla() or bool(target and target["fixed_shapes"])

@@ -170,9 +170,10 @@ def beam_search(
         parents=tf.tile(tf.range(k)[None, :], [batch_size, 1]),
         cache={
             **cache,
-            "per_hypothesis": tf.nest.map_structure(
-                lambda t: tf.repeat(t, k, axis=0), cache["per_hypothesis"]
-            ),
+            # Each sentence's rows `k` times, by a gather: ONNX runtimes
+            # reshape a cache of zero positions wrongly (`tf.repeat`'s
+            # reshape, whose 0 means "keep" in ONNX).
+            "per_hypothesis": rows_of(cache["per_hypothesis"], tf.repeat(tf.range(batch_size), k)),
         },
         sentences={
             **searched_sentences(batch_size, limits, prefix),

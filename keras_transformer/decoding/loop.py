@@ -75,8 +75,9 @@ def drops_finished_rows():
     """Whether the search being built may drop the rows of sentences that
     are done, so that later steps decode only the others: in a plain graph
     and eagerly, where a loop's shapes may change from step to step; not
-    under XLA, which compiles a loop over fixed shapes only."""
-    return not _backend.compiling_with_xla()
+    under XLA, which compiles a loop over fixed shapes only, nor for a
+    converter that asks for fixed shapes (`_backend.tracing_fixed_shapes`)."""
+    return not _backend.tracing_fixed_shapes()
 
 
 def rows_of(tree, rows):

@@ -5,7 +5,8 @@ so they decide the served speed.
 
 Each function here is the `keras.ops` computation it replaces, with the
 same result; the layers call it only on TensorFlow, outside XLA
-(`_backend.compiling_with_xla`), where the kernel is used.
+(`_backend.compiling_with_xla`) and not for a converter to another
+runtime (`_backend.tracing_for_conversion`), where the kernel is used.
 """
 
 import keras
@@ -17,11 +18,13 @@ from keras_transformer.layers._utils import size
 def uses_graph_kernels(dtype):
     """Whether the layers should use this module for tensors of `dtype`:
     TensorFlow, outside XLA, float32 (in bfloat16, oneDNN's kernels are
-    the fast ones)."""
+    the fast ones), and not for a converter to another runtime (which has
+    no `TensorStridedSliceUpdate`)."""
     return (
         _backend.is_tensorflow()
         and keras.backend.standardize_dtype(dtype) == "float32"
         and not _backend.compiling_with_xla()
+        and not _backend.tracing_for_another_runtime()
     )
 
 
