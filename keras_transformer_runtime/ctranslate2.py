@@ -48,6 +48,8 @@ from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import TargetScore
 from keras_transformer_runtime.results import length_penalty
 from keras_transformer_runtime.settings import DecodingSettings
+from keras_transformer_runtime.tokenizers import MarianPieces
+from keras_transformer_runtime.tokenizers import SentencePieces
 
 SETTINGS_FILE = "keras_transformer.json"
 TOKENIZER_FILE = "spm.model"
@@ -108,7 +110,6 @@ class CTranslate2Translator:
         **settings,
     ):
         ctranslate2 = import_ctranslate2()
-        import sentencepiece
 
         model_dir = os.fspath(model_dir)
         settings_path = os.path.join(model_dir, SETTINGS_FILE)
@@ -132,9 +133,12 @@ class CTranslate2Translator:
             inter_threads=inter_threads,
         )
         if os.path.isfile(os.path.join(model_dir, SOURCE_TOKENIZER_FILE)):
-            self.pieces = _MarianPieces(sentencepiece, model_dir)
+            self.pieces = MarianPieces(
+                os.path.join(model_dir, SOURCE_TOKENIZER_FILE),
+                os.path.join(model_dir, TARGET_TOKENIZER_FILE),
+            )
         else:
-            self.pieces = _SentencePieces(sentencepiece, model_dir)
+            self.pieces = SentencePieces(os.path.join(model_dir, TOKENIZER_FILE))
         self._ctranslate2 = ctranslate2
         self._eos_piece = self.pieces.eos_piece
 
@@ -324,54 +328,3 @@ class CTranslate2Translator:
             return len(sources[i]) + len(targets[i])
 
         return in_length_order(len(sources), size, run, batch_size)
-
-
-class _SentencePieces:
-    """Text to pieces and back with one SentencePiece model (`spm.model`)."""
-
-    def __init__(self, sentencepiece, model_dir):
-        self.processor = sentencepiece.SentencePieceProcessor(
-            model_file=os.path.join(model_dir, TOKENIZER_FILE)
-        )
-        self.eos_piece = self.processor.id_to_piece(self.processor.eos_id())
-
-    def source(self, text):
-        return self.processor.encode(text, out_type=str)
-
-    target = source
-
-    def text(self, pieces):
-        return self.processor.decode_pieces(pieces)
-
-
-class _MarianPieces:
-    """Text to pieces and back as a Marian model's tokenizer does
-    (`keras_transformer.tokenization.MarianTokenizer`): each side its own
-    SentencePiece model, a leading language code such as `>>deu<<` kept as
-    one piece; the pieces of the output joined, special pieces dropped."""
-
-    SPECIAL = frozenset({"<pad>", "<unk>", "</s>", "<s>"})
-
-    def __init__(self, sentencepiece, model_dir):
-        self.processors = {
-            side: sentencepiece.SentencePieceProcessor(model_file=os.path.join(model_dir, file))
-            for side, file in (("source", SOURCE_TOKENIZER_FILE), ("target", TARGET_TOKENIZER_FILE))
-        }
-        self.eos_piece = "</s>"
-
-    def _pieces(self, side, text):
-        code = []
-        end = text.find("<<") if text.startswith(">>") else -1
-        if end != -1:
-            code, text = [text[: end + 2]], text[end + 2 :]
-        return code + self.processors[side].encode(text, out_type=str)
-
-    def source(self, text):
-        return self._pieces("source", text)
-
-    def target(self, text):
-        return self._pieces("target", text)
-
-    def text(self, pieces):
-        joined = "".join(p for p in pieces if p not in self.SPECIAL)
-        return joined.replace("\u2581", " ").strip()
