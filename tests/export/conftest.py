@@ -22,3 +22,14 @@ def quick_writes(monkeypatch):
 
     monkeypatch.setattr(saved_model_module, "_write_export", write)
     return writes
+
+
+@pytest.fixture(scope="session")
+def words_tokenizer():
+    """`(tokenizer, sentences)`: a SentencePiece tokenizer of 300 pieces
+    trained on 400 sentences of a dozen words, and those sentences."""
+    from keras_transformer.tokenization import train_sentencepiece
+    from tests.export.random_models import word_sentences
+
+    sentences = word_sentences()
+    return train_sentencepiece(sentences, 300), sentences

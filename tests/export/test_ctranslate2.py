@@ -1,7 +1,6 @@
 import io
 import json
 import os
-import subprocess
 import sys
 import warnings
 
@@ -12,10 +11,11 @@ import tensorflow as tf
 from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import ctranslate2 as ct2_export
-from keras_transformer.tokenization import train_sentencepiece
 from keras_transformer.translate import main as translate_main
 from keras_transformer_runtime import CTranslate2Translator
 from keras_transformer_runtime.ctranslate2 import SETTINGS_FILE
+from tests.export.random_models import random_model
+from tests.export.runtime_process import translate_in_a_process
 from tests.training.helpers import letter_reversal_corpus
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
@@ -23,29 +23,6 @@ pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason='CTranslate2 is an optional extra: pip install -e ".[ctranslate2]"'
 )
-
-
-@pytest.fixture(scope="module")
-def words_tokenizer():
-    rng = np.random.default_rng(0)
-    words = "dog cat runs the a house green blue walks sleeps bird tree".split()
-    sentences = [" ".join(rng.choice(words, rng.integers(2, 8))) for _ in range(400)]
-    return train_sentencepiece(sentences, 300), sentences
-
-
-def _random_model(**options):
-    # A model vocabulary larger than the tokenizer's: the export must drop
-    # the rows the translator never emits.
-    return Transformer(
-        vocab_size=320,
-        num_layers=2,
-        d_model=32,
-        num_heads=4,
-        d_ff=64,
-        dropout=0.0,
-        max_length=64,
-        **options,
-    )
 
 
 @pytest.mark.parametrize(
@@ -59,7 +36,7 @@ def _random_model(**options):
 )
 def test_scores_equal_the_teacher_forced_forward_pass(words_tokenizer, tmp_path, options):
     tokenizer, sentences = words_tokenizer
-    model = _random_model(**options)
+    model = random_model(**options)
     translator = Translator(model, tokenizer, alpha=0.6)
     ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
     converted = CTranslate2Translator(tmp_path / "ct2")
@@ -83,7 +60,7 @@ def test_a_target_is_scored_as_the_translator_truncates_it(words_tokenizer, tmp_
     """`max_output_length` limits translations, not the targets scored:
     both runtimes truncate a long target to the model's `max_length`."""
     tokenizer, sentences = words_tokenizer
-    translator = Translator(_random_model(), tokenizer, max_output_length=8)
+    translator = Translator(random_model(), tokenizer, max_output_length=8)
     ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
     converted = CTranslate2Translator(tmp_path / "ct2")
     long = " ".join(sentences[:12])  # more than 8 pieces, fewer than 64
@@ -131,7 +108,7 @@ def test_outputs_stopped_by_the_length_limit_are_ours(words_tokenizer, tmp_path,
     # limit, where our searches force EOS. One sentence per call, so
     # CTranslate2's per-call limit is the sentence's own.
     tokenizer, sentences = words_tokenizer
-    translator = Translator(_random_model(), tokenizer, beam_size=beam_size, max_extra_length=4)
+    translator = Translator(random_model(), tokenizer, beam_size=beam_size, max_extra_length=4)
     ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
     converted = CTranslate2Translator(tmp_path / "ct2")
     sources = sentences[:6]
@@ -159,7 +136,7 @@ def test_bad_input_is_refused_and_a_failed_export_keeps_the_old_one(
     words_tokenizer, tmp_path, monkeypatch
 ):
     tokenizer, _ = words_tokenizer
-    translator = Translator(_random_model(), tokenizer)
+    translator = Translator(random_model(), tokenizer)
     with pytest.raises(ValueError, match="`quantization` must be one of"):
         ct2_export.export_ctranslate2(translator, tmp_path / "a", quantization="int4")
     narrow = Transformer(vocab_size=300, num_layers=1, d_model=32, num_heads=4, d_ff=64, key_dim=4)
@@ -204,28 +181,11 @@ def test_the_runtime_translates_in_a_process_without_tensorflow(words_tokenizer,
     """What a CPU inference server runs: `keras_transformer_runtime` alone,
     neither TensorFlow nor Keras nor keras_transformer imported."""
     tokenizer, sentences = words_tokenizer
-    translator = Translator(_random_model(), tokenizer, beam_size=2, max_extra_length=4)
+    translator = Translator(random_model(), tokenizer, beam_size=2, max_extra_length=4)
     ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
     sources = sentences[:3]
     expected = CTranslate2Translator(tmp_path / "ct2").translate_with_scores(sources)
-    script = (
-        "import json, sys\n"
-        "from keras_transformer_runtime import CTranslate2Translator\n"
-        f"translator = CTranslate2Translator({str(tmp_path / 'ct2')!r})\n"
-        f"hypotheses = translator.translate_with_scores({sources!r})\n"
-        "heavy = ('tensorflow', 'tensorflow_text', 'keras', 'keras_transformer', 'jax', 'torch')\n"
-        "print(json.dumps({\n"
-        "    'translations': [h[0].translation for h in hypotheses],\n"
-        "    'scores': [h[0].score for h in hypotheses],\n"
-        "    'imported': sorted(m for m in heavy if m in sys.modules),\n"
-        "}))\n"
-    )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    ran = json.loads(result.stdout.strip().splitlines()[-1])
+    ran = translate_in_a_process("CTranslate2Translator", tmp_path / "ct2", sources)
     assert ran["imported"] == []
     assert ran["translations"] == [h[0].translation for h in expected]
     np.testing.assert_allclose(ran["scores"], [h[0].score for h in expected], atol=1e-5)
@@ -275,7 +235,7 @@ def test_documented_differences_are_what_the_runtime_does(words_tokenizer, tmp_p
     length limit under repetition_penalty warns that its score ignores the
     controls; an empty source gets the empty translation as each n-best."""
     tokenizer, sentences = words_tokenizer
-    translator = Translator(_random_model(), tokenizer, beam_size=2, max_extra_length=1)
+    translator = Translator(random_model(), tokenizer, beam_size=2, max_extra_length=1)
     ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
     plain = CTranslate2Translator(tmp_path / "ct2")
     penalized = CTranslate2Translator(tmp_path / "ct2", repetition_penalty=1.5)
