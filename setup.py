@@ -43,6 +43,10 @@ setup(
             # The Marian import's oracle: Hugging Face's MarianMTModel and
             # MarianTokenizer (PyTorch, pinned above).
             "transformers>=5.0,<6",
+            # The on-device exports' runtimes and converter: their tests run in CI.
+            "ai-edge-litert>=2.0",
+            "tf2onnx>=1.17",
+            "onnxruntime>=1.20",
         ],
         # KERAS_BACKEND=jax or torch for the layers and the model. torch is
         # pinned to the CPU build that this project's machines carry (an
@@ -53,7 +57,12 @@ setup(
         # Downloading OPUS-MT models (keras_transformer never downloads itself).
         "pretrained": ["huggingface_hub"],
         # export.export_ctranslate2 and `translate --ctranslate2_dir`.
-        "ctranslate2": ["ctranslate2>=4.8"],  # attention plots in examples/wmt_ende.py
+        "ctranslate2": ["ctranslate2>=4.8"],
+        # export.export_litert needs TensorFlow only; LiteRTTranslator and
+        # `translate --litert_model` run the file with LiteRT's interpreter.
+        "litert": ["ai-edge-litert>=2.0"],
+        # export.export_onnx (tf2onnx) and ONNXTranslator (ONNX Runtime).
+        "onnx": ["tf2onnx>=1.17", "onnxruntime>=1.20"],
         # The peers of benchmarks/compare.py (torch pinned as above).
         "bench": ["keras-hub>=0.32", "torch==2.13.0", "ctranslate2>=4.8"],
     },

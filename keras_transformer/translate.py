@@ -1,5 +1,5 @@
 """Translate, sample or score stdin to stdout with an exported SavedModel
-or a CTranslate2 export.
+or a CTranslate2 export; translate with a LiteRT or ONNX export.
 
     python -m keras_transformer.translate --export_dir /models/ende < in.txt > out.txt
     python -m keras_transformer.translate --export_dir /models/ende --n_best 4 --with_scores
@@ -7,6 +7,8 @@ or a CTranslate2 export.
     python -m keras_transformer.translate --export_dir /models/ende --mode score < pairs.tsv
     python -m keras_transformer.translate --export_dir /models/ende --info
     python -m keras_transformer.translate --ctranslate2_dir /models/ende_ct2 < in.txt
+    python -m keras_transformer.translate --litert_model ende.tflite < in.txt
+    python -m keras_transformer.translate --onnx_model ende.onnx < in.txt
 
 `--export_dir` is a version directory or the base directory that holds
 numbered versions (the newest is used). `--ctranslate2_dir` is a directory
@@ -14,7 +16,11 @@ written by `keras_transformer.export.export_ctranslate2` (`pip install -e
 ".[ctranslate2]"`): the same modes and output, run by
 `keras_transformer_runtime.CTranslate2Translator` with its exported
 settings (`--compute_type int8` quantizes at load time; sampling draws
-from CTranslate2's own random generator). Lines are processed in
+from CTranslate2's own random generator). `--litert_model` and
+`--onnx_model` are model files written by `export.export_litert` and
+`export.export_onnx` (the `litert` and `onnx` extras), run by
+`LiteRTTranslator` and `ONNXTranslator`: `--mode translate` only, the best
+hypothesis only (the search inside them returns it). Lines are processed in
 batches of `--batch_size`: input is split on `\n` only, invalid UTF-8 is
 read as it is (with a warning on stderr), and an output never contains a
 line break.
@@ -255,6 +261,14 @@ def ctranslate2_hypotheses(translator, mode, lines, batch_size, n_best, seed):
         yield [(h.score, one_line(h.translation)) for h in options]
 
 
+def exported_search_hypotheses(translator, lines, batch_size):
+    """Like `hypotheses`, with a `LiteRTTranslator` or `ONNXTranslator`
+    (the best hypothesis only)."""
+    texts = [line.decode("utf-8", errors="replace") for line in lines]
+    for h in translator.translate_with_scores(texts, batch_size=batch_size):
+        yield [(h.score, one_line(h.translation))]
+
+
 def ctranslate2_score_lines(translator, lines, batch_size):
     """Like `score_lines`, with a `CTranslate2Translator`."""
     pairs = [
@@ -273,6 +287,8 @@ def main(argv=None):
     model = parser.add_mutually_exclusive_group(required=True)
     model.add_argument("--export_dir", help="SavedModel or base directory of versions")
     model.add_argument("--ctranslate2_dir", help="a directory written by export.export_ctranslate2")
+    model.add_argument("--litert_model", help="a .tflite file written by export.export_litert")
+    model.add_argument("--onnx_model", help="an .onnx file written by export.export_onnx")
     parser.add_argument("--version", type=int, help="version to use (default: the newest)")
     parser.add_argument(
         "--compute_type",
@@ -308,7 +324,28 @@ def main(argv=None):
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
     exported = None
-    if args.ctranslate2_dir is not None:
+    model_file = args.litert_model or args.onnx_model
+    if model_file is not None:
+        if args.mode != "translate" or args.n_best != 1:
+            parser.error(
+                "--litert_model and --onnx_model translate only, with the best hypothesis: "
+                f"no --mode {args.mode}, no --n_best {args.n_best}."
+            )
+        from keras_transformer_runtime import LiteRTTranslator
+        from keras_transformer_runtime import ONNXTranslator
+
+        runtime = LiteRTTranslator if args.litert_model else ONNXTranslator
+        try:
+            translator = runtime(model_file)
+        except (ImportError, ValueError) as error:
+            parser.error(str(error))
+        if args.info:
+            print(f"{runtime.__name__}: {model_file}")
+            print(f"quantization: {translator.quantization}")
+            print("decoding settings: " + json.dumps(translator.settings.to_dict(), sort_keys=True))
+            return 0
+        settings, model = translator.settings, translator
+    elif args.ctranslate2_dir is not None:
         from keras_transformer_runtime import CTranslate2Translator
 
         try:
@@ -360,14 +397,17 @@ def main(argv=None):
 def output_lines(args, model, lines, exported=None):
     """The output lines for `lines`, in order: `model` is the loaded
     SavedModel (its settings `exported`) or, with `--ctranslate2_dir`, a
-    `CTranslate2Translator`."""
+    `CTranslate2Translator` (with `--litert_model` or `--onnx_model`, a
+    `LiteRTTranslator` or `ONNXTranslator`)."""
     if args.mode == "score":
         if args.ctranslate2_dir is not None:
             yield from ctranslate2_score_lines(model, lines, args.batch_size)
         else:
             yield from score_lines(model, lines, args.batch_size, exported)
         return
-    if args.ctranslate2_dir is not None:
+    if args.litert_model or args.onnx_model:
+        results = exported_search_hypotheses(model, lines, args.batch_size)
+    elif args.ctranslate2_dir is not None:
         results = ctranslate2_hypotheses(
             model, args.mode, lines, args.batch_size, args.n_best, args.seed
         )

@@ -2,11 +2,13 @@
 
 The decoding settings every translator shares (`DecodingSettings`), what
 translators return (`TargetScore`, `Hypothesis`, `AlignedTranslation`,
-scored with `length_penalty`), and `CTranslate2Translator`, which runs a
+scored with `length_penalty`), `CTranslate2Translator`, which runs a
 `keras_transformer.export.export_ctranslate2` directory with only
-`ctranslate2` and `sentencepiece` installed: a CPU inference server needs
-neither TensorFlow nor Keras. `keras_transformer` builds on this package;
-nothing here imports it.
+`ctranslate2` and `sentencepiece` installed, and `LiteRTTranslator` and
+`ONNXTranslator`, which run the search exported as one model file by
+`export_litert` (`ai-edge-litert`) or `export_onnx` (`onnxruntime`): a CPU
+inference server or a device needs neither TensorFlow nor Keras.
+`keras_transformer` builds on this package; nothing here imports it.
 
 Example:
 
@@ -17,6 +19,8 @@ Example:
 
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
+from keras_transformer_runtime.litert import LiteRTTranslator
+from keras_transformer_runtime.onnx import ONNXTranslator
 from keras_transformer_runtime.results import AlignedTranslation
 from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import TargetScore
@@ -28,6 +32,8 @@ __all__ = [
     "CTranslate2Translator",
     "DecodingSettings",
     "Hypothesis",
+    "LiteRTTranslator",
+    "ONNXTranslator",
     "TargetScore",
     "in_length_order",
     "length_penalty",

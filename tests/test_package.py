@@ -88,13 +88,17 @@ def imported_modules(path):
 
 
 def test_the_runtime_needs_neither_tensorflow_nor_keras():
-    """What a CPU inference server imports to run a CTranslate2 export: the
-    standard library, `ctranslate2` and `sentencepiece`, nothing else (the
-    large tier runs one and checks `sys.modules`)."""
+    """What a CPU inference server or a device imports to run a CTranslate2,
+    LiteRT or ONNX export: the standard library, the runtime,
+    `sentencepiece` and NumPy (which both interpreters take arrays of),
+    nothing else (the large tier runs each and checks `sys.modules`)."""
     allowed = set(sys.stdlib_module_names) | {
         "keras_transformer_runtime",
         "ctranslate2",
+        "ai_edge_litert",
+        "onnxruntime",
         "sentencepiece",
+        "numpy",
     }
     for path in sorted(RUNTIME_DIR.glob("*.py")):
         assert imported_modules(path) <= allowed, path

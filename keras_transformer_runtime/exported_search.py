@@ -1,0 +1,145 @@
+"""What the translators of a search exported as one model file (LiteRT,
+ONNX) share: the files beside the model, tokenization on the host, and
+batches of ids in, ids out.
+
+`keras_transformer.export.export_litert` and `export_onnx` write, for a
+model file `PATH` (e.g. `ende.tflite`):
+
+    PATH              the search: int32 source ids [batch, length] in,
+                      output ids and scores out
+    PATH.json         the decoding settings, special ids and signature
+    PATH.spm          the SentencePiece model (`SentencePieceTokenizer`)
+      or PATH.source.spm, PATH.target.spm, PATH.vocab.json
+                      (a Marian model's tokenizer)
+
+The model takes `source_ids`, int32 `[batch, length]`: each source's ids,
+truncated to `max_input_length - 1`, then EOS, padded with `pad_id`; it
+returns `ids`, int32 `[batch, output_length]` (the best output, EOS, then
+`pad_id`), and `scores`, float32 `[batch]` (its length-penalized
+log-probability), for any batch size and length. The search is the one
+the exported `Translator` runs (beam search, greedy for `beam_size=1`),
+inside the model.
+"""
+
+import json
+import os
+
+from keras_transformer_runtime import _validation
+from keras_transformer_runtime.batching import in_length_order
+from keras_transformer_runtime.results import Hypothesis
+from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.settings import DecodingSettings
+from keras_transformer_runtime.tokenizers import MarianPieces
+from keras_transformer_runtime.tokenizers import SentencePieces
+
+SIGNATURE = "translate"
+SOURCE_IDS, OUTPUT_IDS, SCORES = "source_ids", "ids", "scores"
+SETTINGS_SUFFIX = ".json"
+SENTENCEPIECE_SUFFIX = ".spm"
+MARIAN_SUFFIXES = {"source": ".source.spm", "target": ".target.spm", "vocab": ".vocab.json"}
+TOKENIZER_SUFFIXES = (SENTENCEPIECE_SUFFIX, *MARIAN_SUFFIXES.values())
+
+
+def companion(path, suffix):
+    """The file beside model file `path` with `suffix` (e.g. `.json`)."""
+    return os.fspath(path) + suffix
+
+
+def read_export(path, runtime):
+    """The settings recorded beside model file `path` (`PATH.json`), checked
+    to be an export for `runtime` (`"litert"` or `"onnx"`)."""
+    path = os.fspath(path)
+    settings_path = companion(path, SETTINGS_SUFFIX)
+    if not os.path.isfile(path) or not os.path.isfile(settings_path):
+        missing = path if not os.path.isfile(path) else settings_path
+        raise ValueError(
+            f"`path` {path!r} is not a {runtime} export of keras_transformer: {missing} "
+            "does not exist (export_litert and export_onnx write the model and, beside it, "
+            f"{os.path.basename(settings_path)})."
+        )
+    with open(settings_path, encoding="utf-8") as f:
+        recorded = json.load(f)
+    if recorded.get("runtime") != runtime:
+        raise ValueError(
+            f"`path` {path!r} was exported for the runtime {recorded.get('runtime')!r}, "
+            f"not for {runtime!r}."
+        )
+    return recorded
+
+
+def host_tokenizer(path, recorded):
+    """The tokenizer files beside `path` as `SentencePieces` or
+    `MarianPieces`, as `recorded` names them."""
+    if recorded["tokenizer"] == "marian":
+        files = {name: companion(path, suffix) for name, suffix in MARIAN_SUFFIXES.items()}
+        return MarianPieces(files["source"], files["target"], files["vocab"])
+    return SentencePieces(companion(path, SENTENCEPIECE_SUFFIX))
+
+
+class ExportedSearchTranslator:
+    """Translates raw strings with a search exported as one model file:
+    SentencePiece on the host (`sentencepiece`), the search in the model.
+    A subclass runs the model (`_search`).
+
+    Args:
+        path: the model file.
+        runtime: the runtime it was exported for (`"litert"`, `"onnx"`).
+
+    Attributes:
+        settings: the exported `DecodingSettings` (fixed in the model).
+        quantization: the weights' type in the model file.
+    """
+
+    def __init__(self, path, runtime):
+        self.path = os.fspath(path)
+        recorded = read_export(self.path, runtime)
+        self.settings = DecodingSettings.from_dict(recorded)
+        self.quantization = recorded.get("quantization") or "float32"
+        self.pad_id, self.eos_id = recorded["pad_id"], recorded["eos_id"]
+        self.pieces = host_tokenizer(self.path, recorded)
+
+    def _search(self, source_ids):
+        """`(ids, scores)` of int32 NumPy `source_ids` `[batch, length]`."""
+        raise NotImplementedError
+
+    def source_ids(self, sentences):
+        """The model's input for `sentences`: int32 `[batch, length]`, each
+        source's ids truncated to `max_input_length - 1`, then EOS, padded
+        with `pad_id`, as `Translator` encodes them."""
+        import numpy as np
+
+        keep = self.settings.max_input_length - 1
+        rows = [self.pieces.source_ids(text)[:keep] + [self.eos_id] for text in sentences]
+        ids = np.full((len(rows), max((len(r) for r in rows), default=0)), self.pad_id, np.int32)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = row
+        return ids
+
+    def translate_with_scores(self, sentences, batch_size=16):
+        """The best translation of each sentence as a `Hypothesis`, in
+        order, in batches of at most `batch_size` sources of similar
+        length."""
+        _validation.check_positive_int(batch_size=batch_size)
+        sentences = list(sentences)
+        alpha = self.settings.alpha
+
+        def run(chunk):
+            ids, scores = self._search(self.source_ids([sentences[i] for i in chunk]))
+            hypotheses = []
+            for row, score in zip(ids, scores, strict=True):
+                tokens = self.pieces.pieces_of_ids(row)
+                hypotheses.append(
+                    Hypothesis(
+                        translation=self.pieces.text_of_ids(row),
+                        score=float(score),
+                        log_prob=float(score) * length_penalty(len(tokens), alpha),
+                        tokens=tokens,
+                    )
+                )
+            return hypotheses
+
+        return in_length_order(len(sentences), lambda i: len(sentences[i]), run, batch_size)
+
+    def translate(self, sentences, batch_size=16):
+        """The best translation of each sentence, in order."""
+        return [h.translation for h in self.translate_with_scores(sentences, batch_size)]

@@ -1,0 +1,59 @@
+"""Translate with an ONNX export, without TensorFlow.
+
+`keras_transformer.export.export_onnx(translator, "ende.onnx")` writes one
+ONNX model that holds the whole search and, beside it, the tokenizer and
+settings (`exported_search`); `ONNXTranslator` runs it with ONNX Runtime
+(`pip install onnxruntime`) and `sentencepiece` on the host.
+"""
+
+import os
+
+from keras_transformer_runtime.exported_search import OUTPUT_IDS
+from keras_transformer_runtime.exported_search import SCORES
+from keras_transformer_runtime.exported_search import SOURCE_IDS
+from keras_transformer_runtime.exported_search import ExportedSearchTranslator
+
+
+def import_onnxruntime():
+    """The `onnxruntime` module, or an `ImportError` that says how to get it."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ImportError(
+            "ONNX Runtime is not installed; it is an optional extra of keras_transformer: "
+            'pip install -e ".[onnx]" (or `pip install onnxruntime`).'
+        ) from None
+    return onnxruntime
+
+
+class ONNXTranslator(ExportedSearchTranslator):
+    """Translates raw strings with an ONNX model written by `export_onnx`,
+    with the decoding settings exported into it.
+
+    Args:
+        path: the `.onnx` file (its tokenizer and settings beside it).
+        num_threads: ONNX Runtime's intra-op threads (default: every core).
+
+    Attributes:
+        settings: the exported `DecodingSettings`.
+        quantization: `"float32"`.
+
+    Example:
+
+    >>> translator = ONNXTranslator("ende.onnx")
+    >>> translator.translate(["A dog runs."])
+    ['Ein Hund läuft.']
+    """
+
+    def __init__(self, path, num_threads=None):
+        super().__init__(path, "onnx")
+        onnxruntime = import_onnxruntime()
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = num_threads or os.cpu_count()
+        self._session = onnxruntime.InferenceSession(
+            self.path, options, providers=["CPUExecutionProvider"]
+        )
+
+    def _search(self, source_ids):
+        ids, scores = self._session.run([OUTPUT_IDS, SCORES], {SOURCE_IDS: source_ids})
+        return ids, scores
