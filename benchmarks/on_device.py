@@ -1,0 +1,205 @@
+"""Sizes, speeds and quality of the on-device exports of a trained model:
+LiteRT (float32, float16, dynamic int8) and ONNX, against our SavedModel
+and CTranslate2 int8.
+
+    pip install -e ".[litert,onnx,ctranslate2]"
+    python benchmarks/on_device.py --run_dir runs/multi30k \\
+        --test_src data/multi30k/test_2016_flickr.en.gz \\
+        --test_ref data/multi30k/test_2016_flickr.de.gz
+
+`--run_dir` is a `model_dir` of `examples/wmt_ende.py` after its export
+stage (the model is rebuilt as `ctranslate2_translation.py` rebuilds it),
+decoded with its beam size and alpha. Each export is written from the same
+weights, then each row runs in a process of its own with every core: the
+whole test set in batches of 16 (sacreBLEU, sentences/s), then the first
+`--single` sentences one at a time (sentences/s at batch 1); each speed
+is the faster of two passes after a warm-up batch. The rows:
+
+* `SavedModel float32`: `export_saved_model`, loaded by the TF1 session
+  loader as TF Serving runs it;
+* `CTranslate2 int8`: `export_ctranslate2(quantization="int8")`,
+  `CTranslate2Translator`;
+* `LiteRT float32` / `float16` / `dynamic int8`: `export_litert`, run by
+  `LiteRTTranslator` (the `ai-edge-litert` interpreter);
+* `ONNX float32`: `export_onnx`, run by `ONNXTranslator` (ONNX Runtime).
+
+`size` is the model file (the SavedModel's `variables/` and graph; the
+CTranslate2 `model.bin`), without the tokenizer. `same as Translator`
+counts the test sentences each row translates exactly as
+`keras_transformer.Translator` does in Python (beam search, and a greedy
+LiteRT float32 export against greedy `Translator`).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ctranslate2_translation import ct2_translate  # noqa: E402
+from ctranslate2_translation import load_run  # noqa: E402
+from ctranslate2_translation import read_lines  # noqa: E402
+from ctranslate2_translation import saved_model_translate  # noqa: E402
+from ctranslate2_translation import timed  # noqa: E402
+
+BATCH = 16
+# Row name: (export key, how the worker runs it).
+ROWS = {
+    "SavedModel float32": ("saved_model", "session"),
+    "CTranslate2 int8": ("ct2_int8", "ct2"),
+    "LiteRT float32": ("litert_float32", "litert"),
+    "LiteRT float16": ("litert_float16", "litert"),
+    "LiteRT dynamic int8": ("litert_dynamic_int8", "litert"),
+    "ONNX float32": ("onnx", "onnx"),
+    "LiteRT float32, greedy": ("litert_greedy", "litert"),
+}
+
+
+def file_translate(path, how):
+    """`translate(batch)` of a LiteRT or ONNX model file."""
+    from keras_transformer_runtime import LiteRTTranslator
+    from keras_transformer_runtime import ONNXTranslator
+
+    translator = (LiteRTTranslator if how == "litert" else ONNXTranslator)(path)
+    return lambda batch: translator.translate(batch, batch_size=len(batch))
+
+
+def worker(row, path, work, single):
+    """Runs one row on the sources in `work`: writes its outputs and speeds
+    to `work/result.json`."""
+    _, how = ROWS[row]
+    if how == "session":
+        translate = saved_model_translate(path, "session")
+    elif how == "ct2":
+        translate = ct2_translate(path, "int8")
+    else:
+        translate = file_translate(path, how)
+    sources = read_lines(os.path.join(work, "sources.txt"))
+    outputs, batch_speed = timed(translate, sources, BATCH)
+    _, single_speed = timed(translate, sources[:single], 1)
+    with open(os.path.join(work, "result.json"), "w") as f:
+        json.dump({"outputs": outputs, "batch": batch_speed, "single": single_speed}, f)
+
+
+def run_row(row, path, work, single):
+    """`worker` in a fresh process: its result, or the reason it failed."""
+    result = os.path.join(work, "result.json")
+    if os.path.exists(result):
+        os.remove(result)
+    command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--path", path]
+    command += ["--work", work, "--single", str(single)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["no output"]
+        return f"failed: exit {done.returncode}: {lines[-1]}"
+    with open(result) as f:
+        return json.load(f)
+
+
+def size_mb(path):
+    """Megabytes of a model file, or of a directory's files (the tokenizer
+    files of a CTranslate2 directory left out)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path) / 1e6
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            if not name.endswith((".model", ".spm", ".json", "warmup_requests")):
+                total += os.path.getsize(os.path.join(root, name))
+    return total / 1e6
+
+
+def export_all(translator, greedy, work):
+    """Every row's export of the same weights: `{key: path}`."""
+    from keras_transformer.export import export_ctranslate2
+    from keras_transformer.export import export_litert
+    from keras_transformer.export import export_onnx
+    from keras_transformer.export import export_saved_model
+
+    paths = {"saved_model": export_saved_model(translator, os.path.join(work, "saved_model"))}
+    paths["ct2_int8"] = export_ctranslate2(
+        translator, os.path.join(work, "ct2_int8"), quantization="int8"
+    )
+    for quantization in ("float32", "float16", "dynamic_int8"):
+        paths[f"litert_{quantization}"] = export_litert(
+            translator,
+            os.path.join(work, f"ende_{quantization}.tflite"),
+            quantization=None if quantization == "float32" else quantization,
+        )
+    paths["litert_greedy"] = export_litert(greedy, os.path.join(work, "ende_greedy.tflite"))
+    paths["onnx"] = export_onnx(translator, os.path.join(work, "ende.onnx"))
+    return paths
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--run_dir")
+    parser.add_argument("--test_src")
+    parser.add_argument("--test_ref")
+    parser.add_argument("--single", type=int, default=100, help="sentences timed at batch 1")
+    parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
+    parser.add_argument("--worker", choices=sorted(ROWS), help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args.worker, args.path, args.work, args.single)
+    for name in ("run_dir", "test_src", "test_ref"):
+        if not getattr(args, name):
+            parser.error(f"--{name} is required")
+
+    import sacrebleu
+
+    import keras_transformer as kt
+
+    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
+    if args.max_sentences:
+        sources, references = sources[: args.max_sentences], references[: args.max_sentences]
+    model, tokenizer, config = load_run(args.run_dir)
+    beam, alpha = config["beam_size"], config["alpha"]
+    translator = kt.Translator(model, tokenizer, beam_size=beam, alpha=alpha)
+    greedy = kt.Translator(model, tokenizer, beam_size=1, alpha=alpha)
+    reference_outputs = {
+        "beam": translator.translate(sources, batch_size=64),
+        "greedy": greedy.translate(sources, batch_size=64),
+    }
+    work = tempfile.mkdtemp(prefix="on_device_")
+    with open(os.path.join(work, "sources.txt"), "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in sources)
+    paths = export_all(translator, greedy, work)
+
+    float32_size = size_mb(paths["litert_float32"])
+    print(
+        f"{len(sources)} test sentences, beam {beam} (greedy where named), alpha {alpha}, "
+        f"{os.cpu_count()} cores; batch 1 on the first {args.single}"
+    )
+    print(
+        f"| | size, MB | of LiteRT float32 | BLEU | same as Translator | "
+        f"sentences/s, batch {BATCH} | sentences/s, batch 1 |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row, (key, _) in ROWS.items():
+        size = size_mb(paths[key])
+        result = run_row(row, paths[key], work, args.single)
+        if isinstance(result, str):
+            print(f"| {row} | {size:.1f} | | {result} | | | |", flush=True)
+            continue
+        outputs = result["outputs"]
+        bleu = sacrebleu.corpus_bleu(outputs, [references]).score
+        expected = reference_outputs["greedy" if "greedy" in row else "beam"]
+        same = sum(a == b for a, b in zip(outputs, expected, strict=True))
+        print(
+            f"| {row} | {size:.1f} | {size / float32_size:.1%} | {bleu:.2f} | "
+            f"{same}/{len(sources)} | {result['batch']:.1f} | {result['single']:.1f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
