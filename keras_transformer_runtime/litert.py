@@ -50,8 +50,9 @@ class LiteRTTranslator(ExportedSearchTranslator):
     """
 
     def __init__(self, path, num_threads=None):
+        interpreter_class = import_interpreter()
         super().__init__(path, "litert")
-        interpreter = import_interpreter()(
+        interpreter = interpreter_class(
             model_path=self.path, num_threads=num_threads or os.cpu_count()
         )
         self._runner = interpreter.get_signature_runner(SIGNATURE)

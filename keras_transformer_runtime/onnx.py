@@ -46,8 +46,8 @@ class ONNXTranslator(ExportedSearchTranslator):
     """
 
     def __init__(self, path, num_threads=None):
-        super().__init__(path, "onnx")
         onnxruntime = import_onnxruntime()
+        super().__init__(path, "onnx")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = num_threads or os.cpu_count()
         self._session = onnxruntime.InferenceSession(
