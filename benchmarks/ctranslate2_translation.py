@@ -174,12 +174,14 @@ def worker(row, path, work, single):
         json.dump({"outputs": outputs, "batch": batch_speed, "single": single_speed}, f)
 
 
-def run_row(row, path, work, single):
-    """`worker` in a fresh process: its result, or the reason it failed."""
+def run_row(row, path, work, single, script=__file__):
+    """`worker` of `script` (this one, or another that runs its rows as
+    this one does) in a fresh process: its result, or the reason it
+    failed."""
     result = os.path.join(work, "result.json")
     if os.path.exists(result):
         os.remove(result)
-    command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--path", path]
+    command = [sys.executable, os.path.abspath(script), "--worker", row, "--path", path]
     command += ["--work", work, "--single", str(single)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -189,30 +191,52 @@ def run_row(row, path, work, single):
         return json.load(f)
 
 
-def main():
+def argument_parser(description, rows):
+    """The arguments of a script that measures a run's exports on a test
+    set, each of `rows` in a worker process (this one's, `on_device.py`)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--run_dir")
     parser.add_argument("--test_src")
     parser.add_argument("--test_ref")
     parser.add_argument("--single", type=int, default=100, help="sentences timed at batch 1")
     parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
+    parser.add_argument("--worker", choices=sorted(rows), help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    return parser
+
+
+def parsed(parser):
+    """`parser`'s arguments; outside a worker, `--run_dir`, `--test_src` and
+    `--test_ref` are required."""
+    args = parser.parse_args()
+    for name in ("run_dir", "test_src", "test_ref"):
+        if not args.worker and not getattr(args, name):
+            parser.error(f"--{name} is required")
+    return args
+
+
+def read_test_set(args):
+    """`(sources, references)`, the first `--max_sentences` if given."""
+    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
+    if args.max_sentences:
+        sources, references = sources[: args.max_sentences], references[: args.max_sentences]
+    return sources, references
+
+
+def main():
+    parser = argument_parser(__doc__, ROWS)
     parser.add_argument(
         "--keras_int8",
         choices=("yes", "no"),
         default="yes",
         help="also measure Keras's int8 quantization (the slowest row)",
     )
-    parser.add_argument("--worker", choices=sorted(ROWS), help=argparse.SUPPRESS)
-    parser.add_argument("--path", help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parsed(parser)
     if args.worker:
         return worker(args.worker, args.path, args.work, args.single)
-    for name in ("run_dir", "test_src", "test_ref"):
-        if not getattr(args, name):
-            parser.error(f"--{name} is required")
 
     import sacrebleu
 
@@ -220,9 +244,7 @@ def main():
     from keras_transformer.export import export_ctranslate2
     from keras_transformer.export import export_saved_model
 
-    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
-    if args.max_sentences:
-        sources, references = sources[: args.max_sentences], references[: args.max_sentences]
+    sources, references = read_test_set(args)
     model, tokenizer, config = load_run(args.run_dir)
     beam, alpha = config["beam_size"], config["alpha"]
     translator = kt.Translator(model, tokenizer, beam_size=beam, alpha=alpha)

@@ -30,19 +30,21 @@ counts the test sentences each row translates exactly as
 LiteRT float32 export against greedy `Translator`).
 """
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from ctranslate2_translation import argument_parser  # noqa: E402
 from ctranslate2_translation import ct2_translate  # noqa: E402
 from ctranslate2_translation import load_run  # noqa: E402
+from ctranslate2_translation import parsed  # noqa: E402
 from ctranslate2_translation import read_lines  # noqa: E402
+from ctranslate2_translation import read_test_set  # noqa: E402
+from ctranslate2_translation import run_row  # noqa: E402
 from ctranslate2_translation import saved_model_translate  # noqa: E402
 from ctranslate2_translation import timed  # noqa: E402
 
@@ -85,21 +87,6 @@ def worker(row, path, work, single):
         json.dump({"outputs": outputs, "batch": batch_speed, "single": single_speed}, f)
 
 
-def run_row(row, path, work, single):
-    """`worker` in a fresh process: its result, or the reason it failed."""
-    result = os.path.join(work, "result.json")
-    if os.path.exists(result):
-        os.remove(result)
-    command = [sys.executable, os.path.abspath(__file__), "--worker", row, "--path", path]
-    command += ["--work", work, "--single", str(single)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or ["no output"]
-        return f"failed: exit {done.returncode}: {lines[-1]}"
-    with open(result) as f:
-        return json.load(f)
-
-
 def size_mb(path):
     """Megabytes of a model file, or of a directory's files (the tokenizer
     files of a CTranslate2 directory left out)."""
@@ -136,31 +123,15 @@ def export_all(translator, greedy, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--run_dir")
-    parser.add_argument("--test_src")
-    parser.add_argument("--test_ref")
-    parser.add_argument("--single", type=int, default=100, help="sentences timed at batch 1")
-    parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
-    parser.add_argument("--worker", choices=sorted(ROWS), help=argparse.SUPPRESS)
-    parser.add_argument("--path", help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parsed(argument_parser(__doc__, ROWS))
     if args.worker:
         return worker(args.worker, args.path, args.work, args.single)
-    for name in ("run_dir", "test_src", "test_ref"):
-        if not getattr(args, name):
-            parser.error(f"--{name} is required")
 
     import sacrebleu
 
     import keras_transformer as kt
 
-    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
-    if args.max_sentences:
-        sources, references = sources[: args.max_sentences], references[: args.max_sentences]
+    sources, references = read_test_set(args)
     model, tokenizer, config = load_run(args.run_dir)
     beam, alpha = config["beam_size"], config["alpha"]
     translator = kt.Translator(model, tokenizer, beam_size=beam, alpha=alpha)
@@ -186,7 +157,7 @@ def main():
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row, (key, _) in ROWS.items():
         size = size_mb(paths[key])
-        result = run_row(row, paths[key], work, args.single)
+        result = run_row(row, paths[key], work, args.single, script=__file__)
         if isinstance(result, str):
             print(f"| {row} | {size:.1f} | | {result} | | | |", flush=True)
             continue
