@@ -280,6 +280,25 @@ def ctranslate2_score_lines(translator, lines, batch_size):
         yield score_line(result.score, result.log_prob, result.token_scores)
 
 
+def runtime_translator(parser, args):
+    """`(translator, label)`: the `keras_transformer_runtime` translator
+    that `--ctranslate2_dir`, `--litert_model` or `--onnx_model` names, and
+    the line `--info` prints for it; a usage error if it cannot load."""
+    from keras_transformer_runtime import CTranslate2Translator
+    from keras_transformer_runtime import LiteRTTranslator
+    from keras_transformer_runtime import ONNXTranslator
+
+    try:
+        if args.ctranslate2_dir is not None:
+            translator = CTranslate2Translator(args.ctranslate2_dir, compute_type=args.compute_type)
+            return translator, f"CTranslate2 model: {args.ctranslate2_dir}"
+        if args.litert_model is not None:
+            return LiteRTTranslator(args.litert_model), f"LiteRT model: {args.litert_model}"
+        return ONNXTranslator(args.onnx_model), f"ONNX model: {args.onnx_model}"
+    except (ImportError, ValueError) as error:
+        parser.error(str(error))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -324,36 +343,16 @@ def main(argv=None):
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
     exported = None
-    model_file = args.litert_model or args.onnx_model
-    if model_file is not None:
-        if args.mode != "translate" or args.n_best != 1:
+    if args.export_dir is None:
+        model_file = args.litert_model or args.onnx_model
+        if model_file and (args.mode != "translate" or args.n_best != 1):
             parser.error(
                 "--litert_model and --onnx_model translate only, with the best hypothesis: "
                 f"no --mode {args.mode}, no --n_best {args.n_best}."
             )
-        from keras_transformer_runtime import LiteRTTranslator
-        from keras_transformer_runtime import ONNXTranslator
-
-        runtime = LiteRTTranslator if args.litert_model else ONNXTranslator
-        try:
-            translator = runtime(model_file)
-        except (ImportError, ValueError) as error:
-            parser.error(str(error))
+        translator, label = runtime_translator(parser, args)
         if args.info:
-            print(f"{runtime.__name__}: {model_file}")
-            print(f"quantization: {translator.quantization}")
-            print("decoding settings: " + json.dumps(translator.settings.to_dict(), sort_keys=True))
-            return 0
-        settings, model = translator.settings, translator
-    elif args.ctranslate2_dir is not None:
-        from keras_transformer_runtime import CTranslate2Translator
-
-        try:
-            translator = CTranslate2Translator(args.ctranslate2_dir, compute_type=args.compute_type)
-        except (ImportError, ValueError) as error:
-            parser.error(str(error))
-        if args.info:
-            print(f"CTranslate2 model: {args.ctranslate2_dir}")
+            print(label)
             print(f"quantization: {translator.quantization}")
             print("decoding settings: " + json.dumps(translator.settings.to_dict(), sort_keys=True))
             return 0
