@@ -35,6 +35,9 @@ as the search ranks them):
   size when translating), N lines per input line, best first for beam
   search, each `line<TAB>translation` or `line<TAB>score<TAB>translation`,
   `line` being the input's 1-based line number.
+* `--with_token_scores` (`--export_dir`, `--mode translate`): a last
+  field after the translation, the space-separated log-probabilities of
+  its tokens (EOS's last), as `--mode score` gives them for it.
 * `--mode score`: each input line is `source<TAB>target`; one output line
   per input line, `score<TAB>log_prob<TAB>token_scores`, the last the
   space-separated log-probabilities of the target's tokens (EOS's last).
@@ -169,19 +172,40 @@ def refused(error, start, end):
     return RefusedLineError(f"The export refuses {where}: {message} The lines before were written.")
 
 
-def hypotheses(loaded, mode, lines, batch_size, n_best, seed, settings=None):
+def hypotheses(loaded, mode, lines, batch_size, n_best, seed, settings=None, token_scores=False):
     """Yields, per input line (in order), its hypotheses best first as
-    `(score, translation)`: `n_best` of them. Requests keep within the
-    export's limits (`settings`: its `settings_json`); a line the export
-    refuses alone raises `RefusedLineError` after the lines before it."""
+    `(score, translation)`: `n_best` of them; with `token_scores` (one
+    translation per line), `(score, translation, token_scores)`. Requests
+    keep within the export's limits (`settings`: its `settings_json`); a
+    line the export refuses alone raises `RefusedLineError` after the
+    lines before it."""
     batches = export_batches(loaded, settings or {}, lines, batch_size)
     for batch_number, (start, end) in enumerate(batches):
         try:
-            per_line = _batch_hypotheses(loaded, mode, lines[start:end], n_best, seed, batch_number)
+            if token_scores:
+                per_line = _batch_token_scores(loaded, lines[start:end])
+            else:
+                per_line = _batch_hypotheses(
+                    loaded, mode, lines[start:end], n_best, seed, batch_number
+                )
         except tf.errors.InvalidArgumentError as error:
             raise refused(error, start, end) from None
         for options in per_line:
-            yield [(float(score), _text(text)) for score, text in options]
+            yield [(float(score), _text(text), *rest) for score, text, *rest in options]
+
+
+def _batch_token_scores(loaded, lines):
+    """The best translation of each line of one request with its tokens'
+    log-probabilities (`translate_with_alignments`), as `[(score, text
+    bytes, token_scores)]` per line."""
+    outputs = loaded.signatures["translate_with_alignments"](text=tf.constant(lines, tf.string))
+    outputs = {key: value.numpy() for key, value in outputs.items()}
+    per_line = []
+    for row, tokens in enumerate(outputs["target_tokens"]):
+        length = int((tokens != b"").sum())
+        scores = outputs["token_scores"][row, :length].tolist()
+        per_line.append([(outputs["score"][row], outputs["translation"][row], scores)])
+    return per_line
 
 
 def _batch_hypotheses(loaded, mode, lines, n_best, seed, batch_number):
@@ -324,6 +348,11 @@ def main(argv=None):
     parser.add_argument("--n_best", type=int, default=1, help="hypotheses per input line")
     parser.add_argument("--with_scores", action="store_true", help="print each hypothesis' score")
     parser.add_argument(
+        "--with_token_scores",
+        action="store_true",
+        help="print each output token's log-probability after the translation (--export_dir)",
+    )
+    parser.add_argument(
         "--seed", type=int, default=0, help=f"seed of --mode sample, 0 to {MAX_SEED}"
     )
     parser.add_argument(
@@ -342,6 +371,13 @@ def main(argv=None):
         )
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
+    if args.with_token_scores and (
+        args.export_dir is None or args.mode != "translate" or args.n_best != 1
+    ):
+        parser.error(
+            "--with_token_scores goes with an --export_dir SavedModel, --mode translate and "
+            "one translation per line (no --n_best)."
+        )
     exported = None
     if args.export_dir is None:
         model_file = args.litert_model or args.onnx_model
@@ -412,13 +448,23 @@ def output_lines(args, model, lines, exported=None):
         )
     else:
         results = hypotheses(
-            model, args.mode, lines, args.batch_size, args.n_best, args.seed, exported
+            model,
+            args.mode,
+            lines,
+            args.batch_size,
+            args.n_best,
+            args.seed,
+            exported,
+            token_scores=args.with_token_scores,
         )
     for number, options in enumerate(results, 1):
-        for score, translation in options:
+        for score, translation, *token_scores in options:
             fields = [str(number)] if args.n_best > 1 else []
             fields += [f"{score:.4f}"] if args.with_scores else []
-            yield "\t".join(fields + [translation])
+            fields += [translation]
+            if token_scores:
+                fields += [" ".join(f"{value:.4f}" for value in token_scores[0])]
+            yield "\t".join(fields)
 
 
 if __name__ == "__main__":

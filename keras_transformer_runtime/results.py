@@ -57,10 +57,37 @@ class Hypothesis:
     tokens: list
 
 
+WORD_BOUNDARY = "\u2581"
+
+
+def word_scores(tokens, token_scores):
+    """The words of an output and their log-probabilities: `[(word,
+    log_prob)]`, a word being a run of pieces that starts where a piece
+    starts with SentencePiece's word boundary `▁` (or at the first piece),
+    its log-probability the sum of its pieces' (the probability of the
+    whole word, given the source and the words before it). The last token
+    (EOS) belongs to no word.
+
+    Example:
+
+    >>> word_scores(["▁Ein", "▁Hund", ".", "</s>"], [-0.1, -0.5, -0.2, -0.05])
+    [('Ein', -0.1), ('Hund.', -0.7)]
+    """
+    words = []
+    for piece, score in zip(tokens[:-1], token_scores[:-1], strict=True):
+        if piece.startswith(WORD_BOUNDARY) or not words:
+            words.append([piece.lstrip(WORD_BOUNDARY), float(score)])
+        else:
+            words[-1][0] += piece
+            words[-1][1] += float(score)
+    return [(word, score) for word, score in words]
+
+
 @dataclasses.dataclass(frozen=True)
 class AlignedTranslation:
     """A translation with, for each of its tokens, the source token it
-    attends to most (`Translator.translate(..., return_alignments=True)`).
+    attends to most and the token's log-probability
+    (`Translator.translate(..., return_alignments=True)`).
 
     Attributes:
         translation: the translated text.
@@ -68,9 +95,20 @@ class AlignedTranslation:
         source_tokens: the source's pieces, EOS's last.
         alignments: for each target token, the index in `source_tokens` of
             its most attended source token.
+        token_scores: for each target token, its log-probability given the
+            source and the tokens before it (the model's, as
+            `Translator.score` gives it for this translation); they sum to
+            the translation's log-probability.
     """
 
     translation: str
     target_tokens: list
     source_tokens: list
     alignments: list
+    token_scores: list = dataclasses.field(default_factory=list)
+
+    @property
+    def word_scores(self):
+        """`[(word, log_prob)]`: `token_scores` summed over each word's
+        pieces (`word_scores`); a low one marks a word to check."""
+        return word_scores(self.target_tokens, self.token_scores)

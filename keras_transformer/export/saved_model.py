@@ -199,6 +199,8 @@ def export_saved_model(
         `translate_with_alignments`: `text` -> `translation`, `score`,
             `alignments` int32 `[batch, target_len]` (for each output
             token, the source token it attends to most; -1 after EOS),
+            `token_scores` float32 `[batch, target_len]` (each output
+            token's log-probability, as `score` gives it; 0 after EOS),
             `target_tokens`, `source_tokens` string (pieces, `""` at
             padding).
         `sample`: `text`, `seed` int64 scalar -> `translation`, `score`:

@@ -41,6 +41,7 @@ def aligned_translations(outputs):
                 target_tokens=target_tokens,
                 source_tokens=strings(outputs["source_tokens"][row]),
                 alignments=outputs["alignments"][row, : len(target_tokens)].tolist(),
+                token_scores=outputs["token_scores"][row, : len(target_tokens)].tolist(),
             )
         )
     return results

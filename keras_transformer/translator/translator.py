@@ -182,8 +182,10 @@ class Translator(tf.Module):
         """`translate_with_scores`'s outputs, and for each output token the
         source token it attends to most (the mean over heads of decoder
         layer `alignment_layer`'s cross-attention, as Marian and
-        CTranslate2 align): `{"translation", "score", "alignments": (batch,
-        target_len)` int32 source positions (-1 after EOS)`,
+        CTranslate2 align) and its log-probability: `{"translation",
+        "score", "alignments": (batch, target_len)` int32 source positions
+        (-1 after EOS)`, "token_scores": (batch, target_len)` float32 (as
+        `score_targets` gives them for the translation; 0 after EOS)`,
         "target_tokens": (batch, target_len), "source_tokens": (batch,
         source_len)}` (pieces, `""` at padding)."""
         source = self.encode_text(text)
@@ -197,6 +199,7 @@ class Translator(tf.Module):
             "translation": self.tokenizer.detokenize(ids),
             "score": scores[:, 0],
             "alignments": self.search.alignments(source, target)[:, :-1],
+            "token_scores": self.search.token_log_probs(source, ids),
             "target_tokens": self._pieces(ids),
             "source_tokens": self._pieces(source),
         }
@@ -275,7 +278,10 @@ class Translator(tf.Module):
         `prefixes` (one string per sentence, `""` for none) start the
         translations; `max_output_length` caps them (see
         `translate_with_options`). With `return_alignments`, the result is
-        a list of `AlignedTranslation` (see `translate_with_alignments`).
+        a list of `AlignedTranslation` (see `translate_with_alignments`):
+        each translation with its pieces, their alignments and their
+        log-probabilities (`token_scores`, and `word_scores` per word, for
+        spotting the words to check).
 
         Example:
 

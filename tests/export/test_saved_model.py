@@ -317,6 +317,19 @@ def test_command_line_modes(exported, cli):
         expected["token_scores"].numpy()[0, :tokens],
         atol=1e-4,
     )
+    # Token scores after each translation: as scoring that translation gives them.
+    code, out, err = run("--with_token_scores", "--with_scores", stdin=stdin)
+    assert code == 0, err[-3000:]
+    rows = [line.split("\t") for line in out.decode().splitlines()]
+    expected = translator.translate_with_alignments(tf.constant(sentences))
+    assert [r[1] for r in rows] == decoded(expected["translation"])
+    for row, values in zip(rows, expected["token_scores"].numpy(), strict=True):
+        printed = [float(v) for v in row[2].split()]
+        np.testing.assert_allclose(printed, values[: len(printed)], atol=1e-4)
+        assert not values[len(printed) :].any()
+        assert len(printed) >= 1  # EOS at least
+    code, _, err = run("--with_token_scores", "--n_best", "2", stdin=stdin)
+    assert code == 2 and "--with_token_scores goes with" in err
     code, sampled, err = run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin)
     assert code == 0, err[-3000:]
     assert [line.split("\t")[0] for line in sampled.decode().splitlines()] == list("112233")

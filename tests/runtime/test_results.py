@@ -32,3 +32,17 @@ def test_batches_hold_items_of_similar_size_and_results_come_back_in_order(monke
     assert "working: 23/23 sentences" in stderr.getvalue()
     with pytest.raises(ValueError, match="Received: batch_size=0"):
         in_length_order(3, sizes.__getitem__, run, 0)
+
+
+def test_word_scores_sum_each_words_pieces():
+    from keras_transformer_runtime.results import word_scores
+
+    tokens = ["▁Ein", "▁Hund", ".", "▁läuft", "</s>"]
+    assert word_scores(tokens, [-1.0, -2.0, -0.5, -0.25, -0.125]) == [
+        ("Ein", -1.0),
+        ("Hund.", -2.5),
+        ("läuft", -0.25),
+    ]
+    # A first piece without the boundary starts a word; EOS alone: no word.
+    assert word_scores(["Hund", "▁x", "</s>"], [-1.0, -2.0, -3.0]) == [("Hund", -1.0), ("x", -2.0)]
+    assert word_scores(["</s>"], [-0.5]) == []

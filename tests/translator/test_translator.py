@@ -345,7 +345,31 @@ def test_alignments_on_the_reversal_task(trained, reverser):
             expected = np.argmax(np.mean(cross.numpy()[0], axis=0), axis=-1)
             assert alignments[row, :length].tolist() == expected.tolist()
             assert (alignments[row, length:] == -1).all()
+    # Each token's log-probability, as scoring the translation gives it.
+    scored = translator.score(sources, [r.translation for r in results])
+    for result, score in zip(results, scored, strict=True):
+        assert result.target_tokens == score.tokens
+        np.testing.assert_allclose(result.token_scores, score.token_scores, atol=1e-5)
     with pytest.raises(ValueError, match="Received: alignment_layer=2"):
         Translator(model, tokenizer, alignment_layer=2)
     with pytest.raises(ValueError, match="return_alignments"):
         translator.translate(sources, prefixes=sources, return_alignments=True)
+
+
+def test_token_scores_sum_to_the_searchs_log_probability(micro_translator):
+    # Teacher-forced log-probabilities of the output against the cached
+    # search's own, which scored the same tokens one step at a time.
+    from keras_transformer_runtime import length_penalty
+
+    sources = ["a b c", "", "d e f g h i", "j"]
+    results = micro_translator.translate(sources, return_alignments=True)
+    scores = micro_translator.translate_with_scores(tf.constant(sources))["score"].numpy()
+    alpha = micro_translator.settings.alpha
+    for result, score in zip(results, scores, strict=True):
+        assert len(result.token_scores) == len(result.target_tokens)
+        log_prob = score * length_penalty(len(result.target_tokens), alpha)
+        np.testing.assert_allclose(sum(result.token_scores), log_prob, rtol=1e-5, atol=1e-5)
+        words = result.word_scores
+        np.testing.assert_allclose(
+            sum(w for _, w in words) + result.token_scores[-1], log_prob, rtol=1e-5, atol=1e-5
+        )
