@@ -35,9 +35,10 @@ as the search ranks them):
   size when translating), N lines per input line, best first for beam
   search, each `line<TAB>translation` or `line<TAB>score<TAB>translation`,
   `line` being the input's 1-based line number.
-* `--with_token_scores` (`--export_dir`, `--mode translate`): a last
-  field after the translation, the space-separated log-probabilities of
-  its tokens (EOS's last), as `--mode score` gives them for it.
+* `--with_token_scores` (`--export_dir` or `--ctranslate2_dir`, `--mode
+  translate`): a last field after the translation, the space-separated
+  log-probabilities of its tokens (EOS's last), as `--mode score` gives
+  them for it.
 * `--mode score`: each input line is `source<TAB>target`; one output line
   per input line, `score<TAB>log_prob<TAB>token_scores`, the last the
   space-separated log-probabilities of the target's tokens (EOS's last).
@@ -274,15 +275,20 @@ def score_lines(loaded, lines, batch_size, settings=None):
             )
 
 
-def ctranslate2_hypotheses(translator, mode, lines, batch_size, n_best, seed):
+def ctranslate2_hypotheses(translator, mode, lines, batch_size, n_best, seed, token_scores=False):
     """Like `hypotheses`, with a `CTranslate2Translator`."""
     texts = [line.decode("utf-8", errors="replace") for line in lines]
     if mode == "sample":
         outputs = translator.sample(texts, num_samples=n_best, seed=seed, batch_size=batch_size)
     else:
-        outputs = translator.translate_with_scores(texts, n_best=n_best, batch_size=batch_size)
+        outputs = translator.translate_with_scores(
+            texts, n_best=n_best, batch_size=batch_size, token_scores=token_scores
+        )
     for options in outputs:
-        yield [(h.score, one_line(h.translation)) for h in options]
+        if token_scores:
+            yield [(h.score, one_line(h.translation), h.token_scores) for h in options]
+        else:
+            yield [(h.score, one_line(h.translation)) for h in options]
 
 
 def exported_search_hypotheses(translator, lines, batch_size):
@@ -350,7 +356,7 @@ def main(argv=None):
     parser.add_argument(
         "--with_token_scores",
         action="store_true",
-        help="print each output token's log-probability after the translation (--export_dir)",
+        help="print each output token's log-probability after the translation",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help=f"seed of --mode sample, 0 to {MAX_SEED}"
@@ -372,11 +378,11 @@ def main(argv=None):
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
     if args.with_token_scores and (
-        args.export_dir is None or args.mode != "translate" or args.n_best != 1
+        args.litert_model or args.onnx_model or args.mode != "translate" or args.n_best != 1
     ):
         parser.error(
-            "--with_token_scores goes with an --export_dir SavedModel, --mode translate and "
-            "one translation per line (no --n_best)."
+            "--with_token_scores goes with --export_dir or --ctranslate2_dir, --mode translate "
+            "and one translation per line (no --n_best)."
         )
     exported = None
     if args.export_dir is None:
@@ -444,7 +450,13 @@ def output_lines(args, model, lines, exported=None):
         results = exported_search_hypotheses(model, lines, args.batch_size)
     elif args.ctranslate2_dir is not None:
         results = ctranslate2_hypotheses(
-            model, args.mode, lines, args.batch_size, args.n_best, args.seed
+            model,
+            args.mode,
+            lines,
+            args.batch_size,
+            args.n_best,
+            args.seed,
+            token_scores=args.with_token_scores,
         )
     else:
         results = hypotheses(

@@ -39,6 +39,7 @@ with these differences, by construction of CTranslate2's search:
   a seed, but not the draws of `Translator`.
 """
 
+import dataclasses
 import json
 import os
 import warnings
@@ -227,9 +228,11 @@ class CTranslate2Translator:
             repetition_penalty=self.settings.repetition_penalty,
         )
 
-    def translate_with_scores(self, sentences, n_best=1, batch_size=64):
+    def translate_with_scores(self, sentences, n_best=1, batch_size=64, token_scores=False):
         """Beam search (greedy for `beam_size=1`): for each sentence, its
-        `n_best` best `Hypothesis` (at most `beam_size`), best first."""
+        `n_best` best `Hypothesis` (at most `beam_size`), best first; with
+        `token_scores`, each with its tokens' log-probabilities (one more
+        scoring call per batch, as `score` gives them)."""
         beam_size = self.settings.beam_size
         if not 1 <= n_best <= beam_size:
             raise ValueError(
@@ -249,9 +252,23 @@ class CTranslate2Translator:
                 max_decoding_length=self._decoding_limit(pieces),
                 **self._controls(),
             )
-            return [self._hypotheses(f)[:n_best] for f in self._finished(pieces, results)]
+            best = [self._hypotheses(f)[:n_best] for f in self._finished(pieces, results)]
+            return self._with_token_scores(pieces, best) if token_scores else best
 
         return self._by_length(sentences, batch_size, run)
+
+    def _with_token_scores(self, pieces, hypotheses):
+        """`hypotheses` (a list per source of `pieces`) with their tokens'
+        log-probabilities, from one `score_batch` call."""
+        pairs = [(i, h) for i, options in enumerate(hypotheses) for h in options]
+        scored = self.translator.score_batch(
+            [pieces[i] for i, _ in pairs], [h.tokens[:-1] for _, h in pairs], max_input_length=0
+        )
+        values = iter([float(v) for v in result.log_probs] for result in scored)
+        return [
+            [dataclasses.replace(h, token_scores=next(values)) for h in options]
+            for options in hypotheses
+        ]
 
     def translate(self, sentences, batch_size=64):
         """The best translation of each sentence, in order."""

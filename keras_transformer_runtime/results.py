@@ -49,12 +49,22 @@ class Hypothesis:
         tokens: the SentencePiece pieces, ending with EOS's (added and
             scored where the length limit stopped the hypothesis, as the
             searches of `keras_transformer` do).
+        token_scores: each token's log-probability given the source and
+            the tokens before it, where asked for
+            (`CTranslate2Translator.translate_with_scores(...,
+            token_scores=True)`), else empty.
     """
 
     translation: str
     score: float
     log_prob: float
     tokens: list
+    token_scores: list = dataclasses.field(default_factory=list)
+
+    @property
+    def word_scores(self):
+        """`[(word, log_prob)]` from `token_scores` (`word_scores`)."""
+        return word_scores(self.tokens, self.token_scores)
 
 
 WORD_BOUNDARY = "\u2581"

@@ -225,6 +225,11 @@ def test_command_line(letter_reverser, tmp_path, monkeypatch, capsysbinary):
     assert [float(line.split("\t")[1]) for line in scored] == pytest.approx(
         [s.log_prob for s in expected], abs=1e-3
     )
+    with_tokens = run("--with_token_scores")
+    tokens = converted.translate_with_scores(sources, token_scores=True)
+    assert with_tokens == [
+        f"{h[0].translation}\t" + " ".join(f"{v:.4f}" for v in h[0].token_scores) for h in tokens
+    ]
     samples = run("--mode", "sample", "--n_best", "3", "--seed", "5")
     assert len(samples) == 9 and samples == run("--mode", "sample", "--n_best", "3", "--seed", "5")
     assert '"beam_size": 4' in "\n".join(run("--info"))
@@ -248,3 +253,23 @@ def test_documented_differences_are_what_the_runtime_does(words_tokenizer, tmp_p
     assert [h.translation for h in empty] == ["", ""] and empty[0] == empty[1]
     expected = plain.score([""], [""])[0]
     assert empty[0].log_prob == pytest.approx(expected.log_prob, abs=1e-4)
+
+
+def test_token_scores_sum_to_each_hypothesis_log_probability(words_tokenizer, tmp_path):
+    tokenizer, sentences = words_tokenizer
+    translator = Translator(random_model(), tokenizer, beam_size=3, max_extra_length=4)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    converted = CTranslate2Translator(tmp_path / "ct2")
+    plain = converted.translate_with_scores(sentences[:8], n_best=2)
+    scored = converted.translate_with_scores(sentences[:8], n_best=2, token_scores=True)
+    for options, scored_options in zip(plain, scored, strict=True):
+        for h, s in zip(options, scored_options, strict=True):
+            assert (s.translation, s.tokens, h.token_scores) == (h.translation, h.tokens, [])
+            assert len(s.token_scores) == len(s.tokens)
+            np.testing.assert_allclose(sum(s.token_scores), s.log_prob, atol=1e-4)
+    # As the model scores the same pieces teacher-forced (ours, in the graph).
+    best = scored[0][0]
+    ids = [[tokenizer.piece_to_id(p) for p in best.tokens]]
+    source = translator.encode_text(tf.constant(sentences[:1]))
+    expected = translator.search.token_log_probs(source, tf.constant(ids, tf.int32))
+    np.testing.assert_allclose(best.token_scores, expected.numpy()[0], atol=1e-4)
