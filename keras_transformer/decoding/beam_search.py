@@ -7,10 +7,10 @@ import tensorflow as tf
 from keras_transformer import _backend
 from keras_transformer.decoding.constraints import forced_tokens
 from keras_transformer.decoding.constraints import only_token
-from keras_transformer.decoding.constraints import outside_prefix
 from keras_transformer.decoding.constraints import with_prefix
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.loop import check_two_part_cache
+from keras_transformer.decoding.loop import controlled
 from keras_transformer.decoding.loop import drops_finished_rows
 from keras_transformer.decoding.loop import rows_of
 from keras_transformer.decoding.loop import searched_sentences
@@ -106,6 +106,7 @@ def beam_search(
     controls=None,
     prefix=None,
     resize_cache=None,
+    banned=None,
 ):
     """Beam search with GNMT's length penalty (§6.1: beam 4, alpha 0.6).
 
@@ -139,6 +140,8 @@ def beam_search(
             for `greedy_search`.
         resize_cache: optional, grows the per-hypothesis cache in segments,
             as for `greedy_search`.
+        banned: optional phrases no hypothesis may contain, as for
+            `greedy_search`.
 
     Returns:
         `(ids, scores)`: int32 `(batch, num_results, max_length)` and
@@ -176,7 +179,7 @@ def beam_search(
             "per_hypothesis": rows_of(cache["per_hypothesis"], tf.repeat(tf.range(batch_size), k)),
         },
         sentences={
-            **searched_sentences(batch_size, limits, prefix),
+            **searched_sentences(batch_size, limits, prefix, banned),
             "max_penalty": length_penalty(tf.cast(limits, tf.float32), alpha),
         },
         results={
@@ -222,16 +225,21 @@ def beam_search(
         logits = tf.cast(logits, tf.float32)
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
         forced, forced_token = forced_tokens(prefix, step)
-        if controls is not None and controls.active:
-            controlled = controls.apply(
+        if (controls is not None and controls.active) or "banned" in state.sentences:
+            per_row = {
+                name: tf.repeat(state.sentences[name], k, axis=0)
+                for name in ("banned",)
+                if name in state.sentences
+            }
+            logits = controlled(
                 logits,
+                controls,
+                per_row,
                 tf.reshape(state.alive_ids, [rows * k, width]),
                 step,
                 tf.repeat(limits, k),
                 eos_id,
-            )
-            logits = outside_prefix(
-                None if forced is None else tf.repeat(forced, k), controlled, logits
+                None if forced is None else tf.repeat(forced, k),
             )
         logits = tf.reshape(logits, [rows, k, vocab])
         only = only_token(logits, step, limits, eos_id, forced, forced_token)

@@ -22,6 +22,7 @@ def greedy_search(
     controls=None,
     prefix=None,
     resize_cache=None,
+    banned=None,
 ):
     """Picks the most likely next token until every sentence has ended.
 
@@ -50,6 +51,11 @@ def greedy_search(
             in `CACHE_SEGMENTS` steps up to `max_length`, so that early
             steps attend to, write and move a shorter cache; `cache` must
             then have the two parts, and may hold any number of positions.
+        banned: optional int32 `(batch, phrases, length)`: token sequences
+            no output contains (`decoding.banned`: right-aligned, padded
+            on the left with -1; `banned.right_aligned` builds it). They
+            apply as the `controls` do (the scores are then under the
+            distribution without the banned tokens; a prefix is exempt).
 
     Returns:
         `(ids, scores)`: int32 `(batch, max_length)` and the float32 sum of
@@ -76,4 +82,5 @@ def greedy_search(
         controls=controls,
         prefix=prefix,
         resize_cache=resize_cache,
+        banned=banned,
     )

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.decoding.banned import without_banned
 from keras_transformer.decoding.constraints import forced_tokens
 from keras_transformer.decoding.constraints import never_chosen
 from keras_transformer.decoding.constraints import only_eos_at_limit
@@ -177,14 +178,28 @@ def segmented_loop(cond, body, state, max_length, resize_cache, drop_rows):
     return state
 
 
-def searched_sentences(batch_size, limits, prefix):
+def searched_sentences(batch_size, limits, prefix, banned=None):
     """The per-sentence inputs of a search, which leave with their
     sentence's rows: `{"index"` (the sentence's row in the input batch)`,
-    "limits"`, and `"prefix"` if there is one`}`."""
+    "limits"`, and `"prefix"` and `"banned"` (phrases) if there are some`}`."""
     sentences = {"index": tf.range(batch_size), "limits": limits}
     if prefix is not None:
         sentences["prefix"] = prefix
+    if banned is not None:
+        sentences["banned"] = tf.convert_to_tensor(banned, tf.int32)
     return sentences
+
+
+def controlled(logits, controls, sentences, ids, step, limits, eos_id, forced):
+    """`logits` `(rows, vocab)` under the output `controls` and the rows'
+    banned phrases (`sentences["banned"]`, one row per row of `logits`),
+    except on rows `forced` through a prefix; `ids` `(rows, width)`."""
+    rule = logits
+    if controls is not None and controls.active:
+        rule = controls.apply(rule, ids, step, limits, eos_id)
+    if "banned" in sentences:
+        rule = without_banned(rule, sentences["banned"], ids, step)
+    return rule if rule is logits else outside_prefix(forced, rule, logits)
 
 
 class TokenState(NamedTuple):
@@ -234,11 +249,13 @@ def one_token_at_a_time(
     controls,
     prefix,
     resize_cache,
+    banned=None,
 ):
     """The loop of greedy search and sampling: `pick(logits, step,
     sentences)` chooses the next token `(rows,)` of each row from its
-    logits `(rows, vocab)` (after the rules of `constraints`: never PAD or
-    BOS, only EOS at the limit, a forced prefix), `sentences` `(rows,)`
+    logits `(rows, vocab)` (after the output controls and banned phrases,
+    and the rules of `constraints`: never PAD or BOS, only EOS at the
+    limit, a forced prefix), `sentences` `(rows,)`
     being each row's sentence in the batch; returns `(ids, scores)`.
 
     Outside XLA, the rows of finished sentences are dropped as they finish
@@ -265,9 +282,9 @@ def one_token_at_a_time(
         logits, cache = tokens_to_logits(tokens, state.cache, step)
         logits = tf.cast(logits, tf.float32)
         forced, forced_token = forced_tokens(sentences.get("prefix"), step)
-        if controls is not None and controls.active:
-            controlled = controls.apply(logits, state.sequences, step, sentences["limits"], eos_id)
-            logits = outside_prefix(forced, controlled, logits)
+        logits = controlled(
+            logits, controls, sentences, state.sequences, step, sentences["limits"], eos_id, forced
+        )
         normalizer = log_normalizer(logits)
         logits = never_chosen(logits, (pad_id, bos_id))
         logits = only_eos_at_limit(logits, step, sentences["limits"], eos_id)
@@ -291,7 +308,7 @@ def one_token_at_a_time(
         finished=tf.zeros([batch_size], tf.bool),
         scores=tf.zeros([batch_size], tf.float32),
         cache=cache,
-        sentences=searched_sentences(batch_size, limits, prefix),
+        sentences=searched_sentences(batch_size, limits, prefix, banned),
         results={"sequences": sequences, "scores": tf.zeros([batch_size], tf.float32)},
     )
     final = segmented_loop(cond, body, initial, max_length, resize_cache, drop_finished)

@@ -31,6 +31,7 @@ def sample(
     controls=None,
     prefix=None,
     resize_cache=None,
+    banned=None,
 ):
     """Draws each next token at random until every sentence has ended.
 
@@ -48,7 +49,7 @@ def sample(
 
     Args:
         tokens_to_logits, cache, batch_size, max_length, length_limits,
-        bos_id, eos_id, pad_id, controls, prefix, resize_cache: as for
+        bos_id, eos_id, pad_id, controls, prefix, resize_cache, banned: as for
             `greedy_search`.
         seed: an integer or int32/int64 scalar tensor.
         temperature: a positive float.
@@ -84,6 +85,7 @@ def sample(
         controls=controls,
         prefix=prefix,
         resize_cache=resize_cache,
+        banned=banned,
     )
 
 

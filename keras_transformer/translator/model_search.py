@@ -55,8 +55,8 @@ class ModelSearch:
         """What every search needs for `source` ids: `{"batch_size",
         "limits"` (per sentence)`, "max_length"` (the buffer)`, "cache",
         "tokens_to_logits", "options"}`; `options` holds the optional
-        `"prefix"` ids and a request's `"max_output_length"` (<= 0: the
-        translator's)."""
+        `"prefix"` ids, a request's `"max_output_length"` (<= 0: the
+        translator's) and `"banned"` phrases (`decoding.banned`)."""
         model = self.model
         options = dict(options or {})
         source_mask = tf.not_equal(source, self.pad_id)
@@ -91,6 +91,7 @@ class ModelSearch:
                 controls=self.controls,
                 prefix=options.get("prefix"),
                 resize_cache=model.resize_cache,
+                banned=options.get("banned"),
             ),
         }
 

@@ -6,10 +6,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.decoding.banned import right_aligned
 from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer.translator.model_search import resolved_settings
 from keras_transformer.translator.outputs import aligned_translations
 from keras_transformer.translator.outputs import target_scores
+from keras_transformer.translator.signatures import BANNED_IDS
 from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
 from keras_transformer.translator.signatures import PREFIX
 from keras_transformer.translator.signatures import SEED
@@ -177,6 +179,28 @@ class Translator(tf.Module):
     def _options_with_seed(self, text, prefix, max_output_length, seed):
         return self._with_options(text, prefix, max_output_length, seed)
 
+    @tf.function(input_signature=[TEXT, BANNED_IDS])
+    def translate_banning(self, text, banned_ids):
+        """Like `translate_with_scores`, with phrases no translation may
+        contain: `banned_ids` int32 `(batch, phrases, length)`, each
+        phrase's target ids right-aligned and padded on the left with -1
+        (`decoding.banned`; `translate(..., banned=...)` builds it from
+        text). The scores are under the distribution without the banned
+        tokens, as with the output controls."""
+        source = self.encode_text(text)
+        ids, scores = self._search(source, 1, {"banned": banned_ids})
+        return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
+
+    def banned_ids(self, banned):
+        """`banned` (per sentence, a list of phrases as text) as the
+        `banned_ids` of `translate_banning`: each phrase segmented as the
+        tokenizer segments a target alone (so `"Hund"` bans the piece
+        sequence of the word at the start of a word)."""
+        phrases = [phrase for sentence in banned for phrase in sentence if phrase]
+        ids = self.tokenizer.tokenize_target(tf.constant(phrases, tf.string)).to_list()
+        found = iter(ids)
+        return right_aligned([[next(found) for p in sentence if p] for sentence in banned])
+
     @tf.function(input_signature=[TEXT])
     def translate_with_alignments(self, text):
         """`translate_with_scores`'s outputs, and for each output token the
@@ -267,6 +291,7 @@ class Translator(tf.Module):
         prefixes=None,
         max_output_length=None,
         return_alignments=False,
+        banned=None,
     ):
         """Translates a list of strings, `batch_size` at a time (sorted by
         length for little padding), and returns a list in the same order.
@@ -281,7 +306,9 @@ class Translator(tf.Module):
         a list of `AlignedTranslation` (see `translate_with_alignments`):
         each translation with its pieces, their alignments and their
         log-probabilities (`token_scores`, and `word_scores` per word, for
-        spotting the words to check).
+        spotting the words to check). `banned` (per sentence, a list of
+        phrases) keeps those phrases out of its translation (see
+        `translate_banning`; beam or greedy search, no other option).
 
         Example:
 
@@ -306,6 +333,21 @@ class Translator(tf.Module):
                 f"prefixes={'given' if prefixes is not None else None}, "
                 f"max_output_length={max_output_length}"
             )
+        if banned is not None:
+            banned = [list(phrases) for phrases in banned]
+            if len(banned) != len(sentences):
+                raise ValueError(
+                    "`banned` must hold one list of phrases per sentence. Received: "
+                    f"{len(banned)} lists for {len(sentences)} sentences"
+                )
+            if with_options or return_alignments or self.settings.search == "sample":
+                raise ValueError(
+                    "`banned` works with beam search (or greedy) and no prefixes, "
+                    "max_output_length or return_alignments. Received: "
+                    f"search={self.settings.search!r}, prefixes="
+                    f"{'given' if prefixes is not None else None}, max_output_length="
+                    f"{max_output_length}, return_alignments={return_alignments}"
+                )
         if seed is not None and self.settings.search != "sample":
             raise ValueError(
                 f"`seed` is for search='sample'; this translator's search is "
@@ -324,6 +366,10 @@ class Translator(tf.Module):
                 batch_seed = int(batch_seeds.spawn(1)[0].generate_state(1, np.uint64)[0]) >> 2
             if return_alignments:
                 return aligned_translations(self.translate_with_alignments(text))
+            if banned is not None:
+                banned_ids = self.banned_ids([banned[i] for i in chunk])
+                outputs = self.translate_banning(text, banned_ids)["translation"]
+                return [text.decode("utf-8", errors="replace") for text in outputs.numpy()]
             if with_options:
                 prefix = [prefixes[i] for i in chunk] if prefixes is not None else [""] * len(chunk)
                 outputs = self._options_with_seed(

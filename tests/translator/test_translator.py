@@ -373,3 +373,34 @@ def test_token_scores_sum_to_the_searchs_log_probability(micro_translator):
         np.testing.assert_allclose(
             sum(w for _, w in words) + result.token_scores[-1], log_prob, rtol=1e-5, atol=1e-5
         )
+
+
+@learned
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_banned_phrases_stay_out_of_the_translations(reverser, beam_size):
+    translator = reverser[beam_size]
+    sources, targets = letter_reversal_corpus(60, seed=17)
+    banned = [["c b", "j"] if i % 2 else [] for i in range(len(sources))]
+    outputs = translator.translate(sources, batch_size=16, banned=banned)
+    hit = 0
+    for output, target, phrases in zip(outputs, targets, banned, strict=True):
+        words = output.split()
+        assert "j" not in words or not phrases
+        assert not phrases or all(words[i : i + 2] != ["c", "b"] for i in range(len(words)))
+        bound = phrases and ("j" in target.split() or " c b" in f" {target} ")
+        hit += bool(bound)
+        if not bound:  # the phrases do not bind: the translation is the unbanned one
+            assert output == target
+    assert hit >= 5  # the test bans what the model would output
+
+
+def test_banned_phrases_refuse_other_options(micro_translator):
+    with pytest.raises(ValueError, match="one list of phrases per sentence"):
+        micro_translator.translate(["a", "b"], banned=[["x"]])
+    with pytest.raises(ValueError, match="`banned` works with beam search"):
+        micro_translator.translate(["a"], banned=[["x"]], prefixes=["y"])
+    # Empty phrases and sentences without any are fine; ids as the tokenizer segments.
+    ids = micro_translator.banned_ids([["a b", ""], []])
+    pieces = micro_translator.tokenizer.tokenize_target(tf.constant(["a b"])).to_list()[0]
+    assert ids.shape == (2, 1, len(pieces))
+    assert ids[0, 0].tolist() == pieces and (ids[1] == -1).all()

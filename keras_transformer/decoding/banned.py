@@ -1,0 +1,70 @@
+"""Banned phrases: token sequences a search never outputs.
+
+A sentence's phrases are an int32 tensor `(phrases, length)` (a batch of
+them `(batch, phrases, length)`), each phrase's ids right-aligned and
+padded on the left with `NO_TOKEN` (a row of `NO_TOKEN` bans nothing);
+`right_aligned` builds one from lists. At every step a search forbids each
+token that would complete a phrase: a phrase's last token, where the
+hypothesis ends with the tokens before it (a one-token phrase: always).
+
+The rule applies where the output controls do (`controls`), before the
+logits are normalized: the scores are log-probabilities under the
+distribution without the banned tokens, and a forced prefix is exempt.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.decoding.controls import NEG_INF
+
+NO_TOKEN = -1
+
+
+def right_aligned(phrases, length=None):
+    """`phrases` (per sentence, a list of phrases, each a list of ids) as
+    the int32 array `(batch, most phrases, longest phrase)` the searches
+    take, or at least `length` wide.
+
+    Example:
+
+    >>> right_aligned([[[5, 6], [7]], []])[0]
+    array([[ 5,  6],
+           [-1,  7]], dtype=int32)
+    """
+    count = max((len(p) for p in phrases), default=0)
+    width = max([length or 1] + [len(phrase) for p in phrases for phrase in p])
+    aligned = np.full((len(phrases), max(count, 1), width), NO_TOKEN, np.int32)
+    for i, sentence in enumerate(phrases):
+        for j, phrase in enumerate(sentence):
+            if any(int(token) < 0 for token in phrase):
+                raise ValueError(
+                    f"A banned phrase holds ids, none negative. Received: phrase {list(phrase)} "
+                    f"of sentence {i}"
+                )
+            if phrase:
+                aligned[i, j, width - len(phrase) :] = phrase
+    return aligned
+
+
+def completions(phrases, ids, step, vocab):
+    """Which tokens `(rows, vocab)` would complete one of each row's
+    `phrases` `(rows, phrases, length)` after position `step` of `ids`
+    `(rows, width)` (BOS at position 0, the hypothesis' tokens at
+    1..step)."""
+    length = tf.shape(phrases)[2]
+    positions = step - length + 2 + tf.range(length - 1)  # the last length - 1 tokens
+    recent = tf.gather(ids, tf.maximum(positions, 0), axis=1)
+    recent = tf.where(positions[None, :] >= 1, recent, NO_TOKEN - 1)  # before the output
+    before = phrases[:, :, :-1]
+    follows = tf.reduce_all(
+        tf.logical_or(tf.equal(before, NO_TOKEN), tf.equal(before, recent[:, None, :])), axis=-1
+    )  # (rows, phrases)
+    last = tf.where(follows, phrases[:, :, -1], NO_TOKEN)  # one_hot(-1) is all zeros
+    return tf.reduce_max(tf.one_hot(last, vocab, dtype=tf.int8), axis=1) > 0
+
+
+def without_banned(logits, phrases, ids, step):
+    """`logits` `(rows, vocab)` with each token that would complete one of
+    `phrases` at `NEG_INF`."""
+    banned = completions(phrases, ids, step, tf.shape(logits)[-1])
+    return tf.where(banned, tf.constant(NEG_INF, logits.dtype), logits)
