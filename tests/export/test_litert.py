@@ -177,6 +177,18 @@ def test_bad_arguments_and_existing_files(words_tokenizer, tmp_path):
     with pytest.raises(FileExistsError, match="overwrite=True"):
         export_litert(translator, path)
     assert pathlib.Path(path).read_bytes() == before
+    # A conversion that fails keeps the old files whole and leaves nothing.
+    listing = sorted(os.listdir(tmp_path))
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the converter crashed")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tf.lite.TFLiteConverter, "from_saved_model", failing)
+        with pytest.raises(RuntimeError, match="the converter crashed"):
+            export_litert(translator, path, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == listing
+    assert pathlib.Path(path).read_bytes() == before
     export_litert(translator, path, quantization="dynamic_int8", overwrite=True)
     assert LiteRTTranslator(path).quantization == "dynamic_int8"
     assert sorted(os.listdir(tmp_path)) == ["m.tflite", "m.tflite.json", "m.tflite.spm"]
