@@ -46,21 +46,27 @@ def right_aligned(phrases, length=None):
     return aligned
 
 
+def follows(phrases, ids, step):
+    """Whether each hypothesis `ids` `(..., width)` (BOS at position 0, its
+    tokens at 1..step) ends with all of each phrase but its last token:
+    `(..., phrases)` booleans for `phrases` `(..., phrases, length)` (the
+    leading axes broadcast)."""
+    length = tf.shape(phrases)[-1]
+    positions = step - length + 2 + tf.range(length - 1)  # the last length - 1 tokens
+    recent = tf.gather(ids, tf.maximum(positions, 0), axis=-1)
+    recent = tf.where(positions >= 1, recent, NO_TOKEN - 1)  # before the output
+    before = phrases[..., :-1]
+    return tf.reduce_all(
+        tf.logical_or(tf.equal(before, NO_TOKEN), tf.equal(before, recent[..., None, :])), axis=-1
+    )
+
+
 def completions(phrases, ids, step, vocab):
     """Which tokens `(rows, vocab)` would complete one of each row's
     `phrases` `(rows, phrases, length)` after position `step` of `ids`
-    `(rows, width)` (BOS at position 0, the hypothesis' tokens at
-    1..step)."""
-    length = tf.shape(phrases)[2]
-    positions = step - length + 2 + tf.range(length - 1)  # the last length - 1 tokens
-    recent = tf.gather(ids, tf.maximum(positions, 0), axis=1)
-    recent = tf.where(positions[None, :] >= 1, recent, NO_TOKEN - 1)  # before the output
-    before = phrases[:, :, :-1]
-    follows = tf.reduce_all(
-        tf.logical_or(tf.equal(before, NO_TOKEN), tf.equal(before, recent[:, None, :])), axis=-1
-    )  # (rows, phrases)
-    last = tf.where(follows, phrases[:, :, -1], NO_TOKEN)  # one_hot(-1) is all zeros
-    return tf.reduce_max(tf.one_hot(last, vocab, dtype=tf.int8), axis=1) > 0
+    `(rows, width)`."""
+    last = tf.where(follows(phrases, ids, step), phrases[:, :, -1], NO_TOKEN)
+    return tf.reduce_max(tf.one_hot(last, vocab, dtype=tf.int8), axis=1) > 0  # one_hot(-1): 0
 
 
 def without_banned(logits, phrases, ids, step):

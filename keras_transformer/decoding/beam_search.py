@@ -5,6 +5,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.decoding import constrained
 from keras_transformer.decoding.constraints import forced_tokens
 from keras_transformer.decoding.constraints import only_token
 from keras_transformer.decoding.constraints import with_prefix
@@ -18,6 +19,7 @@ from keras_transformer.decoding.loop import segmented_loop
 from keras_transformer.decoding.loop import sentence_limits
 from keras_transformer.decoding.loop import written_rows
 from keras_transformer.decoding.top_k import best_extensions
+from keras_transformer.decoding.top_k import log_normalizer
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
@@ -107,6 +109,7 @@ def beam_search(
     prefix=None,
     resize_cache=None,
     banned=None,
+    constraints=None,
 ):
     """Beam search with GNMT's length penalty (§6.1: beam 4, alpha 0.6).
 
@@ -142,6 +145,11 @@ def beam_search(
             as for `greedy_search`.
         banned: optional phrases no hypothesis may contain, as for
             `greedy_search`.
+        constraints: optional int32 `(batch, constraints, length)`, in
+            `banned`'s layout: phrases every output must contain, by
+            dynamic beam allocation (`decoding.constrained`). An output
+            that cannot meet them within its limit is the best of those
+            that meet the most (`constrained.missing` counts them).
 
     Returns:
         `(ids, scores)`: int32 `(batch, num_results, max_length)` and
@@ -180,6 +188,11 @@ def beam_search(
         },
         sentences={
             **searched_sentences(batch_size, limits, prefix, banned),
+            **(
+                {}
+                if constraints is None
+                else {"constraints": tf.convert_to_tensor(constraints, tf.int32)}
+            ),
             "max_penalty": length_penalty(tf.cast(limits, tf.float32), alpha),
         },
         results={
@@ -251,6 +264,9 @@ def beam_search(
             logits, state.alive_log_probs, 2 * k, only, never=(pad_id, bos_id)
         )  # (rows, 2k)
         top_beams, top_tokens = top_indices // vocab, top_indices % vocab
+        if "constraints" in state.sentences:
+            top = (top_log_probs, top_beams, top_tokens)
+            return constrained_step(state, logits, only, top, cache)
         column = tf.equal(tf.range(width), step + 1)[None, None, :]
         top_ids = tf.where(
             column, top_tokens[:, :, None], tf.gather(state.alive_ids, top_beams, batch_dims=1)
@@ -279,6 +295,65 @@ def beam_search(
             finished_ids=finished_ids,
             finished_scores=finished_scores,
             parents=tf.gather(top_beams, live, batch_dims=1),
+            cache=cache,
+        )
+
+    def constrained_step(state, logits, only, top, cache):
+        """`_step`'s choices under positive constraints (`constrained`):
+        the best extensions and each hypothesis' proposals, live slots by
+        dynamic beam allocation, endings only with every constraint met
+        (but at the limit), finished ones ranked by constraints missed."""
+        step, limits = state.step, state.sentences["limits"]
+        phrases = state.sentences["constraints"]
+        vocab = tf.shape(logits)[-1]
+        active = tf.reduce_sum(tf.cast(tf.not_equal(phrases, -1), tf.int32), axis=[1, 2])
+        log_probs = logits - log_normalizer(logits)[..., None]
+        proposed = constrained.proposals(
+            phrases,
+            state.alive_ids,
+            step,
+            log_probs,
+            state.alive_log_probs,
+            tf.logical_not(only.where),
+        )
+        scores, beams, tokens = (tf.concat([a, b], 1) for a, b in zip(top, proposed, strict=True))
+        valid = constrained.first_of_each(beams * vocab + tokens, scores > NEG_INF / 2)
+        counts, banks = constrained.met_counts(phrases, state.alive_ids, step, beams, tokens)
+        ends = tf.equal(tokens, eos_id)
+        at_limit = (step + 1 >= limits)[:, None]
+        # Counts include the rows of no constraint, always met.
+        every = tf.shape(phrases)[1]
+        may_end = tf.logical_or(tf.equal(counts, every), at_limit)
+        scores = tf.where(tf.logical_and(valid, tf.logical_or(may_end, ~ends)), scores, NEG_INF)
+        column = tf.equal(tf.range(width), step + 1)[None, None, :]
+        ids = tf.where(
+            column, tokens[:, :, None], tf.gather(state.alive_ids, beams, batch_dims=1)
+        )  # (rows, candidates, width)
+        live_log_probs, live = constrained.allocated(
+            tf.where(ends, NEG_INF, scores), banks, active, k
+        )
+        # An ending counts if it ranks among the k best of its bank.
+        in_bank = constrained.bank_ranks(scores, counts) < k
+        new_scores = tf.where(
+            tf.logical_and(ends, in_bank),
+            scores / length_penalty(tf.cast(step + 1, tf.float32), alpha),
+            NEG_INF,
+        )
+        new_scores = tf.where(sentence_done(state)[:, None], NEG_INF, new_scores)  # stopped
+        all_scores = tf.concat([state.finished_scores, new_scores], 1)
+        all_ids = tf.concat([state.finished_ids, ids], 1)
+        met = tf.reduce_sum(
+            tf.cast(constrained.contained(phrases, all_ids, step + 1), tf.int32), axis=-1
+        )
+        missing = tf.where(all_scores > NEG_INF / 2, every - met, every + 1)  # empty: last
+        keep = constrained.ranked_finished(all_scores, missing, k)
+        return state._replace(
+            step=step + 1,
+            alive_ids=tf.gather(ids, live, batch_dims=1),
+            alive_log_probs=live_log_probs,
+            finished_ids=tf.gather(all_ids, keep, batch_dims=1),
+            finished_scores=tf.gather(all_scores, keep, batch_dims=1),
+            parents=tf.gather(beams, live, batch_dims=1),
             cache=cache,
         )
 

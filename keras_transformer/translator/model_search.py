@@ -56,7 +56,9 @@ class ModelSearch:
         "limits"` (per sentence)`, "max_length"` (the buffer)`, "cache",
         "tokens_to_logits", "options"}`; `options` holds the optional
         `"prefix"` ids, a request's `"max_output_length"` (<= 0: the
-        translator's) and `"banned"` phrases (`decoding.banned`)."""
+        translator's), and `"constraints"` and `"banned"` phrases
+        (`decoding.banned`'s layout); with constraints, beam search runs
+        even for `beam_size=1`."""
         model = self.model
         options = dict(options or {})
         source_mask = tf.not_equal(source, self.pad_id)
@@ -93,6 +95,7 @@ class ModelSearch:
                 resize_cache=model.resize_cache,
                 banned=options.get("banned"),
             ),
+            "constraints": options.get("constraints"),
         }
 
     def _special_ids(self):
@@ -113,7 +116,7 @@ class ModelSearch:
         length-penalized log-probabilities. `options` as for `_start`."""
         start = self._start(source, options)
         common = (start["tokens_to_logits"], start["cache"], start["batch_size"])
-        if self.settings.beam_size == 1:
+        if self.settings.beam_size == 1 and start["constraints"] is None:
             ids, log_probs = greedy_search(
                 *common,
                 start["max_length"],
@@ -129,6 +132,7 @@ class ModelSearch:
             alpha=self.settings.alpha,
             length_limits=start["limits"],
             num_results=num_results,
+            constraints=start["constraints"],
             **self._special_ids(),
             **start["search_options"],
         )

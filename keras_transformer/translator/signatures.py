@@ -9,5 +9,8 @@ TARGET = tf.TensorSpec([None], tf.string, name="target")
 SEED = tf.TensorSpec([], tf.int64, name="seed")
 PREFIX = tf.TensorSpec([None], tf.string, name="prefix")
 MAX_OUTPUT_LENGTH = tf.TensorSpec([], tf.int32, name="max_output_length")
-# Phrases no output may contain, as target ids: `decoding.banned`'s layout.
-BANNED_IDS = tf.TensorSpec([None, None, None], tf.int32, name="banned_ids")
+# Per sentence, phrases joined by `PHRASE_SEPARATOR` (`""`: none): the
+# phrases its translation must contain, and those it must not.
+CONSTRAINTS = tf.TensorSpec([None], tf.string, name="constraints")
+BANNED = tf.TensorSpec([None], tf.string, name="banned")
+PHRASE_SEPARATOR = "|||"

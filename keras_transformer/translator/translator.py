@@ -1,18 +1,22 @@
 """`Translator`: text in, text out, tokenization and search in the graph."""
 
 import random
+import warnings
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer.decoding.banned import right_aligned
+from keras_transformer.decoding import constrained
+from keras_transformer.decoding.banned import NO_TOKEN
 from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer.translator.model_search import resolved_settings
 from keras_transformer.translator.outputs import aligned_translations
 from keras_transformer.translator.outputs import target_scores
-from keras_transformer.translator.signatures import BANNED_IDS
+from keras_transformer.translator.signatures import BANNED
+from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
+from keras_transformer.translator.signatures import PHRASE_SEPARATOR
 from keras_transformer.translator.signatures import PREFIX
 from keras_transformer.translator.signatures import SEED
 from keras_transformer.translator.signatures import SOURCE
@@ -179,27 +183,48 @@ class Translator(tf.Module):
     def _options_with_seed(self, text, prefix, max_output_length, seed):
         return self._with_options(text, prefix, max_output_length, seed)
 
-    @tf.function(input_signature=[TEXT, BANNED_IDS])
-    def translate_banning(self, text, banned_ids):
-        """Like `translate_with_scores`, with phrases no translation may
-        contain: `banned_ids` int32 `(batch, phrases, length)`, each
-        phrase's target ids right-aligned and padded on the left with -1
-        (`decoding.banned`; `translate(..., banned=...)` builds it from
-        text). The scores are under the distribution without the banned
-        tokens, as with the output controls."""
-        source = self.encode_text(text)
-        ids, scores = self._search(source, 1, {"banned": banned_ids})
-        return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
+    @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
+    def translate_with_constraints(self, text, constraints, banned):
+        """Like `translate_with_scores`, with terminology: each sentence's
+        `constraints` (a string of phrases joined by `|||`, `""` for
+        none) must appear in its translation, and its `banned` phrases
+        must not. Phrases are matched as target pieces, each segmented as
+        the tokenizer segments it alone (`"Hund"` is the word at the start
+        of a word), contiguous. Constraints use beam search with dynamic
+        beam allocation (`decoding.constrained`; a beam of at least one
+        more than a sentence's constraints); banned phrases apply as the
+        output controls do.
 
-    def banned_ids(self, banned):
-        """`banned` (per sentence, a list of phrases as text) as the
-        `banned_ids` of `translate_banning`: each phrase segmented as the
-        tokenizer segments a target alone (so `"Hund"` bans the piece
-        sequence of the word at the start of a word)."""
-        phrases = [phrase for sentence in banned for phrase in sentence if phrase]
-        ids = self.tokenizer.tokenize_target(tf.constant(phrases, tf.string)).to_list()
-        found = iter(ids)
-        return right_aligned([[next(found) for p in sentence if p] for sentence in banned])
+        Returns:
+            `{"translation", "score"` (the model's length-penalized
+            log-probability)`, "constraints_met": (batch,)` bool (false
+            where the length limit came first: the translation is then the
+            best of those that meet the most)`}`.
+        """
+        phrases = {"constraints": self.encode_phrases(constraints)}
+        phrases["banned"] = self.encode_phrases(banned)
+        ids, scores = self._search(self.encode_text(text), 1, phrases)
+        missing = constrained.missing(phrases["constraints"], ids)[:, 0]
+        return {
+            "translation": self.tokenizer.detokenize(ids[:, 0]),
+            "score": scores[:, 0],
+            "constraints_met": tf.equal(missing, 0),
+        }
+
+    def encode_phrases(self, phrases):
+        """Strings `(batch,)` of phrases joined by `|||` to the int32
+        `(batch, phrases, length)` the searches take (`decoding.banned`:
+        target ids right-aligned, padded on the left with -1)."""
+        split = tf.strings.strip(tf.strings.split(phrases, PHRASE_SEPARATOR))  # (batch, None)
+        pieces = self.tokenizer.tokenize_target(split.flat_values)  # (phrases, None)
+        ids = tf.RaggedTensor.from_row_splits(pieces, split.row_splits, validate=False)
+        left = ids.to_tensor(NO_TOKEN)  # (batch, phrases, length), left-aligned
+        lengths = tf.cast(ids.row_lengths(axis=2).to_tensor(0), tf.int32)
+        width = tf.shape(left)[2]
+        index = tf.range(width) - (width - lengths[:, :, None])
+        right = tf.where(index >= 0, tf.gather(left, tf.maximum(index, 0), batch_dims=2), -1)
+        # At least one column, for a batch without phrases.
+        return tf.concat([tf.fill(tf.concat([tf.shape(right)[:2], [1]], 0), NO_TOKEN), right], 2)
 
     @tf.function(input_signature=[TEXT])
     def translate_with_alignments(self, text):
@@ -291,6 +316,7 @@ class Translator(tf.Module):
         prefixes=None,
         max_output_length=None,
         return_alignments=False,
+        constraints=None,
         banned=None,
     ):
         """Translates a list of strings, `batch_size` at a time (sorted by
@@ -306,13 +332,17 @@ class Translator(tf.Module):
         a list of `AlignedTranslation` (see `translate_with_alignments`):
         each translation with its pieces, their alignments and their
         log-probabilities (`token_scores`, and `word_scores` per word, for
-        spotting the words to check). `banned` (per sentence, a list of
-        phrases) keeps those phrases out of its translation (see
-        `translate_banning`; beam or greedy search, no other option).
+        spotting the words to check). `constraints` and `banned` (per
+        sentence, a list of phrases) put phrases into its translation and
+        keep others out (see `translate_with_constraints`; beam or greedy
+        search, no other option); a `RuntimeWarning` names the sentences
+        whose constraints the length limit left unmet.
 
         Example:
 
         >>> translator.translate(["A dog runs."], prefixes=["Ein Hund"])
+        ['Ein Hund rennt.']
+        >>> translator.translate(["A dog runs."], constraints=[["Hund", "rennt"]])
         ['Ein Hund rennt.']
         """
         sentences = list(sentences)
@@ -333,21 +363,18 @@ class Translator(tf.Module):
                 f"prefixes={'given' if prefixes is not None else None}, "
                 f"max_output_length={max_output_length}"
             )
-        if banned is not None:
-            banned = [list(phrases) for phrases in banned]
-            if len(banned) != len(sentences):
-                raise ValueError(
-                    "`banned` must hold one list of phrases per sentence. Received: "
-                    f"{len(banned)} lists for {len(sentences)} sentences"
-                )
-            if with_options or return_alignments or self.settings.search == "sample":
-                raise ValueError(
-                    "`banned` works with beam search (or greedy) and no prefixes, "
-                    "max_output_length or return_alignments. Received: "
-                    f"search={self.settings.search!r}, prefixes="
-                    f"{'given' if prefixes is not None else None}, max_output_length="
-                    f"{max_output_length}, return_alignments={return_alignments}"
-                )
+        terms = {"constraints": constraints, "banned": banned}
+        terms = {name: _phrase_lists(name, value, len(sentences)) for name, value in terms.items()}
+        with_terms = constraints is not None or banned is not None
+        if with_terms and (with_options or return_alignments or self.settings.search == "sample"):
+            raise ValueError(
+                "`constraints` and `banned` work with beam search (or greedy) and no prefixes, "
+                "max_output_length or return_alignments. Received: "
+                f"search={self.settings.search!r}, prefixes="
+                f"{'given' if prefixes is not None else None}, max_output_length="
+                f"{max_output_length}, return_alignments={return_alignments}"
+            )
+        unmet = []
         if seed is not None and self.settings.search != "sample":
             raise ValueError(
                 f"`seed` is for search='sample'; this translator's search is "
@@ -366,9 +393,17 @@ class Translator(tf.Module):
                 batch_seed = int(batch_seeds.spawn(1)[0].generate_state(1, np.uint64)[0]) >> 2
             if return_alignments:
                 return aligned_translations(self.translate_with_alignments(text))
-            if banned is not None:
-                banned_ids = self.banned_ids([banned[i] for i in chunk])
-                outputs = self.translate_banning(text, banned_ids)["translation"]
+            if with_terms:
+                joined = {
+                    name: tf.constant(
+                        [f" {PHRASE_SEPARATOR} ".join(phrases[i]) for i in chunk], tf.string
+                    )
+                    for name, phrases in terms.items()
+                }
+                result = self.translate_with_constraints(text, **joined)
+                met = result["constraints_met"].numpy()
+                unmet.extend(i for i, ok in zip(chunk, met, strict=True) if not ok)
+                outputs = result["translation"]
                 return [text.decode("utf-8", errors="replace") for text in outputs.numpy()]
             if with_options:
                 prefix = [prefixes[i] for i in chunk] if prefixes is not None else [""] * len(chunk)
@@ -384,9 +419,18 @@ class Translator(tf.Module):
                 outputs = self(text)
             return [text.decode("utf-8", errors="replace") for text in outputs.numpy()]
 
-        return in_length_order(
+        translations = in_length_order(
             len(sentences), lambda i: len(sentences[i]), run, batch_size, progress
         )
+        if unmet:
+            warnings.warn(
+                f"The length limit came before every constraint of {len(unmet)} sentence(s) "
+                f"(sentences {sorted(unmet)[:10]}): their translations meet as many as they "
+                "could.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return translations
 
     def score(self, sources, targets, batch_size=64, progress=None):
         """Scores each target as a translation of its source (forced
@@ -418,3 +462,24 @@ class Translator(tf.Module):
             return len(sources[i]) + len(targets[i])
 
         return in_length_order(len(sources), size, run, batch_size, progress)
+
+
+def _phrase_lists(name, phrases, count):
+    """`phrases` (per sentence, a list of phrase strings, or `None`) as
+    `count` lists, checked; `None` gives empty ones."""
+    if phrases is None:
+        return [[] for _ in range(count)]
+    phrases = [list(p) for p in phrases]
+    if len(phrases) != count:
+        raise ValueError(
+            f"`{name}` must hold one list of phrases per sentence. Received: "
+            f"{len(phrases)} lists for {count} sentences"
+        )
+    for sentence in phrases:
+        for phrase in sentence:
+            if not isinstance(phrase, str) or PHRASE_SEPARATOR in phrase:
+                raise ValueError(
+                    f"Each of `{name}` must be a string without {PHRASE_SEPARATOR!r}. "
+                    f"Received: {phrase!r}"
+                )
+    return phrases

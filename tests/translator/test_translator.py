@@ -394,13 +394,44 @@ def test_banned_phrases_stay_out_of_the_translations(reverser, beam_size):
     assert hit >= 5  # the test bans what the model would output
 
 
-def test_banned_phrases_refuse_other_options(micro_translator):
-    with pytest.raises(ValueError, match="one list of phrases per sentence"):
+def test_terms_refuse_other_options_and_encode_as_target_pieces(micro_translator):
+    with pytest.raises(ValueError, match="`banned` must hold one list of phrases per sentence"):
         micro_translator.translate(["a", "b"], banned=[["x"]])
-    with pytest.raises(ValueError, match="`banned` works with beam search"):
-        micro_translator.translate(["a"], banned=[["x"]], prefixes=["y"])
-    # Empty phrases and sentences without any are fine; ids as the tokenizer segments.
-    ids = micro_translator.banned_ids([["a b", ""], []])
-    pieces = micro_translator.tokenizer.tokenize_target(tf.constant(["a b"])).to_list()[0]
-    assert ids.shape == (2, 1, len(pieces))
-    assert ids[0, 0].tolist() == pieces and (ids[1] == -1).all()
+    with pytest.raises(ValueError, match="`constraints` and `banned` work with beam search"):
+        micro_translator.translate(["a"], constraints=[["x"]], prefixes=["y"])
+    with pytest.raises(ValueError, match="without '\\|\\|\\|'. Received: 'a \\|\\|\\| b'"):
+        micro_translator.translate(["a"], constraints=[["a ||| b"]])
+    # Phrases right-aligned, -1 before them; none: one column of -1.
+    ids = micro_translator.encode_phrases(tf.constant(["a b |||  c", "", "d"])).numpy()
+    pieces = micro_translator.tokenizer.tokenize_target(tf.constant(["a b", "c", "d"])).to_list()
+    assert ids.shape == (3, 2, 1 + len(pieces[0]))
+    assert ids[0, 0, -len(pieces[0]) :].tolist() == pieces[0]
+    assert ids[0, 1, -len(pieces[1]) :].tolist() == pieces[1]
+    assert ids[2, 0, -len(pieces[2]) :].tolist() == pieces[2]
+    assert (ids[1] == -1).all() and (ids[:, :, 0] == -1).all()
+    assert micro_translator.encode_phrases(tf.constant(["", ""])).numpy().shape == (2, 1, 1)
+
+
+@learned
+def test_constraints_appear_in_the_translations(reverser):
+    translator = reverser[4]  # at least one more than the constraint tokens
+    sources, targets = letter_reversal_corpus(40, seed=23)
+    rng = np.random.default_rng(0)
+    constraints = []
+    for i, source in enumerate(sources):
+        absent = [c for c in "abcdefghij" if c not in source.split()]
+        constraints.append([] if i % 4 == 0 else [str(rng.choice(absent))])
+    constraints[1] = ["j a", "b"]
+    result = translator.translate_with_constraints(
+        tf.constant(sources),
+        tf.constant([" ||| ".join(c) for c in constraints]),
+        tf.constant([""] * len(sources)),
+    )
+    assert result["constraints_met"].numpy().all()
+    outputs = [t.decode() for t in result["translation"].numpy()]
+    for output, target, phrases in zip(outputs, targets, constraints, strict=True):
+        for phrase in phrases:
+            assert f" {phrase} " in f" {output} "
+        if not phrases:  # nothing to meet: the unconstrained translation
+            assert output == target
+    assert translator.translate(sources, constraints=constraints) == outputs

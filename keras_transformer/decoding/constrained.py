@@ -1,0 +1,190 @@
+"""Positive constraints: phrases every output of beam search must contain,
+by dynamic beam allocation (Post & Vilar, 2018).
+
+A sentence's constraints are an int32 tensor `(constraints, length)` in
+`decoding.banned`'s layout (each phrase right-aligned, padded on the left
+with `NO_TOKEN`; a row of `NO_TOKEN` is no constraint). Nothing is kept
+per hypothesis: each step reads from the hypotheses' tokens which
+constraints they contain, which they are one token short of, and which
+token would take each one further.
+
+Each step, besides the `2k` best extensions, every live hypothesis
+proposes the next token of each constraint it has not met (continuing the
+longest partial match, else the first token); the candidates are grouped
+by how many constraint tokens they hold ("banks": a met constraint's
+length, or the tokens of its start a candidate ends with), each of the
+`T + 1` banks gets `k / (T + 1)` of the `k` live slots by score (`T`: the
+sentence's constraint tokens; at least one), and the best remaining
+candidates take the rest. A beam of at least `T + 1` gives every bank a
+slot. A hypothesis may end (EOS) only when it meets every constraint,
+except at its length limit, where EOS is forced whatever it meets; the
+finished hypotheses rank by how many constraints they miss, then by score.
+The scores stay the model's log-probabilities.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.decoding.banned import NO_TOKEN
+from keras_transformer.decoding.banned import follows
+from keras_transformer.decoding.controls import NEG_INF
+
+BEFORE_OUTPUT = NO_TOKEN - 1  # what positions before the first token read as
+
+
+def _tokens_at(ids, positions, step):
+    """`ids` `(..., width)` at `positions` (any shape of ints), positions
+    before the first token (< 1) or after `step` read as `BEFORE_OUTPUT`."""
+    width = tf.shape(ids)[-1]
+    taken = tf.gather(ids, tf.clip_by_value(positions, 0, width - 1), axis=-1)
+    inside = tf.logical_and(positions >= 1, positions <= step)
+    return tf.where(inside, taken, BEFORE_OUTPUT)
+
+
+def contained(phrases, ids, step):
+    """`(rows, hypotheses, constraints)` booleans: whether each hypothesis
+    `ids` `(rows, hypotheses, width)` (tokens at 1..step) contains each of
+    its row's `phrases` `(rows, constraints, length)`; no constraint counts
+    as contained."""
+    length, width = tf.shape(phrases)[2], tf.shape(ids)[2]
+    ends = tf.range(width)
+    positions = ends[:, None] - (length - 1) + tf.range(length)[None, :]  # (width, length)
+    windows = _tokens_at(ids, positions, step)  # (rows, hyp, width, length)
+    wanted = phrases[:, None, :, None, :]  # (rows, 1, constraints, 1, length)
+    same = tf.logical_or(tf.equal(wanted, NO_TOKEN), tf.equal(windows[:, :, None], wanted))
+    found = tf.reduce_any(tf.reduce_all(same, axis=-1), axis=-1)
+    return tf.logical_or(found, tf.equal(phrases[:, None, :, -1], NO_TOKEN))
+
+
+def next_tokens(phrases, ids, step):
+    """`(tokens, matched)`, each `(rows, hypotheses, constraints)`: the
+    token that takes each constraint further for each hypothesis, the one
+    after the longest start of the phrase that the hypothesis ends with
+    (the first token if none), and how many tokens that start holds."""
+    length = tf.shape(phrases)[2]
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(phrases, NO_TOKEN), tf.int32), axis=-1)
+    # Left-aligned: starts[r, c, j] is phrase c's token j.
+    shift = tf.minimum(length - lengths[:, :, None] + tf.range(length), length - 1)
+    starts = tf.gather(phrases, shift, batch_dims=2)  # (rows, constraints, length)
+    last = _tokens_at(ids, step - length + 1 + tf.range(length), step)  # (rows, hyp, length)
+    done, later = tf.range(length)[:, None], tf.range(length)[None, :]  # p tokens, token q
+    suffix = tf.gather(last, tf.clip_by_value(length - done + later, 0, length - 1), axis=-1)
+    same = tf.logical_or(
+        later >= done,  # only the first p tokens count
+        tf.equal(suffix[:, :, None], starts[:, None, :, None, :]),
+    )  # (rows, hyp, constraints, p, q)
+    matched = tf.logical_and(
+        tf.reduce_all(same, axis=-1), tf.range(length) < lengths[:, None, :, None]
+    )
+    longest = tf.reduce_max(tf.where(matched, tf.range(length), 0), axis=-1)
+    hypotheses = tf.shape(ids)[1]
+    per_hypothesis = tf.repeat(starts[:, None], hypotheses, axis=1)
+    return tf.gather(per_hypothesis, longest, batch_dims=3), longest
+
+
+def met_counts(phrases, ids, step, beams, tokens):
+    """`(met, progress)` `(rows, n)` of each candidate: how many of its
+    row's constraints it meets (the rows of no constraint counted as met),
+    and how many constraint tokens it has (a met constraint's length, else
+    the tokens of its start that the candidate ends with: Post and Vilar's
+    banks). Candidate `j` extends hypothesis `beams[:, j]` of `ids` `(rows,
+    k, width)` with `tokens[:, j]`."""
+    met = contained(phrases, ids, step)  # (rows, k, constraints)
+    ready = follows(phrases[:, None], ids, step)  # (rows, k, constraints): one token short
+    completes = tf.logical_and(
+        tf.gather(ready, beams, batch_dims=1),
+        tf.equal(tokens[:, :, None], phrases[:, None, :, -1]),
+    )
+    meets = tf.logical_or(tf.gather(met, beams, batch_dims=1), completes)
+    wanted, matched = (tf.gather(t, beams, batch_dims=1) for t in next_tokens(phrases, ids, step))
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(phrases, NO_TOKEN), tf.int32), axis=-1)
+    progress = tf.where(tf.equal(tokens[:, :, None], wanted), matched + 1, 0)
+    progress = tf.where(meets, lengths[:, None, :], progress)
+    return (
+        tf.reduce_sum(tf.cast(meets, tf.int32), axis=-1),
+        tf.reduce_sum(progress, axis=-1),
+    )
+
+
+def proposals(phrases, ids, step, log_probs, alive_log_probs, allowed):
+    """The candidates that take a constraint further: for each live
+    hypothesis and each constraint it has not met, its next token
+    (`next_tokens`). Returns `(log_probs, beams, tokens)`, each `(rows,
+    k * constraints)`; a proposal that is not `allowed` `(rows,)` (a rule
+    allows one token only), or of a met constraint, has `NEG_INF`.
+    `log_probs` `(rows, k, vocab)` are the hypotheses' next-token
+    log-probabilities."""
+    k, constraints = tf.shape(ids)[1], tf.shape(phrases)[1]
+    met = contained(phrases, ids, step)
+    tokens, _ = next_tokens(phrases, ids, step)  # (rows, k, constraints)
+    values = tf.gather(log_probs, tf.maximum(tokens, 0), batch_dims=2)
+    values = alive_log_probs[:, :, None] + values
+    usable = tf.logical_and(tf.logical_not(met), allowed[:, None, None])
+    usable = tf.logical_and(usable, alive_log_probs[:, :, None] > NEG_INF / 2)
+    values = tf.where(usable, values, NEG_INF)
+    beams = tf.broadcast_to(tf.range(k)[None, :, None], tf.shape(tokens))
+    flat = [tf.shape(ids)[0], k * constraints]
+    return tf.reshape(values, flat), tf.reshape(beams, flat), tf.reshape(tokens, flat)
+
+
+def first_of_each(indices, valid):
+    """`valid` `(rows, n)` with repeated `indices` (a candidate found twice)
+    kept at their first place only."""
+    n = tf.shape(indices)[1]
+    same = tf.equal(indices[:, :, None], indices[:, None, :])
+    earlier = tf.range(n)[None, :] < tf.range(n)[:, None]  # [j, i]: i before j
+    repeated = tf.reduce_any(
+        tf.logical_and(tf.logical_and(same, earlier[None]), valid[:, None, :]), axis=-1
+    )
+    return tf.logical_and(valid, tf.logical_not(repeated))
+
+
+def bank_ranks(scores, counts):
+    """Each candidate's rank `(rows, n)` among the valid candidates of its
+    bank (the same met count), best first, ties to the earlier."""
+    n = tf.shape(scores)[1]
+    valid = scores > NEG_INF / 2
+    same_bank = tf.equal(counts[:, :, None], counts[:, None, :])
+    better = tf.logical_or(
+        scores[:, None, :] > scores[:, :, None],
+        tf.logical_and(
+            tf.equal(scores[:, None, :], scores[:, :, None]),
+            (tf.range(n)[None, :] < tf.range(n)[:, None])[None],
+        ),
+    )  # [r, j, i]: candidate i ranks before candidate j
+    ahead = tf.logical_and(tf.logical_and(same_bank, better), valid[:, None, :])
+    return tf.reduce_sum(tf.cast(ahead, tf.int32), axis=-1)
+
+
+def missing(phrases, ids):
+    """How many of its row's constraints each output misses: `ids`
+    `(rows, outputs, length)` as the searches return them (no BOS)."""
+    with_bos = tf.pad(ids, [[0, 0], [0, 0], [1, 0]], constant_values=NO_TOKEN - 1)
+    length = tf.shape(ids)[2]
+    met = tf.reduce_sum(tf.cast(contained(phrases, with_bos, length), tf.int32), axis=-1)
+    return tf.shape(phrases)[1] - met
+
+
+def allocated(scores, counts, active, k):
+    """Which `k` of the candidates `scores` `(rows, n)` (`NEG_INF`: none)
+    go on, by dynamic beam allocation over their banks `counts` `(rows,
+    n)` (constraint tokens met) with `active` `(rows,)` constraint tokens
+    in all: `(scores, positions)` `(rows, k)`, best first."""
+    valid = scores > NEG_INF / 2
+    quota = tf.maximum(k // (active + 1), 1)[:, None]
+    granted = tf.logical_and(valid, bank_ranks(scores, counts) < quota)
+    # Granted candidates first, then the best of the others.
+    priority = tf.where(granted, scores - 2 * NEG_INF, scores)
+    _, chosen = tf.math.top_k(priority, k)
+    chosen_scores = tf.gather(scores, chosen, batch_dims=1)
+    best_first, order = tf.math.top_k(chosen_scores, k)
+    return best_first, tf.gather(chosen, order, batch_dims=1)
+
+
+def ranked_finished(scores, missing, k):
+    """The `k` best finished hypotheses `(rows, k)` positions among
+    `scores` `(rows, n)`: fewest `missing` constraints first, then the
+    highest score."""
+    by_score = tf.argsort(scores, axis=-1, direction="DESCENDING", stable=True)
+    missing_sorted = tf.gather(missing, by_score, batch_dims=1)
+    by_missing = tf.argsort(missing_sorted, axis=-1, stable=True)
+    return tf.gather(by_score, by_missing, batch_dims=1)[:, :k]
