@@ -39,6 +39,13 @@ as the search ranks them):
   translate`): a last field after the translation, the space-separated
   log-probabilities of its tokens (EOS's last), as `--mode score` gives
   them for it.
+* `--mode constrain`: each input line is `source<TAB>constraints` or
+  `source<TAB>constraints<TAB>banned`, the phrases joined by `|||`; the
+  output as `--mode translate`'s, each translation containing its
+  constraints and none of its banned phrases (`translate_with_constraints`;
+  a warning names the lines whose limit came first). `--glossary FILE`
+  (`source term<TAB>target term` lines) gives each input line the target
+  terms of the source terms it contains as constraints.
 * `--mode score`: each input line is `source<TAB>target`; one output line
   per input line, `score<TAB>log_prob<TAB>token_scores`, the last the
   space-separated log-probabilities of the target's tokens (EOS's last).
@@ -62,6 +69,7 @@ import tensorflow_text  # noqa: E402,F401  (registers the ops the graph uses)
 from keras_transformer.export.versions import resolve_version_dir  # noqa: E402
 from keras_transformer_runtime import DecodingSettings  # noqa: E402
 from keras_transformer_runtime.ctranslate2 import MAX_SEED  # noqa: E402
+from keras_transformer_runtime.glossary import PHRASE_SEPARATOR  # noqa: E402
 
 # Lines per call of the `tokenize` signature, which counts tokens for the limits.
 TOKENIZE_BATCH = 256
@@ -347,9 +355,14 @@ def main(argv=None):
     parser.add_argument("--batch_size", type=int, default=64, help="sentences per call")
     parser.add_argument(
         "--mode",
-        choices=("translate", "sample", "score"),
+        choices=("translate", "sample", "score", "constrain"),
         default="translate",
-        help="beam search, random draws, or score source<TAB>target pairs",
+        help="beam search, random draws, score source<TAB>target pairs, or translate "
+        "source<TAB>constraints[<TAB>banned] lines (phrases joined by |||)",
+    )
+    parser.add_argument(
+        "--glossary",
+        help="a source<TAB>target term file: each line's target terms become its constraints",
     )
     parser.add_argument("--n_best", type=int, default=1, help="hypotheses per input line")
     parser.add_argument("--with_scores", action="store_true", help="print each hypothesis' score")
@@ -377,6 +390,21 @@ def main(argv=None):
         )
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
+    if (args.mode == "constrain" or args.glossary) and (
+        args.export_dir is None or args.n_best != 1 or args.mode not in ("translate", "constrain")
+    ):
+        parser.error(
+            "--mode constrain and --glossary go with an --export_dir SavedModel and one "
+            "translation per line (no --n_best, no --mode sample or score)."
+        )
+    glossary = None
+    if args.glossary:
+        from keras_transformer_runtime import Glossary
+
+        try:
+            glossary = Glossary.from_tsv(args.glossary)
+        except (OSError, ValueError) as error:
+            parser.error(f"--glossary: {error}")
     if args.with_token_scores and (
         args.litert_model or args.onnx_model or args.mode != "translate" or args.n_best != 1
     ):
@@ -423,7 +451,7 @@ def main(argv=None):
         )
     out = sys.stdout.buffer
     try:
-        for line in output_lines(args, model, lines, exported):
+        for line in output_lines(args, model, lines, exported, glossary):
             out.write(line.encode("utf-8") + b"\n")
     except RefusedLineError as error:
         out.flush()
@@ -435,7 +463,60 @@ def main(argv=None):
     return 0
 
 
-def output_lines(args, model, lines, exported=None):
+def terms_of(lines, mode, glossary):
+    """Per line, `(source, constraints, banned)` bytes: with `--mode
+    constrain` from `source<TAB>constraints[<TAB>banned]` lines, else the
+    line and the target terms `glossary` finds in it."""
+    terms = []
+    for number, line in enumerate(lines, 1):
+        if mode != "constrain":
+            found = glossary.constraints(line.decode("utf-8", errors="replace"))
+            terms.append((line, f" {PHRASE_SEPARATOR} ".join(found).encode("utf-8"), b""))
+            continue
+        fields = line.split(b"\t")
+        if not 2 <= len(fields) <= 3:
+            raise ValueError(
+                "--mode constrain reads `source<TAB>constraints[<TAB>banned]` lines; "
+                f"line {number} has {len(fields) - 1} tabs."
+            )
+        terms.append(tuple(fields) + (b"",) * (3 - len(fields)))
+    return terms
+
+
+def constrained_hypotheses(loaded, lines, batch_size, settings, mode, glossary):
+    """Like `hypotheses`, through the `translate_with_constraints`
+    signature; a warning on stderr names the lines whose constraints the
+    length limit left unmet."""
+    terms = terms_of(lines, mode, glossary)
+    unmet = []
+    sources = [source for source, _, _ in terms]
+    for start, end in export_batches(loaded, settings or {}, sources, batch_size):
+        batch = terms[start:end]
+        try:
+            outputs = loaded.signatures["translate_with_constraints"](
+                **{
+                    name: tf.constant([t[i] for t in batch], tf.string)
+                    for i, name in enumerate(("text", "constraints", "banned"))
+                }
+            )
+        except tf.errors.InvalidArgumentError as error:
+            raise refused(error, start, end) from None
+        met = outputs["constraints_met"].numpy()
+        unmet += [start + i + 1 for i, ok in enumerate(met) if not ok]
+        for score, text in zip(
+            outputs["score"].numpy(), outputs["translation"].numpy(), strict=True
+        ):
+            yield [(float(score), _text(text))]
+    if unmet:
+        shown = ", ".join(map(str, unmet[:10])) + (" ..." if len(unmet) > 10 else "")
+        print(
+            f"warning: the length limit came before every constraint of {len(unmet)} line(s) "
+            f"(line {shown}); their translations meet as many as they could.",
+            file=sys.stderr,
+        )
+
+
+def output_lines(args, model, lines, exported=None, glossary=None):
     """The output lines for `lines`, in order: `model` is the loaded
     SavedModel (its settings `exported`) or, with `--ctranslate2_dir`, a
     `CTranslate2Translator` (with `--litert_model` or `--onnx_model`, a
@@ -446,7 +527,11 @@ def output_lines(args, model, lines, exported=None):
         else:
             yield from score_lines(model, lines, args.batch_size, exported)
         return
-    if args.litert_model or args.onnx_model:
+    if args.mode == "constrain" or glossary is not None:
+        results = constrained_hypotheses(
+            model, lines, args.batch_size, exported, args.mode, glossary
+        )
+    elif args.litert_model or args.onnx_model:
         results = exported_search_hypotheses(model, lines, args.batch_size)
     elif args.ctranslate2_dir is not None:
         results = ctranslate2_hypotheses(

@@ -19,6 +19,7 @@ Example:
 
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
+from keras_transformer_runtime.glossary import Glossary
 from keras_transformer_runtime.litert import LiteRTTranslator
 from keras_transformer_runtime.onnx import ONNXTranslator
 from keras_transformer_runtime.results import AlignedTranslation
@@ -31,6 +32,7 @@ __all__ = [
     "AlignedTranslation",
     "CTranslate2Translator",
     "DecodingSettings",
+    "Glossary",
     "Hypothesis",
     "LiteRTTranslator",
     "ONNXTranslator",

@@ -25,6 +25,8 @@ from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
 from keras_transformer.export.versions import swap_in
+from keras_transformer.translator.signatures import BANNED
+from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
 from keras_transformer.translator.signatures import PREFIX
 from keras_transformer.translator.signatures import SEED
@@ -110,6 +112,14 @@ class _ServingModule(tf.Module):
             self._within_limits(text), self._within_limits(prefix, "target"), max_output_length
         )
 
+    @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
+    def with_constraints(self, text, constraints, banned):
+        return self.translator.translate_with_constraints(
+            self._within_limits(text),
+            self._within_limits(constraints, "target"),
+            self._within_limits(banned, "target"),
+        )
+
     @tf.function(input_signature=[TEXT])
     def with_alignments(self, text):
         return self.translator.translate_with_alignments(self._within_limits(text))
@@ -142,6 +152,7 @@ class _ServingModule(tf.Module):
             "n_best": self.n_best.get_concrete_function(),
             "translate_with_options": self.with_options.get_concrete_function(),
             "translate_with_alignments": self.with_alignments.get_concrete_function(),
+            "translate_with_constraints": self.with_constraints.get_concrete_function(),
             "sample": self.sample.get_concrete_function(),
             "score": self.score.get_concrete_function(),
             "tokenize": self.tokenize.get_concrete_function(),
@@ -203,6 +214,11 @@ def export_saved_model(
             token's log-probability, as `score` gives it; 0 after EOS),
             `target_tokens`, `source_tokens` string (pieces, `""` at
             padding).
+        `translate_with_constraints`: `text`, `constraints`, `banned`
+            string `[batch]` (each sentence's phrases joined by `|||`,
+            `""` for none) -> `translation`, `score`, `constraints_met`
+            bool: translations that contain every constraint and no banned
+            phrase (`Translator.translate_with_constraints`).
         `sample`: `text`, `seed` int64 scalar -> `translation`, `score`:
             one translation per sentence drawn at random with the
             translator's `temperature`, `top_k` and `top_p`, the same for

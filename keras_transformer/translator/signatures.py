@@ -3,6 +3,8 @@ take them, and a SavedModel export serves them under these names."""
 
 import tensorflow as tf
 
+from keras_transformer_runtime import glossary
+
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 SOURCE = tf.TensorSpec([None], tf.string, name="source")
 TARGET = tf.TensorSpec([None], tf.string, name="target")
@@ -13,4 +15,4 @@ MAX_OUTPUT_LENGTH = tf.TensorSpec([], tf.int32, name="max_output_length")
 # phrases its translation must contain, and those it must not.
 CONSTRAINTS = tf.TensorSpec([None], tf.string, name="constraints")
 BANNED = tf.TensorSpec([None], tf.string, name="banned")
-PHRASE_SEPARATOR = "|||"
+PHRASE_SEPARATOR = glossary.PHRASE_SEPARATOR

@@ -86,6 +86,9 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "translate_with_options": translator.translate_with_options(
             text, tf.constant(as_bytes(PREFIXES)), tf.constant(4)
         ),
+        "translate_with_constraints": translator.translate_with_constraints(
+            text, tf.constant(as_bytes(PREFIXES)), tf.constant(as_bytes(targets))
+        ),
         "tokenize": {"ids": ids, "lengths": tf.constant([ids.shape[1]], tf.int32)},
         "detokenize": {"text": translator.tokenizer.detokenize(ids)},
     }
@@ -96,6 +99,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
         "sample": {"text": HOSTILE, "seed": 5},
         "translate_with_alignments": {"text": HOSTILE},
         "translate_with_options": {"text": HOSTILE, "prefix": PREFIXES, "max_output_length": 4},
+        "translate_with_constraints": {"text": HOSTILE, "constraints": PREFIXES, "banned": targets},
         "tokenize": {"text": ["Two dogs are playing."]},
         "detokenize": {"ids": ids.numpy().tolist()},
     }
@@ -173,6 +177,7 @@ def test_other_signatures_settings_and_warmup(exported):
         "sample",
         "score",
         "translate_with_alignments",
+        "translate_with_constraints",
         "translate_with_options",
         "tokenize",
         "detokenize",
@@ -285,7 +290,7 @@ def cli(monkeypatch, capsysbinary):
 
 
 @served
-def test_command_line_modes(exported, cli):
+def test_command_line_modes(exported, cli, tmp_path):
     translator, path = exported
     sentences = ["A dog runs.", "", "Two dogs."]
     run = lambda *args, stdin: cli("--export_dir", path, *args, stdin=stdin)  # noqa: E731
@@ -330,6 +335,29 @@ def test_command_line_modes(exported, cli):
         assert len(printed) >= 1  # EOS at least
     code, _, err = run("--with_token_scores", "--n_best", "2", stdin=stdin)
     assert code == 2 and "--with_token_scores goes with" in err
+    # Terminology: constraints and banned phrases per line, or a glossary's.
+    lines = ["A dog runs.\tHund ||| rennt", "\t\tein", "Two dogs.\tZwei"]
+    code, out, err = run("--mode", "constrain", stdin="\n".join(lines) + "\n")
+    assert code == 0, err[-3000:]
+    fields = [(line.split("\t") + [""])[:3] for line in lines]
+    expected = translator.translate_with_constraints(
+        *(tf.constant([f[i] for f in fields]) for i in range(3))
+    )
+    assert out.decode().splitlines() == decoded(expected["translation"])
+    unmet = [i + 1 for i, ok in enumerate(expected["constraints_met"].numpy()) if not ok]
+    assert ("warning: the length limit came before" in err) == bool(unmet)
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("dog\tHund\ntwo dogs\tzwei Hunde\n", encoding="utf-8")
+    code, out, err = run("--glossary", str(glossary), stdin=stdin)
+    assert code == 0, err[-3000:]
+    expected = translator.translate_with_constraints(
+        tf.constant(sentences), tf.constant(["Hund", "", "zwei Hunde"]), tf.constant([""] * 3)
+    )
+    assert out.decode().splitlines() == decoded(expected["translation"])
+    code, _, err = run("--mode", "constrain", stdin="no tab\n")
+    assert code == 2 and "line 1 has 0 tabs" in err
+    code, _, err = run("--glossary", str(glossary), "--n_best", "2", stdin=stdin)
+    assert code == 2 and "--glossary go with" in err
     code, sampled, err = run("--mode", "sample", "--n_best", "2", "--seed", "4", stdin=stdin)
     assert code == 0, err[-3000:]
     assert [line.split("\t")[0] for line in sampled.decode().splitlines()] == list("112233")

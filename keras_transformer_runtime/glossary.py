@@ -1,0 +1,104 @@
+"""Glossaries: source terms and the target terms that must translate them.
+
+A glossary file is tab-separated, one entry per line, `source
+term<TAB>target term`; blank lines and lines starting with `#` are
+skipped. For a sentence, every source term that occurs in it as whole
+words (after Unicode NFKC normalization and case folding; the longest
+term wins where terms overlap) gives its target term as a constraint of
+the translation (`Translator.translate(..., constraints=...)`, the
+`translate_with_constraints` signature, `translate --glossary FILE`).
+"""
+
+import re
+import unicodedata
+
+# What separates phrases in the constraint strings of the serving signature.
+PHRASE_SEPARATOR = "|||"
+
+
+def _normalized(text):
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+class Glossary:
+    """Source terms and their target terms.
+
+    Args:
+        entries: `(source term, target term)` pairs.
+
+    Raises:
+        ValueError: an empty term, a target term holding `|||`, or a
+            source term given twice with different targets.
+
+    Example:
+
+    >>> glossary = Glossary([("contract", "Vertrag"), ("sales contract", "Kaufvertrag")])
+    >>> glossary.constraints("The Sales Contract and the contract.")
+    ['Kaufvertrag', 'Vertrag']
+    """
+
+    def __init__(self, entries):
+        self.entries = {}
+        for source, target in entries:
+            source, target = source.strip(), target.strip()
+            if not source or not target:
+                raise ValueError(
+                    "A glossary entry needs a source term and a target term. "
+                    f"Received: {source!r} -> {target!r}"
+                )
+            if PHRASE_SEPARATOR in target:
+                raise ValueError(
+                    f"A target term may not hold {PHRASE_SEPARATOR!r}. Received: {target!r}"
+                )
+            key = _normalized(source)
+            if self.entries.get(key, target) != target:
+                raise ValueError(
+                    f"The source term {source!r} is given twice, with the targets "
+                    f"{self.entries[key]!r} and {target!r}."
+                )
+            self.entries[key] = target
+        # Longest first, so that a longer term wins over one inside it.
+        terms = sorted(self.entries, key=len, reverse=True)
+        self._pattern = (
+            re.compile("|".join(rf"(?<!\w){re.escape(t)}(?!\w)" for t in terms)) if terms else None
+        )
+
+    @classmethod
+    def from_tsv(cls, path):
+        """The glossary in the tab-separated file `path`.
+
+        Raises:
+            ValueError: a line that is not `source<TAB>target`, naming it.
+        """
+        entries = []
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\n").rstrip("\r")
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                fields = line.split("\t")
+                if len(fields) != 2:
+                    raise ValueError(
+                        f"{path}:{number}: a glossary line is 'source<TAB>target'. "
+                        f"Received: {len(fields) - 1} tabs in {line!r}"
+                    )
+                entries.append(tuple(fields))
+        try:
+            return cls(entries)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+
+    def __len__(self):
+        return len(self.entries)
+
+    def constraints(self, sentence):
+        """The target terms of the source terms in `sentence`, in order of
+        appearance, each once."""
+        if self._pattern is None:
+            return []
+        found = []
+        for match in self._pattern.finditer(_normalized(sentence)):
+            target = self.entries[match.group(0)]
+            if target not in found:
+                found.append(target)
+        return found
