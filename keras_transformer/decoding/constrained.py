@@ -172,9 +172,15 @@ def allocated(scores, counts, active, k):
     valid = scores > NEG_INF / 2
     quota = tf.maximum(k // (active + 1), 1)[:, None]
     granted = tf.logical_and(valid, bank_ranks(scores, counts) < quota)
-    # Granted candidates first, then the best of the others.
-    priority = tf.where(granted, scores - 2 * NEG_INF, scores)
-    _, chosen = tf.math.top_k(priority, k)
+    # Granted candidates first, then the best of the others; each by score
+    # (two stable sorts: an offset added to the scores would round them).
+    by_score = tf.argsort(scores, axis=-1, direction="DESCENDING", stable=True)
+    granted_first = tf.argsort(
+        tf.cast(tf.logical_not(tf.gather(granted, by_score, batch_dims=1)), tf.int32),
+        axis=-1,
+        stable=True,
+    )
+    chosen = tf.gather(by_score, granted_first, batch_dims=1)[:, :k]
     chosen_scores = tf.gather(scores, chosen, batch_dims=1)
     best_first, order = tf.math.top_k(chosen_scores, k)
     return best_first, tf.gather(chosen, order, batch_dims=1)
