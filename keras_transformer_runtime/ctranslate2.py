@@ -37,6 +37,9 @@ with these differences, by construction of CTranslate2's search:
   decodes from EOS alone.
 * Sampling draws from CTranslate2's own random generator: repeatable with
   a seed, but not the draws of `Translator`.
+* Terminology constraints and banned phrases (`Translator.translate(...,
+  constraints=, banned=)`, the SavedModel's `translate_with_constraints`)
+  are not supported: CTranslate2's search has neither.
 """
 
 import dataclasses
