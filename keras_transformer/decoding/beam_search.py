@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from keras_transformer import _backend
 from keras_transformer.decoding import constrained
+from keras_transformer.decoding.banned import NO_TOKEN
 from keras_transformer.decoding.constraints import forced_tokens
 from keras_transformer.decoding.constraints import only_token
 from keras_transformer.decoding.constraints import with_prefix
@@ -306,19 +307,15 @@ def beam_search(
         step, limits = state.step, state.sentences["limits"]
         phrases = state.sentences["constraints"]
         vocab = tf.shape(logits)[-1]
-        active = tf.reduce_sum(tf.cast(tf.not_equal(phrases, -1), tf.int32), axis=[1, 2])
+        active = tf.reduce_sum(tf.cast(tf.not_equal(phrases, NO_TOKEN), tf.int32), axis=[1, 2])
         log_probs = logits - log_normalizer(logits)[..., None]
+        held = constrained.status(phrases, state.alive_ids, step)
         proposed = constrained.proposals(
-            phrases,
-            state.alive_ids,
-            step,
-            log_probs,
-            state.alive_log_probs,
-            tf.logical_not(only.where),
+            held, log_probs, state.alive_log_probs, tf.logical_not(only.where)
         )
         scores, beams, tokens = (tf.concat([a, b], 1) for a, b in zip(top, proposed, strict=True))
         valid = constrained.first_of_each(beams * vocab + tokens, scores > NEG_INF / 2)
-        counts, banks = constrained.met_counts(phrases, state.alive_ids, step, beams, tokens)
+        counts, banks = constrained.met_counts(phrases, held, beams, tokens)
         ends = tf.equal(tokens, eos_id)
         at_limit = (step + 1 >= limits)[:, None]
         # Counts include the rows of no constraint, always met.
@@ -346,7 +343,7 @@ def beam_search(
             tf.cast(constrained.contained(phrases, all_ids, step + 1), tf.int32), axis=-1
         )
         missing = tf.where(all_scores > NEG_INF / 2, every - met, every + 1)  # empty: last
-        keep = constrained.ranked_finished(all_scores, missing, k)
+        keep = constrained.ranked(all_scores, missing, k)
         return state._replace(
             step=step + 1,
             alive_ids=tf.gather(ids, live, batch_dims=1),

@@ -22,6 +22,8 @@ finished hypotheses rank by how many constraints they miss, then by score.
 The scores stay the model's log-probabilities.
 """
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
 from keras_transformer.decoding.banned import NO_TOKEN
@@ -81,23 +83,40 @@ def next_tokens(phrases, ids, step):
     return tf.gather(per_hypothesis, longest, batch_dims=3), longest
 
 
-def met_counts(phrases, ids, step, beams, tokens):
+class HypothesisStatus(NamedTuple):
+    """What each live hypothesis `(rows, k, constraints)` holds of each
+    constraint, read from its tokens once a step (`status`)."""
+
+    met: tf.Tensor  # bool: contains the phrase (no constraint: true)
+    ready: tf.Tensor  # bool: ends with all of the phrase but its last token
+    wanted: tf.Tensor  # int32: the token that takes the phrase further (`next_tokens`)
+    matched: tf.Tensor  # int32: how many of the phrase's tokens it ends with
+
+
+def status(phrases, ids, step):
+    """The `HypothesisStatus` of hypotheses `ids` `(rows, k, width)`
+    (tokens at 1..step) for their rows' `phrases`."""
+    wanted, matched = next_tokens(phrases, ids, step)
+    return HypothesisStatus(
+        met=contained(phrases, ids, step),
+        ready=follows(phrases[:, None], ids, step),
+        wanted=wanted,
+        matched=matched,
+    )
+
+
+def met_counts(phrases, held, beams, tokens):
     """`(met, progress)` `(rows, n)` of each candidate: how many of its
     row's constraints it meets (the rows of no constraint counted as met),
     and how many constraint tokens it has (a met constraint's length, else
     the tokens of its start that the candidate ends with: Post and Vilar's
-    banks). Candidate `j` extends hypothesis `beams[:, j]` of `ids` `(rows,
-    k, width)` with `tokens[:, j]`."""
-    met = contained(phrases, ids, step)  # (rows, k, constraints)
-    ready = follows(phrases[:, None], ids, step)  # (rows, k, constraints): one token short
-    completes = tf.logical_and(
-        tf.gather(ready, beams, batch_dims=1),
-        tf.equal(tokens[:, :, None], phrases[:, None, :, -1]),
-    )
-    meets = tf.logical_or(tf.gather(met, beams, batch_dims=1), completes)
-    wanted, matched = (tf.gather(t, beams, batch_dims=1) for t in next_tokens(phrases, ids, step))
+    banks). Candidate `j` extends the hypothesis `beams[:, j]`, whose
+    `HypothesisStatus` `held` gives, with `tokens[:, j]`."""
+    held = HypothesisStatus(*(tf.gather(t, beams, batch_dims=1) for t in held))
+    completes = tf.logical_and(held.ready, tf.equal(tokens[:, :, None], phrases[:, None, :, -1]))
+    meets = tf.logical_or(held.met, completes)
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(phrases, NO_TOKEN), tf.int32), axis=-1)
-    progress = tf.where(tf.equal(tokens[:, :, None], wanted), matched + 1, 0)
+    progress = tf.where(tf.equal(tokens[:, :, None], held.wanted), held.matched + 1, 0)
     progress = tf.where(meets, lengths[:, None, :], progress)
     return (
         tf.reduce_sum(tf.cast(meets, tf.int32), axis=-1),
@@ -105,24 +124,23 @@ def met_counts(phrases, ids, step, beams, tokens):
     )
 
 
-def proposals(phrases, ids, step, log_probs, alive_log_probs, allowed):
+def proposals(held, log_probs, alive_log_probs, allowed):
     """The candidates that take a constraint further: for each live
     hypothesis and each constraint it has not met, its next token
-    (`next_tokens`). Returns `(log_probs, beams, tokens)`, each `(rows,
-    k * constraints)`; a proposal that is not `allowed` `(rows,)` (a rule
-    allows one token only), or of a met constraint, has `NEG_INF`.
-    `log_probs` `(rows, k, vocab)` are the hypotheses' next-token
-    log-probabilities."""
-    k, constraints = tf.shape(ids)[1], tf.shape(phrases)[1]
-    met = contained(phrases, ids, step)
-    tokens, _ = next_tokens(phrases, ids, step)  # (rows, k, constraints)
+    (`HypothesisStatus.wanted` of `held`). Returns `(log_probs, beams,
+    tokens)`, each `(rows, k * constraints)`; a proposal that is not
+    `allowed` `(rows,)` (a rule allows one token only), or of a met
+    constraint, has `NEG_INF`. `log_probs` `(rows, k, vocab)` are the
+    hypotheses' next-token log-probabilities."""
+    tokens = held.wanted  # (rows, k, constraints)
     values = tf.gather(log_probs, tf.maximum(tokens, 0), batch_dims=2)
     values = alive_log_probs[:, :, None] + values
-    usable = tf.logical_and(tf.logical_not(met), allowed[:, None, None])
+    usable = tf.logical_and(tf.logical_not(held.met), allowed[:, None, None])
     usable = tf.logical_and(usable, alive_log_probs[:, :, None] > NEG_INF / 2)
     values = tf.where(usable, values, NEG_INF)
-    beams = tf.broadcast_to(tf.range(k)[None, :, None], tf.shape(tokens))
-    flat = [tf.shape(ids)[0], k * constraints]
+    shape = tf.shape(tokens)
+    beams = tf.broadcast_to(tf.range(shape[1])[None, :, None], shape)
+    flat = [shape[0], shape[1] * shape[2]]
     return tf.reshape(values, flat), tf.reshape(beams, flat), tf.reshape(tokens, flat)
 
 
@@ -172,25 +190,17 @@ def allocated(scores, counts, active, k):
     valid = scores > NEG_INF / 2
     quota = tf.maximum(k // (active + 1), 1)[:, None]
     granted = tf.logical_and(valid, bank_ranks(scores, counts) < quota)
-    # Granted candidates first, then the best of the others; each by score
-    # (two stable sorts: an offset added to the scores would round them).
-    by_score = tf.argsort(scores, axis=-1, direction="DESCENDING", stable=True)
-    granted_first = tf.argsort(
-        tf.cast(tf.logical_not(tf.gather(granted, by_score, batch_dims=1)), tf.int32),
-        axis=-1,
-        stable=True,
-    )
-    chosen = tf.gather(by_score, granted_first, batch_dims=1)[:, :k]
-    chosen_scores = tf.gather(scores, chosen, batch_dims=1)
-    best_first, order = tf.math.top_k(chosen_scores, k)
+    # Granted candidates first, then the best of the others.
+    chosen = ranked(scores, tf.cast(tf.logical_not(granted), tf.int32), k)
+    best_first, order = tf.math.top_k(tf.gather(scores, chosen, batch_dims=1), k)
     return best_first, tf.gather(chosen, order, batch_dims=1)
 
 
-def ranked_finished(scores, missing, k):
-    """The `k` best finished hypotheses `(rows, k)` positions among
-    `scores` `(rows, n)`: fewest `missing` constraints first, then the
-    highest score."""
+def ranked(scores, key, k):
+    """The positions `(rows, k)` of the first `k` of `scores` `(rows, n)`
+    by the smallest int `key` `(rows, n)` first, then the highest score
+    (two stable sorts: an offset added to the scores would round them in
+    float32). Finished hypotheses rank by the constraints they miss."""
     by_score = tf.argsort(scores, axis=-1, direction="DESCENDING", stable=True)
-    missing_sorted = tf.gather(missing, by_score, batch_dims=1)
-    by_missing = tf.argsort(missing_sorted, axis=-1, stable=True)
-    return tf.gather(by_score, by_missing, batch_dims=1)[:, :k]
+    by_key = tf.argsort(tf.gather(key, by_score, batch_dims=1), axis=-1, stable=True)
+    return tf.gather(by_score, by_key, batch_dims=1)[:, :k]
