@@ -16,8 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.controls import NEG_INF
+from keras_transformer.decoding.controls import token_marks
 
 NO_TOKEN = -1
+BEFORE_OUTPUT = NO_TOKEN - 1  # what positions before the first token read as
 
 
 def right_aligned(phrases, length=None):
@@ -38,12 +40,21 @@ def right_aligned(phrases, length=None):
         for j, phrase in enumerate(sentence):
             if any(int(token) < 0 for token in phrase):
                 raise ValueError(
-                    f"A banned phrase holds ids, none negative. Received: phrase {list(phrase)} "
+                    f"A phrase holds ids, none negative. Received: phrase {list(phrase)} "
                     f"of sentence {i}"
                 )
             if phrase:
                 aligned[i, j, width - len(phrase) :] = phrase
     return aligned
+
+
+def tokens_at(ids, positions, step):
+    """`ids` `(..., width)` at `positions` (any shape of ints), positions
+    before the first token (< 1) or after `step` read as `BEFORE_OUTPUT`."""
+    width = tf.shape(ids)[-1]
+    taken = tf.gather(ids, tf.clip_by_value(positions, 0, width - 1), axis=-1)
+    inside = tf.logical_and(positions >= 1, positions <= step)
+    return tf.where(inside, taken, BEFORE_OUTPUT)
 
 
 def follows(phrases, ids, step):
@@ -52,9 +63,7 @@ def follows(phrases, ids, step):
     `(..., phrases)` booleans for `phrases` `(..., phrases, length)` (the
     leading axes broadcast)."""
     length = tf.shape(phrases)[-1]
-    positions = step - length + 2 + tf.range(length - 1)  # the last length - 1 tokens
-    recent = tf.gather(ids, tf.maximum(positions, 0), axis=-1)
-    recent = tf.where(positions >= 1, recent, NO_TOKEN - 1)  # before the output
+    recent = tokens_at(ids, step - length + 2 + tf.range(length - 1), step)  # last length - 1
     before = phrases[..., :-1]
     return tf.reduce_all(
         tf.logical_or(tf.equal(before, NO_TOKEN), tf.equal(before, recent[..., None, :])), axis=-1
@@ -65,8 +74,9 @@ def completions(phrases, ids, step, vocab):
     """Which tokens `(rows, vocab)` would complete one of each row's
     `phrases` `(rows, phrases, length)` after position `step` of `ids`
     `(rows, width)`."""
-    last = tf.where(follows(phrases, ids, step), phrases[:, :, -1], NO_TOKEN)
-    return tf.reduce_max(tf.one_hot(last, vocab, dtype=tf.int8), axis=1) > 0  # one_hot(-1): 0
+    last = phrases[:, :, -1]  # NO_TOKEN: no phrase
+    completing = tf.logical_and(follows(phrases, ids, step), last >= 0)
+    return token_marks(tf.maximum(last, 0), completing, vocab)
 
 
 def without_banned(logits, phrases, ids, step):

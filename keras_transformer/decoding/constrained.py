@@ -26,20 +26,11 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from keras_transformer.decoding.banned import BEFORE_OUTPUT
 from keras_transformer.decoding.banned import NO_TOKEN
 from keras_transformer.decoding.banned import follows
+from keras_transformer.decoding.banned import tokens_at
 from keras_transformer.decoding.controls import NEG_INF
-
-BEFORE_OUTPUT = NO_TOKEN - 1  # what positions before the first token read as
-
-
-def _tokens_at(ids, positions, step):
-    """`ids` `(..., width)` at `positions` (any shape of ints), positions
-    before the first token (< 1) or after `step` read as `BEFORE_OUTPUT`."""
-    width = tf.shape(ids)[-1]
-    taken = tf.gather(ids, tf.clip_by_value(positions, 0, width - 1), axis=-1)
-    inside = tf.logical_and(positions >= 1, positions <= step)
-    return tf.where(inside, taken, BEFORE_OUTPUT)
 
 
 def contained(phrases, ids, step):
@@ -50,7 +41,7 @@ def contained(phrases, ids, step):
     length, width = tf.shape(phrases)[2], tf.shape(ids)[2]
     ends = tf.range(width)
     positions = ends[:, None] - (length - 1) + tf.range(length)[None, :]  # (width, length)
-    windows = _tokens_at(ids, positions, step)  # (rows, hyp, width, length)
+    windows = tokens_at(ids, positions, step)  # (rows, hyp, width, length)
     wanted = phrases[:, None, :, None, :]  # (rows, 1, constraints, 1, length)
     same = tf.logical_or(tf.equal(wanted, NO_TOKEN), tf.equal(windows[:, :, None], wanted))
     found = tf.reduce_any(tf.reduce_all(same, axis=-1), axis=-1)
@@ -67,7 +58,7 @@ def next_tokens(phrases, ids, step):
     # Left-aligned: starts[r, c, j] is phrase c's token j.
     shift = tf.minimum(length - lengths[:, :, None] + tf.range(length), length - 1)
     starts = tf.gather(phrases, shift, batch_dims=2)  # (rows, constraints, length)
-    last = _tokens_at(ids, step - length + 1 + tf.range(length), step)  # (rows, hyp, length)
+    last = tokens_at(ids, step - length + 1 + tf.range(length), step)  # (rows, hyp, length)
     done, later = tf.range(length)[:, None], tf.range(length)[None, :]  # p tokens, token q
     suffix = tf.gather(last, tf.clip_by_value(length - done + later, 0, length - 1), axis=-1)
     same = tf.logical_or(
@@ -176,7 +167,7 @@ def bank_ranks(scores, counts):
 def missing(phrases, ids):
     """How many of its row's constraints each output misses: `ids`
     `(rows, outputs, length)` as the searches return them (no BOS)."""
-    with_bos = tf.pad(ids, [[0, 0], [0, 0], [1, 0]], constant_values=NO_TOKEN - 1)
+    with_bos = tf.pad(ids, [[0, 0], [0, 0], [1, 0]], constant_values=BEFORE_OUTPUT)
     length = tf.shape(ids)[2]
     met = tf.reduce_sum(tf.cast(contained(phrases, with_bos, length), tf.int32), axis=-1)
     return tf.shape(phrases)[1] - met

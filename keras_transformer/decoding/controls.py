@@ -67,7 +67,7 @@ class OutputControls:
         return logits
 
 
-def _marks(rows_tokens, valid, vocab):
+def token_marks(rows_tokens, valid, vocab):
     """`(rows, vocab)` booleans: where some valid `(row, position)` of
     `rows_tokens` `(rows, positions)` holds the token. Static shapes (a
     segment max, no scatter), so that it compiles under XLA."""
@@ -81,7 +81,7 @@ def _tokens_seen(ids, step, vocab):
     """Which tokens `(rows, vocab)` are among positions 1..step of `ids`."""
     positions = tf.range(tf.shape(ids)[1])
     valid = tf.logical_and(positions >= 1, positions <= step)
-    return _marks(ids, tf.broadcast_to(valid[None, :], tf.shape(ids)), vocab)
+    return token_marks(ids, tf.broadcast_to(valid[None, :], tf.shape(ids)), vocab)
 
 
 def _ngram_completions(ids, step, n, vocab):
@@ -100,4 +100,4 @@ def _ngram_completions(ids, step, n, vocab):
         last = tf.gather(ids, tf.maximum(step - n + 2 + i, 0), axis=1)[:, None]
         matches = tf.logical_and(matches, tf.equal(earlier, last))
     followers = tf.gather(ids, tf.minimum(starts + n - 1, width - 1), axis=1)
-    return _marks(followers, matches, vocab)
+    return token_marks(followers, matches, vocab)
