@@ -240,15 +240,11 @@ def beam_search(
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
         forced, forced_token = forced_tokens(prefix, step)
         if (controls is not None and controls.active) or "banned" in state.sentences:
-            per_row = {
-                name: tf.repeat(state.sentences[name], k, axis=0)
-                for name in ("banned",)
-                if name in state.sentences
-            }
+            banned = state.sentences.get("banned")
             logits = controlled(
                 logits,
                 controls,
-                per_row,
+                {} if banned is None else {"banned": tf.repeat(banned, k, axis=0)},
                 tf.reshape(state.alive_ids, [rows * k, width]),
                 step,
                 tf.repeat(limits, k),
