@@ -192,8 +192,8 @@ class Translator(tf.Module):
         the tokenizer segments it alone (`"Hund"` is the word at the start
         of a word), contiguous. Constraints use beam search with dynamic
         beam allocation (`decoding.constrained`; a beam of at least one
-        more than a sentence's constraints); banned phrases apply as the
-        output controls do.
+        more than a sentence's constraint tokens); banned phrases apply as
+        the output controls do.
 
         Returns:
             `{"translation", "score"` (the model's length-penalized
@@ -222,7 +222,7 @@ class Translator(tf.Module):
         lengths = tf.cast(ids.row_lengths(axis=2).to_tensor(0), tf.int32)
         width = tf.shape(left)[2]
         index = tf.range(width) - (width - lengths[:, :, None])
-        right = tf.where(index >= 0, tf.gather(left, tf.maximum(index, 0), batch_dims=2), -1)
+        right = tf.where(index >= 0, tf.gather(left, tf.maximum(index, 0), batch_dims=2), NO_TOKEN)
         # At least one column, for a batch without phrases.
         return tf.concat([tf.fill(tf.concat([tf.shape(right)[:2], [1]], 0), NO_TOKEN), right], 2)
 
