@@ -44,6 +44,11 @@ class BeamState(NamedTuple):
     results: dict  # "ids" (batch, num_results, width), "scores": of sentences that left
 
 
+def _none_of(ids, excluded):
+    """Bool, the shape of `ids`: which are none of the ints `excluded`."""
+    return tf.logical_not(tf.reduce_any(tf.equal(ids[..., None], excluded), axis=-1))
+
+
 def _reorder_hypotheses(cache, beams, beam_size, sentences=None):
     """The cache with its per-hypothesis rows reordered: row `(b, i)`
     becomes the old row `(sentences[b], beams[b, i])` (`sentences`
@@ -111,6 +116,7 @@ def beam_search(
     resize_cache=None,
     banned=None,
     constraints=None,
+    word_starts=None,
 ):
     """Beam search with GNMT's length penalty (§6.1: beam 4, alpha 0.6).
 
@@ -151,6 +157,10 @@ def beam_search(
             dynamic beam allocation (`decoding.constrained`). An output
             that cannot meet them within its limit is the best of those
             that meet the most (`constrained.missing` counts them).
+        word_starts: optional bool `(vocab,)`, with `constraints`: the
+            tokens that begin a word (or are punctuation). A phrase then
+            counts as met only where one of them, or EOS, follows it (so
+            `"Hund"` is not met by `"Hunde"`); None: wherever it occurs.
 
     Returns:
         `(ids, scores)`: int32 `(batch, num_results, max_length)` and
@@ -202,6 +212,12 @@ def beam_search(
         },
     )
     drop_done = drops_finished_rows()
+    closing = None  # what may follow a constraint phrase (EOS too); None: anything
+    if word_starts is not None and constraints is not None:
+        closing = constrained.closing_tokens(word_starts, eos_id)
+        word_starts = tf.logical_and(
+            closing, _none_of(tf.range(tf.size(closing)), [eos_id, pad_id, bos_id])
+        )
 
     def sentence_done(state):
         reached_limit = state.step >= state.sentences["limits"]
@@ -305,13 +321,23 @@ def beam_search(
         vocab = tf.shape(logits)[-1]
         active = tf.reduce_sum(tf.cast(tf.not_equal(phrases, NO_TOKEN), tf.int32), axis=[1, 2])
         log_probs = logits - log_normalizer(logits)[..., None]
-        held = constrained.status(phrases, state.alive_ids, step)
-        proposed = constrained.proposals(
-            held, log_probs, state.alive_log_probs, tf.logical_not(only.where)
-        )
-        scores, beams, tokens = (tf.concat([a, b], 1) for a, b in zip(top, proposed, strict=True))
+        held = constrained.status(phrases, state.alive_ids, step, closing)
+        allowed = tf.logical_not(only.where)
+        proposed = [
+            constrained.proposals(held, log_probs, state.alive_log_probs, allowed),
+            constrained.own_proposals(
+                held,
+                log_probs,
+                state.alive_log_probs,
+                allowed,
+                _none_of(tf.range(vocab), [pad_id, bos_id]),
+                word_starts,
+                eos_id,
+            ),
+        ]
+        scores, beams, tokens = (tf.concat(parts, 1) for parts in zip(top, *proposed, strict=True))
         valid = constrained.first_of_each(beams * vocab + tokens, scores > NEG_INF / 2)
-        counts, banks = constrained.met_counts(phrases, held, beams, tokens)
+        counts, banks = constrained.met_counts(phrases, held, beams, tokens, closing)
         ends = tf.equal(tokens, eos_id)
         at_limit = (step + 1 >= limits)[:, None]
         # Counts include the rows of no constraint, always met.
@@ -336,7 +362,7 @@ def beam_search(
         all_scores = tf.concat([state.finished_scores, new_scores], 1)
         all_ids = tf.concat([state.finished_ids, ids], 1)
         met = tf.reduce_sum(
-            tf.cast(constrained.contained(phrases, all_ids, step + 1), tf.int32), axis=-1
+            tf.cast(constrained.contained(phrases, all_ids, step + 1, closing), tf.int32), axis=-1
         )
         missing = tf.where(all_scores > NEG_INF / 2, every - met, every + 1)  # empty: last
         keep = constrained.ranked(all_scores, missing, k)

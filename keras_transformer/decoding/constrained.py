@@ -8,17 +8,26 @@ per hypothesis: each step reads from the hypotheses' tokens which
 constraints they contain, which they are one token short of, and which
 token would take each one further.
 
+With word boundaries (`boundaries`: the tokens that begin a word, are
+punctuation, or EOS), a phrase counts as met only where one of them
+follows it: a hypothesis that ends with a phrase has it pending, and the
+next token decides.
+
 Each step, besides the `2k` best extensions, every live hypothesis
 proposes the next token of each constraint it has not met (continuing the
-longest partial match, else the first token); the candidates are grouped
-by how many constraint tokens they hold ("banks": a met constraint's
-length, or the tokens of its start a candidate ends with), each of the
-`T + 1` banks gets `k / (T + 1)` of the `k` live slots by score (`T`: the
-sentence's constraint tokens; at least one), and the best remaining
-candidates take the rest. A beam of at least `T + 1` gives every bank a
-slot. A hypothesis may end (EOS) only when it meets every constraint,
-except at its length limit, where EOS is forced whatever it meets; the
-finished hypotheses rank by how many constraints they miss, then by score.
+longest partial match, else the first token), and its own best token (and,
+with a phrase pending, its best word start and EOS), so that no
+hypothesis is left without a candidate. The candidates are grouped by how
+many constraint tokens they hold ("banks": a met constraint's length, or
+the tokens of its start a candidate ends with), each of the `T + 1` banks
+gets `k / (T + 1)` of the `k` live slots by score (`T`: the sentence's
+constraint tokens; at least one), and the best remaining candidates take
+the rest. A beam of at least `T + 1` gives every bank a slot; with fewer,
+the bank of most tokens still keeps one, so that a long phrase once begun
+is carried to its end. A hypothesis may end (EOS) only when it meets every
+constraint, except at its length limit, where EOS is forced whatever it
+meets; the finished hypotheses rank by how many constraints they miss,
+then by score.
 The scores stay the model's log-probabilities.
 """
 
@@ -33,19 +42,39 @@ from keras_transformer.decoding.banned import tokens_at
 from keras_transformer.decoding.controls import NEG_INF
 
 
-def contained(phrases, ids, step):
-    """`(rows, hypotheses, constraints)` booleans: whether each hypothesis
-    `ids` `(rows, hypotheses, width)` (tokens at 1..step) contains each of
-    its row's `phrases` `(rows, constraints, length)`; no constraint counts
-    as contained."""
+def occurrences(phrases, ids, step, boundaries=None):
+    """`(closed, at_end)`, each `(rows, hypotheses, constraints)` booleans:
+    whether each hypothesis `ids` `(rows, hypotheses, width)` (tokens at
+    1..step) holds each of its row's `phrases` `(rows, constraints,
+    length)` followed by a token of `boundaries` (a bool `(vocab,)`: the
+    tokens that may follow a phrase; None: any token), and whether it ends
+    with the phrase (the token after it still to come). No constraint
+    counts as closed."""
     length, width = tf.shape(phrases)[2], tf.shape(ids)[2]
     ends = tf.range(width)
     positions = ends[:, None] - (length - 1) + tf.range(length)[None, :]  # (width, length)
     windows = tokens_at(ids, positions, step)  # (rows, hyp, width, length)
     wanted = phrases[:, None, :, None, :]  # (rows, 1, constraints, 1, length)
     same = tf.logical_or(tf.equal(wanted, NO_TOKEN), tf.equal(windows[:, :, None], wanted))
-    found = tf.reduce_any(tf.reduce_all(same, axis=-1), axis=-1)
-    return tf.logical_or(found, tf.equal(phrases[:, None, :, -1], NO_TOKEN))
+    found = tf.reduce_all(same, axis=-1)  # (rows, hyp, constraints, width): a phrase ends there
+    none = tf.equal(phrases[:, None, :, -1], NO_TOKEN)
+    if boundaries is None:
+        return tf.logical_or(tf.reduce_any(found, axis=-1), none), tf.zeros_like(none)
+    after = tokens_at(ids, ends + 1, step)  # (rows, hyp, width)
+    bounded = tf.logical_and(after >= 0, tf.gather(boundaries, tf.maximum(after, 0)))
+    closed = tf.reduce_any(tf.logical_and(found, bounded[:, :, None]), axis=-1)
+    at_end = tf.reduce_any(tf.logical_and(found, tf.equal(ends, step)), axis=-1)
+    return tf.logical_or(closed, none), at_end
+
+
+def contained(phrases, ids, step, boundaries=None):
+    """`(rows, hypotheses, constraints)` booleans: whether each hypothesis
+    `ids` `(rows, hypotheses, width)` (tokens at 1..step) contains each of
+    its row's `phrases` `(rows, constraints, length)`, followed by a token
+    of `boundaries` or at its end (`occurrences`); no constraint counts as
+    contained."""
+    closed, at_end = occurrences(phrases, ids, step, boundaries)
+    return tf.logical_or(closed, at_end)
 
 
 def next_tokens(phrases, ids, step):
@@ -78,34 +107,43 @@ class HypothesisStatus(NamedTuple):
     """What each live hypothesis `(rows, k, constraints)` holds of each
     constraint, read from its tokens once a step (`status`)."""
 
-    met: tf.Tensor  # bool: contains the phrase (no constraint: true)
+    met: tf.Tensor  # bool: contains the phrase, a boundary after it (no constraint: true)
+    pending: tf.Tensor  # bool: ends with the phrase, and it is not met elsewhere
     ready: tf.Tensor  # bool: ends with all of the phrase but its last token
     wanted: tf.Tensor  # int32: the token that takes the phrase further (`next_tokens`)
     matched: tf.Tensor  # int32: how many of the phrase's tokens it ends with
 
 
-def status(phrases, ids, step):
+def status(phrases, ids, step, boundaries=None):
     """The `HypothesisStatus` of hypotheses `ids` `(rows, k, width)`
-    (tokens at 1..step) for their rows' `phrases`."""
+    (tokens at 1..step) for their rows' `phrases` (`boundaries` as for
+    `occurrences`)."""
     wanted, matched = next_tokens(phrases, ids, step)
+    closed, at_end = occurrences(phrases, ids, step, boundaries)
     return HypothesisStatus(
-        met=contained(phrases, ids, step),
+        met=closed,
+        pending=tf.logical_and(at_end, tf.logical_not(closed)),
         ready=follows(phrases[:, None], ids, step),
         wanted=wanted,
         matched=matched,
     )
 
 
-def met_counts(phrases, held, beams, tokens):
+def met_counts(phrases, held, beams, tokens, boundaries=None):
     """`(met, progress)` `(rows, n)` of each candidate: how many of its
-    row's constraints it meets (the rows of no constraint counted as met),
-    and how many constraint tokens it has (a met constraint's length, else
-    the tokens of its start that the candidate ends with: Post and Vilar's
+    row's constraints it meets (the rows of no constraint counted as met;
+    a phrase it ends with counts, its boundary still to come), and how
+    many constraint tokens it has (a met constraint's length, else the
+    tokens of its start that the candidate ends with: Post and Vilar's
     banks). Candidate `j` extends the hypothesis `beams[:, j]`, whose
-    `HypothesisStatus` `held` gives, with `tokens[:, j]`."""
+    `HypothesisStatus` `held` gives, with `tokens[:, j]`; `boundaries` as
+    for `occurrences`."""
     held = HypothesisStatus(*(tf.gather(t, beams, batch_dims=1) for t in held))
     completes = tf.logical_and(held.ready, tf.equal(tokens[:, :, None], phrases[:, None, :, -1]))
     meets = tf.logical_or(held.met, completes)
+    if boundaries is not None:
+        closes = tf.gather(boundaries, tf.maximum(tokens, 0))[:, :, None]
+        meets = tf.logical_or(meets, tf.logical_and(held.pending, closes))
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(phrases, NO_TOKEN), tf.int32), axis=-1)
     progress = tf.where(tf.equal(tokens[:, :, None], held.wanted), held.matched + 1, 0)
     progress = tf.where(meets, lengths[:, None, :], progress)
@@ -117,16 +155,41 @@ def met_counts(phrases, held, beams, tokens):
 
 def proposals(held, log_probs, alive_log_probs, allowed):
     """The candidates that take a constraint further: for each live
-    hypothesis and each constraint it has not met, its next token
-    (`HypothesisStatus.wanted` of `held`). Returns `(log_probs, beams,
-    tokens)`, each `(rows, k * constraints)`; a proposal that is not
-    `allowed` `(rows,)` (a rule allows one token only), or of a met
-    constraint, has `NEG_INF`. `log_probs` `(rows, k, vocab)` are the
-    hypotheses' next-token log-probabilities."""
-    tokens = held.wanted  # (rows, k, constraints)
+    hypothesis and each constraint it has not met (nor ends with), its
+    next token (`HypothesisStatus.wanted` of `held`). Returns
+    `(log_probs, beams, tokens)`, each `(rows, k * constraints)`; a
+    proposal that is not `allowed` `(rows,)` (a rule allows one token
+    only), or of a met constraint, has `NEG_INF`. `log_probs` `(rows, k,
+    vocab)` are the hypotheses' next-token log-probabilities."""
+    usable = tf.logical_not(tf.logical_or(held.met, held.pending))
+    return _proposed(held.wanted, usable, log_probs, alive_log_probs, allowed)
+
+
+def own_proposals(held, log_probs, alive_log_probs, allowed, choosable, word_starts, eos_id):
+    """Each live hypothesis' own best candidates, so that none is left
+    without one (the best extensions of all may come from others): its
+    most likely token of `choosable` (bool `(vocab,)`), and where it ends
+    with a phrase whose boundary is still to come, its most likely token of
+    `word_starts` (bool `(vocab,)`, or None: none of these) and EOS.
+    Returns `(log_probs, beams, tokens)`, each `(rows, k * n)`, as
+    `proposals` does."""
+    best = tf.argmax(tf.where(choosable, log_probs, NEG_INF), axis=-1, output_type=tf.int32)
+    if word_starts is None:
+        usable = tf.ones_like(best, tf.bool)[:, :, None]
+        return _proposed(best[:, :, None], usable, log_probs, alive_log_probs, allowed)
+    start = tf.argmax(tf.where(word_starts, log_probs, NEG_INF), axis=-1, output_type=tf.int32)
+    tokens = tf.stack([best, start, tf.fill(tf.shape(best), eos_id)], axis=-1)
+    pending = tf.reduce_any(held.pending, axis=-1)
+    usable = tf.stack([tf.ones_like(pending), pending, pending], axis=-1)
+    return _proposed(tokens, usable, log_probs, alive_log_probs, allowed)
+
+
+def _proposed(tokens, usable, log_probs, alive_log_probs, allowed):
+    """Candidates `tokens` `(rows, k, n)` of the `k` hypotheses, flat, with
+    `NEG_INF` where not `usable`, not `allowed` or of no live hypothesis."""
     values = tf.gather(log_probs, tf.maximum(tokens, 0), batch_dims=2)
     values = alive_log_probs[:, :, None] + values
-    usable = tf.logical_and(tf.logical_not(held.met), allowed[:, None, None])
+    usable = tf.logical_and(usable, allowed[:, None, None])
     usable = tf.logical_and(usable, alive_log_probs[:, :, None] > NEG_INF / 2)
     values = tf.where(usable, values, NEG_INF)
     shape = tf.shape(tokens)
@@ -164,12 +227,22 @@ def bank_ranks(scores, counts):
     return tf.reduce_sum(tf.cast(ahead, tf.int32), axis=-1)
 
 
-def missing(phrases, ids):
+def closing_tokens(word_starts, eos_id):
+    """The bool `(vocab,)` `boundaries` of `occurrences` for `word_starts`
+    (the tokens that begin a word or are punctuation): those and EOS."""
+    word_starts = tf.convert_to_tensor(word_starts, tf.bool)
+    return tf.logical_or(word_starts, tf.equal(tf.range(tf.size(word_starts)), eos_id))
+
+
+def missing(phrases, ids, boundaries=None):
     """How many of its row's constraints each output misses: `ids`
-    `(rows, outputs, length)` as the searches return them (no BOS)."""
+    `(rows, outputs, length)` as the searches return them (no BOS);
+    `boundaries` as for `occurrences` (EOS among them)."""
     with_bos = tf.pad(ids, [[0, 0], [0, 0], [1, 0]], constant_values=BEFORE_OUTPUT)
     length = tf.shape(ids)[2]
-    met = tf.reduce_sum(tf.cast(contained(phrases, with_bos, length), tf.int32), axis=-1)
+    met = tf.reduce_sum(
+        tf.cast(contained(phrases, with_bos, length, boundaries), tf.int32), axis=-1
+    )
     return tf.shape(phrases)[1] - met
 
 
@@ -177,12 +250,17 @@ def allocated(scores, counts, active, k):
     """Which `k` of the candidates `scores` `(rows, n)` (`NEG_INF`: none)
     go on, by dynamic beam allocation over their banks `counts` `(rows,
     n)` (constraint tokens met) with `active` `(rows,)` constraint tokens
-    in all: `(scores, positions)` `(rows, k)`, best first."""
+    in all: `(scores, positions)` `(rows, k)`, best first. Where more
+    banks than `k` are granted a slot, the bank of most tokens keeps its
+    own (so a long phrase, once begun, is carried on to its end), and the
+    best of the others get the rest."""
     valid = scores > NEG_INF / 2
     quota = tf.maximum(k // (active + 1), 1)[:, None]
     granted = tf.logical_and(valid, bank_ranks(scores, counts) < quota)
-    # Granted candidates first, then the best of the others.
-    chosen = ranked(scores, tf.cast(tf.logical_not(granted), tf.int32), k)
+    # The top bank's granted candidate, the other granted ones, then the best of the rest.
+    top = tf.reduce_max(tf.where(valid, counts, -1), axis=-1, keepdims=True)
+    key = tf.where(granted, tf.where(tf.equal(counts, top), 0, 1), 2)
+    chosen = ranked(scores, key, k)
     best_first, order = tf.math.top_k(tf.gather(scores, chosen, batch_dims=1), k)
     return best_first, tf.gather(chosen, order, batch_dims=1)
 

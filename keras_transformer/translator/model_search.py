@@ -1,6 +1,10 @@
 """`ModelSearch`: the searches of `keras_transformer.decoding` over a
 `Transformer`, in token ids."""
 
+import functools
+import re
+
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer import special_ids
@@ -40,6 +44,7 @@ class ModelSearch:
 
     def __init__(self, model, tokenizer, settings, alignment_layer):
         self.model = model
+        self.tokenizer = tokenizer
         self.settings = settings
         self.alignment_layer = alignment_layer
         self.pad_id = model.pad_id
@@ -98,6 +103,24 @@ class ModelSearch:
             "constraints": options.get("constraints"),
         }
 
+    @functools.cached_property
+    def word_starts(self):
+        """NumPy bool `(model's target vocabulary,)`: the pieces that begin a word
+        (SentencePiece's "▁") or a non-word character (punctuation, the
+        special pieces; not byte pieces, which may be inside a word), after
+        which a constraint phrase counts as met (`beam_search(word_starts=)`);
+        None for a tokenizer without `id_to_piece`, where a phrase counts
+        wherever it occurs."""
+        if not hasattr(self.tokenizer, "id_to_piece"):
+            return None
+        starts = np.zeros([self.model.target_vocab_size], bool)
+        for i in range(self.output_vocab_size):
+            piece = self.tokenizer.id_to_piece(i)
+            starts[i] = piece[:1] == _WORD_MARK or not (
+                _WORD_CHARACTER.match(piece) or _BYTE_PIECE.fullmatch(piece)
+            )
+        return starts
+
     def _special_ids(self):
         return dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
 
@@ -133,6 +156,7 @@ class ModelSearch:
             length_limits=start["limits"],
             num_results=num_results,
             constraints=start["constraints"],
+            word_starts=None if start["constraints"] is None else self.word_starts,
             **self._special_ids(),
             **start["search_options"],
         )
@@ -186,6 +210,11 @@ class ModelSearch:
             return logits
         known = tf.range(vocab) < self.output_vocab_size
         return tf.where(known[None, :], logits, tf.constant(NEG_INF, logits.dtype))
+
+
+_WORD_MARK = "\u2581"  # SentencePiece's mark of a word's first piece
+_WORD_CHARACTER = re.compile(r"\w")
+_BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
 
 
 def _framing_ids(tokenizer, pad_id):

@@ -189,11 +189,11 @@ class Translator(tf.Module):
         `constraints` (a string of phrases joined by `|||`, `""` for
         none) must appear in its translation, and its `banned` phrases
         must not. Phrases are matched as target pieces, each segmented as
-        the tokenizer segments it alone (`"Hund"` is the word at the start
-        of a word), contiguous. Constraints use beam search with dynamic
-        beam allocation (`decoding.constrained`; a beam of at least one
-        more than a sentence's constraint tokens); banned phrases apply as
-        the output controls do.
+        the tokenizer segments it alone, contiguous; a constraint is met
+        only where a word's start, punctuation or the end follows it
+        (`"Hund"` is met by "Hund." but not by "Hunde"). Constraints use
+        beam search with dynamic beam allocation (`decoding.constrained`);
+        banned phrases apply as the output controls do.
 
         Returns:
             `{"translation", "score"` (the model's length-penalized
@@ -204,7 +204,9 @@ class Translator(tf.Module):
         phrases = {"constraints": self.encode_phrases(constraints)}
         phrases["banned"] = self.encode_phrases(banned)
         ids, scores = self._search(self.encode_text(text), 1, phrases)
-        missing = constrained.missing(phrases["constraints"], ids)[:, 0]
+        starts = self.search.word_starts
+        closing = None if starts is None else constrained.closing_tokens(starts, self.eos_id)
+        missing = constrained.missing(phrases["constraints"], ids, closing)[:, 0]
         return {
             "translation": self.tokenizer.detokenize(ids[:, 0]),
             "score": scores[:, 0],

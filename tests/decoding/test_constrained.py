@@ -20,20 +20,27 @@ pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 # Sentence 2's constraint is longer than its limit allows: its output is
 # the best of those that miss it.
 CONSTRAINTS = [[[5, 5]], [[4], [1, 5]], [[1, 1, 1, 1, 1]]]
+WORD_CONSTRAINTS = [[[5, 5]], [[1, 5]], [[5], [1]]]
 
 
-def contains(tokens, phrase):
-    return any(tokens[i : i + len(phrase)] == phrase for i in range(len(tokens)))
+def contains(tokens, phrase, closing=None):
+    """Whether `tokens` (ending with EOS) hold `phrase`, followed by a token
+    of `closing` or EOS where `closing` is given."""
+    return any(
+        tokens[i : i + len(phrase)] == phrase
+        and (closing is None or tokens[i + len(phrase)] in closing | {EOS_ID})
+        for i in range(len(tokens) - len(phrase))
+    )
 
 
-def brute_force_best(sentence, limit, alpha, phrases):
+def brute_force_best(sentence, limit, alpha, phrases, closing=None):
     """The best output by (constraints missed, length-penalized score):
     an output may end before its limit only with every constraint met."""
     best = None
     for length in range(1, limit + 1):
         for prefix in itertools.product([1, 4, 5], repeat=length - 1):
             tokens = list(prefix) + [EOS_ID]
-            missed = sum(not contains(tokens, p) for p in phrases)
+            missed = sum(not contains(tokens, p, closing) for p in phrases)
             if missed and length < limit:
                 continue
             score = sequence_log_prob(sentence, tokens) / ((5 + length) / 6) ** alpha
@@ -69,6 +76,57 @@ def test_wide_beam_finds_the_best_output_with_the_constraints(alpha):
     # The constraints were binding: without them the best outputs differ.
     free, _ = beam_search(step, cache, 3, 5, beam_size=81, alpha=alpha, length_limits=limits)
     assert all(strip(free[b, 0].numpy()) != strip(ids[b, 0].numpy()) for b in range(2))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_wide_beam_meets_constraints_at_word_boundaries(alpha):
+    # Token 4 begins a word; 1 and 5 go on with one. A phrase counts only
+    # where a word's start or EOS follows it: [5, 5] is not met by 5 5 1.
+    step, cache = markov(3)
+    limits = [5, 5, 5]
+    starts = np.zeros(6, bool)
+    starts[4] = True
+    phrases = right_aligned(WORD_CONSTRAINTS)
+    search = dict(beam_size=81, alpha=alpha, length_limits=limits, constraints=phrases)
+    ids, scores = beam_search(step, cache, 3, 5, word_starts=starts, **search)
+    closing = constrained.closing_tokens(starts, EOS_ID)
+    missing = constrained.missing(phrases, ids, closing).numpy()
+    for b in range(3):
+        missed, best_score, best_tokens = brute_force_best(
+            b, limits[b], alpha, WORD_CONSTRAINTS[b], closing={4}
+        )
+        assert strip(ids[b, 0].numpy()) == best_tokens
+        assert float(scores[b, 0]) == pytest.approx(best_score, rel=1e-4)
+        assert missing[b, 0] == missed == 0
+    # The boundaries were binding: met anywhere, the best outputs differ.
+    anywhere, _ = beam_search(step, cache, 3, 5, **search)
+    assert any(strip(anywhere[b, 0].numpy()) != strip(ids[b, 0].numpy()) for b in range(3))
+    assert constrained.missing(phrases, anywhere, closing).numpy().max() > 0
+
+
+def test_missing_counts_a_phrase_only_before_a_boundary():
+    starts = np.array([False, False, False, False, True, False])
+    closing = constrained.closing_tokens(starts, EOS_ID)
+    phrases = right_aligned([[[5, 5]]] * 4)
+    ids = tf.constant(
+        [[[5, 5, 1, EOS_ID]], [[5, 5, 4, EOS_ID]], [[1, 5, 5, EOS_ID]], [[5, 5, 5, 1]]]
+    )
+    assert constrained.missing(phrases, ids, closing).numpy()[:, 0].tolist() == [1, 0, 0, 1]
+    # Without boundaries, anywhere.
+    assert constrained.missing(phrases, ids).numpy()[:, 0].tolist() == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("phrase", [[4, 1, 5, 4], [4, 1, 5, 4, 1]])
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_a_long_phrase_is_met_with_fewer_slots_than_banks(phrase, beam_size):
+    # More banks than slots: the bank of most tokens keeps a slot, so the
+    # phrase once begun is completed, and a hypothesis that has met it
+    # still gets its own best extension when the best of all come from
+    # the others (else it would leave the beam).
+    step, cache = markov(3)
+    phrases = right_aligned([[phrase]] * 3)
+    ids, _ = beam_search(step, cache, 3, 12, beam_size=beam_size, constraints=phrases)
+    assert (constrained.missing(phrases, ids).numpy() == 0).all()
 
 
 @pytest.mark.parametrize("beam_size", [4, 8])
