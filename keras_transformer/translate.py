@@ -21,7 +21,7 @@ from CTranslate2's own random generator). `--litert_model` and
 `export.export_onnx` (the `litert` and `onnx` extras), run by
 `LiteRTTranslator` and `ONNXTranslator`: `--mode translate` only, the best
 hypothesis only (the search inside them returns it). Lines are processed in
-batches of `--batch_size`: input is split on `\n` only, invalid UTF-8 is
+batches of `--batch_size`: input is split on `\\n` only, invalid UTF-8 is
 read as it is (with a warning on stderr), and an output never contains a
 line break.
 
