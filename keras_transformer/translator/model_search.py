@@ -109,13 +109,16 @@ class ModelSearch:
         (SentencePiece's "▁") or a non-word character (punctuation, the
         special pieces; not byte pieces, which may be inside a word), after
         which a constraint phrase counts as met (`beam_search(word_starts=)`);
-        None for a tokenizer without `id_to_piece`, where a phrase counts
+        None for a tokenizer without `id_to_piece` or without "▁" in its
+        pieces (another convention of word starts), where a phrase counts
         wherever it occurs."""
         if not hasattr(self.tokenizer, "id_to_piece"):
             return None
+        pieces = [self.tokenizer.id_to_piece(i) for i in range(self.output_vocab_size)]
+        if not any(piece[:1] == _WORD_MARK for piece in pieces):
+            return None
         starts = np.zeros([self.model.target_vocab_size], bool)
-        for i in range(self.output_vocab_size):
-            piece = self.tokenizer.id_to_piece(i)
+        for i, piece in enumerate(pieces):
             starts[i] = piece[:1] == _WORD_MARK or not (
                 _WORD_CHARACTER.match(piece) or _BYTE_PIECE.fullmatch(piece)
             )

@@ -36,3 +36,17 @@ def test_word_starts_mark_the_pieces_a_word_or_punctuation_begins_with(word_toke
     assert split >= 2  # some words are several pieces
     (period,) = word_tokenizer.tokenize_target(["Hund."]).to_list()[0][-1:]
     assert starts[period] and starts[word_tokenizer.eos_id]
+
+
+def test_word_starts_are_none_without_the_word_mark():
+    from tests.micro import micro_model
+
+    class Suffixed:  # pieces that mark a word's end, not its start ("Hund@@")
+        vocab_size, pad_id, bos_id, eos_id = 8, 0, 2, 3
+
+        def id_to_piece(self, i):
+            return ["<pad>", "<unk>", "<s>", "</s>", "Hu@@", "nd", "la@@", "ufen"][i]
+
+    settings = DecodingSettings(max_input_length=16, max_output_length=16)
+    model = micro_model(vocab_size=8)
+    assert ModelSearch(model, Suffixed(), settings, -1).word_starts is None
