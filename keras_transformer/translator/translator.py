@@ -367,6 +367,7 @@ class Translator(tf.Module):
             )
         terms = {"constraints": constraints, "banned": banned}
         terms = {name: _phrase_lists(name, value, len(sentences)) for name, value in terms.items()}
+        self._check_constraints(terms["constraints"])
         with_terms = constraints is not None or banned is not None
         if with_terms and (with_options or return_alignments or self.settings.search == "sample"):
             raise ValueError(
@@ -433,6 +434,31 @@ class Translator(tf.Module):
                 stacklevel=2,
             )
         return translations
+
+    def _check_constraints(self, constraints):
+        """Refuses a constraint (per sentence, a list of phrases) that
+        would be met by something else: one with no piece (empty or
+        spaces: met by anything), and one with characters the target
+        vocabulary cannot write (they would come out as unknown pieces,
+        which translations drop)."""
+        phrases = sorted({phrase for sentence in constraints for phrase in sentence})
+        for phrase in phrases:
+            if not phrase.strip():
+                raise ValueError(
+                    "Each of `constraints` must hold at least one character other than "
+                    f"spaces. Received: {phrase!r}"
+                )
+        unk_id = getattr(self.tokenizer, "unk_id", None)
+        if not phrases or unk_id is None:
+            return
+        pieces = self.tokenizer.tokenize_target(tf.constant(phrases)).to_list()
+        for phrase, ids in zip(phrases, pieces, strict=True):
+            if unk_id in ids:
+                raise ValueError(
+                    "Each of `constraints` must be written with the target vocabulary: "
+                    f"{phrase!r} holds characters it lacks, which would come out as unknown "
+                    f"pieces. Received: {phrase!r}"
+                )
 
     def score(self, sources, targets, batch_size=64, progress=None):
         """Scores each target as a translation of its source (forced

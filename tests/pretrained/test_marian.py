@@ -213,3 +213,12 @@ def test_ctranslate2_export_equals_ctranslate2s_own_converter(trained_marian, tm
     ours = CTranslate2Translator(tmp_path / "ours", max_extra_length=40)
     assert ours.translate(sources, batch_size=1) == expected
     assert translator.translate(sources) == expected
+
+
+def test_constraints_the_target_vocabulary_cannot_write_are_refused(marian_directory):
+    # Marian's SentencePiece models have no byte fallback: a character they
+    # lack becomes the unknown piece, which translations drop.
+    pretrained = load_marian(marian_directory)
+    translator = Translator(pretrained.model, pretrained.tokenizer, pretrained.settings)
+    with pytest.raises(ValueError, match="holds characters it lacks.*Received: 'a\u2603'"):
+        translator.translate(["a b"], constraints=[["a\u2603"]])

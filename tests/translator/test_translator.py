@@ -401,6 +401,9 @@ def test_terms_refuse_other_options_and_encode_as_target_pieces(micro_translator
         micro_translator.translate(["a"], constraints=[["x"]], prefixes=["y"])
     with pytest.raises(ValueError, match="without '\\|\\|\\|'. Received: 'a \\|\\|\\| b'"):
         micro_translator.translate(["a"], constraints=[["a ||| b"]])
+    with pytest.raises(ValueError, match="other than spaces. Received: ' '"):
+        micro_translator.translate(["a", "b"], constraints=[["a"], [" "]])
+    micro_translator.translate(["a"], banned=[[" "]])  # bans nothing, harmlessly
     # Phrases right-aligned, -1 before them; none: one column of -1.
     ids = micro_translator.encode_phrases(tf.constant(["a b |||  c", "", "d"])).numpy()
     pieces = micro_translator.tokenizer.tokenize_target(tf.constant(["a b", "c", "d"])).to_list()
