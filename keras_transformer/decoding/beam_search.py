@@ -215,9 +215,9 @@ def beam_search(
     closing = None  # what may follow a constraint phrase (EOS too); None: anything
     if word_starts is not None and constraints is not None:
         closing = constrained.closing_tokens(word_starts, eos_id)
-        word_starts = tf.logical_and(
-            closing, _none_of(tf.range(tf.size(closing)), [eos_id, pad_id, bos_id])
-        )
+        # What a hypothesis ending with a phrase proposes next: no special token.
+        specials = [eos_id, pad_id, bos_id]
+        word_starts = tf.logical_and(word_starts, _none_of(tf.range(tf.size(closing)), specials))
 
     def sentence_done(state):
         reached_limit = state.step >= state.sentences["limits"]
