@@ -49,32 +49,36 @@ def brute_force_best(sentence, limit, alpha, phrases, closing=None):
     return best
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_wide_beam_finds_the_best_output_with_the_constraints(alpha):
-    # Three real tokens per step: a beam of 3^4 keeps every prefix of up to
-    # 4 tokens, so the search is exact.
+def exhaustive_search(alpha, constraints, word_starts=None):
+    """Beam search wide enough to be exact on `markov(3)` with limit 5 (a
+    beam of 3^4 keeps every prefix of up to 4 tokens), checked sentence by
+    sentence against `brute_force_best`; returns `(search options, ids,
+    missing)` (`missing` counted with the word boundaries, if any)."""
     step, cache = markov(3)
     limits = [5, 5, 5]
-    phrases = right_aligned(CONSTRAINTS)
-    ids, scores = beam_search(
-        step,
-        cache,
-        batch_size=3,
-        max_length=5,
-        beam_size=81,
-        alpha=alpha,
-        length_limits=limits,
-        constraints=phrases,
-    )
-    missing = constrained.missing(phrases, ids).numpy()
+    phrases = right_aligned(constraints)
+    search = dict(beam_size=81, alpha=alpha, length_limits=limits, constraints=phrases)
+    ids, scores = beam_search(step, cache, 3, 5, word_starts=word_starts, **search)
+    closing = None if word_starts is None else constrained.closing_tokens(word_starts, EOS_ID)
+    missing = constrained.missing(phrases, ids, closing).numpy()
+    starts = None if word_starts is None else {int(i) for i in np.flatnonzero(word_starts)}
     for b in range(3):
-        missed, best_score, best_tokens = brute_force_best(b, limits[b], alpha, CONSTRAINTS[b])
+        missed, best_score, best_tokens = brute_force_best(
+            b, limits[b], alpha, constraints[b], closing=starts
+        )
         assert strip(ids[b, 0].numpy()) == best_tokens
         assert float(scores[b, 0]) == pytest.approx(best_score, rel=1e-4)
         assert missing[b, 0] == missed
+    return search, ids, missing
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_wide_beam_finds_the_best_output_with_the_constraints(alpha):
+    search, ids, missing = exhaustive_search(alpha, CONSTRAINTS)
     assert missing[:, 0].tolist() == [0, 0, 1]
     # The constraints were binding: without them the best outputs differ.
-    free, _ = beam_search(step, cache, 3, 5, beam_size=81, alpha=alpha, length_limits=limits)
+    step, cache = markov(3)
+    free, _ = beam_search(step, cache, 3, 5, **{**search, "constraints": None})
     assert all(strip(free[b, 0].numpy()) != strip(ids[b, 0].numpy()) for b in range(2))
 
 
@@ -82,26 +86,16 @@ def test_wide_beam_finds_the_best_output_with_the_constraints(alpha):
 def test_wide_beam_meets_constraints_at_word_boundaries(alpha):
     # Token 4 begins a word; 1 and 5 go on with one. A phrase counts only
     # where a word's start or EOS follows it: [5, 5] is not met by 5 5 1.
-    step, cache = markov(3)
-    limits = [5, 5, 5]
     starts = np.zeros(6, bool)
     starts[4] = True
-    phrases = right_aligned(WORD_CONSTRAINTS)
-    search = dict(beam_size=81, alpha=alpha, length_limits=limits, constraints=phrases)
-    ids, scores = beam_search(step, cache, 3, 5, word_starts=starts, **search)
-    closing = constrained.closing_tokens(starts, EOS_ID)
-    missing = constrained.missing(phrases, ids, closing).numpy()
-    for b in range(3):
-        missed, best_score, best_tokens = brute_force_best(
-            b, limits[b], alpha, WORD_CONSTRAINTS[b], closing={4}
-        )
-        assert strip(ids[b, 0].numpy()) == best_tokens
-        assert float(scores[b, 0]) == pytest.approx(best_score, rel=1e-4)
-        assert missing[b, 0] == missed == 0
+    search, ids, missing = exhaustive_search(alpha, WORD_CONSTRAINTS, starts)
+    assert (missing == 0).all()
     # The boundaries were binding: met anywhere, the best outputs differ.
+    step, cache = markov(3)
     anywhere, _ = beam_search(step, cache, 3, 5, **search)
     assert any(strip(anywhere[b, 0].numpy()) != strip(ids[b, 0].numpy()) for b in range(3))
-    assert constrained.missing(phrases, anywhere, closing).numpy().max() > 0
+    closing = constrained.closing_tokens(starts, EOS_ID)
+    assert constrained.missing(search["constraints"], anywhere, closing).numpy().max() > 0
 
 
 def test_missing_counts_a_phrase_only_before_a_boundary():
