@@ -16,6 +16,7 @@ from keras_transformer import Translator
 from keras_transformer.export import export_litert
 from keras_transformer.export import litert_operators
 from keras_transformer.translate import main as translate_main
+from tests.export.agreement import assert_translates_as
 from tests.export.random_models import random_model
 from tests.export.runtime_process import translate_in_a_process
 from tests.training.helpers import letter_reversal_corpus
@@ -53,15 +54,7 @@ def test_translates_as_the_translator_in_builtin_operators_only(
 
     # Any batch size and length, empty sources, the order kept.
     sources = ["", "a", *letter_reversal_corpus(60, seed=21)[0]]
-    expected = translator.translate_with_scores(tf.constant(sources))
-    for batch_size in (1, 7):
-        hypotheses = LiteRTTranslator(path).translate_with_scores(sources, batch_size=batch_size)
-        assert [h.translation for h in hypotheses] == [
-            t.decode() for t in expected["translation"].numpy()
-        ]
-        np.testing.assert_allclose(
-            [h.score for h in hypotheses], expected["score"].numpy(), rtol=1e-5, atol=1e-5
-        )
+    hypotheses = assert_translates_as(translator, LiteRTTranslator, path, sources)
     # Tokens and log-probabilities: the search's ids, scored teacher-forced.
     source_ids = translator.encode_text(tf.constant(sources))
     ids = translator._search(source_ids, 1)[0][:, 0].numpy()

@@ -6,13 +6,12 @@ import json
 import os
 import sys
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_transformer import Translator
 from keras_transformer.export import export_onnx
 from keras_transformer.translate import main as translate_main
+from tests.export.agreement import assert_translates_as
 from tests.export.random_models import random_model
 from tests.export.runtime_process import translate_in_a_process
 from tests.training.helpers import letter_reversal_corpus
@@ -38,15 +37,7 @@ def test_translates_as_the_translator(
     assert sorted(os.listdir(tmp_path)) == ["ende.onnx", "ende.onnx.json", "ende.onnx.spm"]
     sentences = letter_reversal_corpus(60, seed=21)[0]
     sources = ["", "a", *sentences]
-    expected = translator.translate_with_scores(tf.constant(sources))
-    for batch_size in (1, 7):
-        hypotheses = ONNXTranslator(path).translate_with_scores(sources, batch_size=batch_size)
-        assert [h.translation for h in hypotheses] == [
-            t.decode() for t in expected["translation"].numpy()
-        ]
-        np.testing.assert_allclose(
-            [h.score for h in hypotheses], expected["score"].numpy(), rtol=1e-5, atol=1e-5
-        )
+    assert_translates_as(translator, ONNXTranslator, path, sources)
     with open(f"{path}.json") as f:
         record = json.load(f)
     assert (record["runtime"], record["beam_size"]) == ("onnx", beam_size)
