@@ -136,16 +136,21 @@ def saved_model_translate(directory, loader):
     return translate
 
 
+def run_translator(model, tokenizer, config, **changes):
+    """A `Translator` of a run's model with the run's beam size and alpha
+    (`changes` replace them: `beam_size=1` for greedy search)."""
+    import keras_transformer as kt
+
+    settings = {"beam_size": config["beam_size"], "alpha": config["alpha"], **changes}
+    return kt.Translator(model, tokenizer, **settings)
+
+
 def keras_int8_translate(run_dir):
     """`translate(batch)` of `Translator` over the run's model with its
     `Dense` layers quantized to int8 by Keras."""
-    import keras_transformer as kt
-
     model, tokenizer, config = load_run(run_dir)
     model.quantize("int8")
-    return kt.Translator(
-        model, tokenizer, beam_size=config["beam_size"], alpha=config["alpha"]
-    ).translate
+    return run_translator(model, tokenizer, config).translate
 
 
 ROWS = {
@@ -240,14 +245,12 @@ def main():
 
     import sacrebleu
 
-    import keras_transformer as kt
     from keras_transformer.export import export_ctranslate2
     from keras_transformer.export import export_saved_model
 
     sources, references = read_test_set(args)
     model, tokenizer, config = load_run(args.run_dir)
-    beam, alpha = config["beam_size"], config["alpha"]
-    translator = kt.Translator(model, tokenizer, beam_size=beam, alpha=alpha)
+    translator = run_translator(model, tokenizer, config)
     work = tempfile.mkdtemp(prefix="ct2_translation_")
     with open(os.path.join(work, "sources.txt"), "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in sources)
@@ -260,8 +263,9 @@ def main():
         export_ctranslate2(translator, paths[f"ct2_{quantization}"], quantization=quantization)
 
     print(
-        f"{len(sources)} test sentences, beam {beam}, alpha {alpha}, "
-        f"{os.cpu_count()} cores; batch 1 on the first {args.single}"
+        f"{len(sources)} test sentences, beam {translator.settings.beam_size}, "
+        f"alpha {translator.settings.alpha}, {os.cpu_count()} cores; "
+        f"batch 1 on the first {args.single}"
     )
     print("| | BLEU | same as SavedModel | sentences/s, batch 64 | sentences/s, batch 1 |")
     print("| --- | ---: | ---: | ---: | ---: |")

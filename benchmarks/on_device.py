@@ -45,6 +45,7 @@ from ctranslate2_translation import parsed  # noqa: E402
 from ctranslate2_translation import read_lines  # noqa: E402
 from ctranslate2_translation import read_test_set  # noqa: E402
 from ctranslate2_translation import run_row  # noqa: E402
+from ctranslate2_translation import run_translator  # noqa: E402
 from ctranslate2_translation import saved_model_translate  # noqa: E402
 from ctranslate2_translation import timed  # noqa: E402
 
@@ -129,13 +130,11 @@ def main():
 
     import sacrebleu
 
-    import keras_transformer as kt
-
     sources, references = read_test_set(args)
     model, tokenizer, config = load_run(args.run_dir)
+    translator = run_translator(model, tokenizer, config)
+    greedy = run_translator(model, tokenizer, config, beam_size=1)
     beam, alpha = config["beam_size"], config["alpha"]
-    translator = kt.Translator(model, tokenizer, beam_size=beam, alpha=alpha)
-    greedy = kt.Translator(model, tokenizer, beam_size=1, alpha=alpha)
     reference_outputs = {
         "beam": translator.translate(sources, batch_size=64),
         "greedy": greedy.translate(sources, batch_size=64),

@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ctranslate2_translation import load_run  # noqa: E402
 from ctranslate2_translation import read_lines  # noqa: E402
+from ctranslate2_translation import run_translator  # noqa: E402
 
 
 def reference_constraints(references, seed=0):
@@ -74,8 +75,6 @@ def main():
     import sacrebleu
     import tensorflow as tf
 
-    import keras_transformer as kt
-
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -91,7 +90,7 @@ def main():
         sources, references = sources[: args.max_sentences], references[: args.max_sentences]
     model, tokenizer, config = load_run(args.run_dir)
     beam_size = args.beam_size or config["beam_size"]
-    translator = kt.Translator(model, tokenizer, beam_size=beam_size, alpha=config["alpha"])
+    translator = run_translator(model, tokenizer, config, beam_size=beam_size)
     constraints = reference_constraints(references)
 
     def without_any():
