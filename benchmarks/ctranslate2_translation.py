@@ -42,8 +42,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
+
+from script_workers import scratch_directory
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -251,7 +252,7 @@ def main():
     sources, references = read_test_set(args)
     model, tokenizer, config = load_run(args.run_dir)
     translator = run_translator(model, tokenizer, config)
-    work = tempfile.mkdtemp(prefix="ct2_translation_")
+    work = scratch_directory("ct2_translation_")
     with open(os.path.join(work, "sources.txt"), "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in sources)
     paths = {

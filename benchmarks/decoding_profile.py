@@ -40,7 +40,8 @@ import os
 import re
 import statistics
 import sys
-import tempfile
+
+from script_workers import scratch_directory
 
 KINDS = (
     "encoder",
@@ -176,7 +177,7 @@ def main(argv=None):
     parser.add_argument("--top", type=int, default=0, help="also list the costliest thunks")
     args = parser.parse_args(argv)
 
-    work = tempfile.mkdtemp(prefix="decoding_profile_")
+    work = scratch_directory("decoding_profile_")
     dump = os.path.join(work, "hlo")
     os.environ["XLA_FLAGS"] = (
         os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={dump} --xla_dump_hlo_as_text"

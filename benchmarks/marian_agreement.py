@@ -30,8 +30,9 @@ import argparse
 import gzip
 import os
 import sys
-import tempfile
 import time
+
+from script_workers import scratch_directory
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
@@ -87,7 +88,7 @@ def main():
     val_de = read_lines(os.path.join(args.data_dir, "val.de.gz"))
     test_en = read_lines(os.path.join(args.data_dir, "test_2016_flickr.en.gz"))
     test_de = read_lines(os.path.join(args.data_dir, "test_2016_flickr.de.gz"))
-    work = tempfile.mkdtemp(prefix="marian_agreement-")
+    work = scratch_directory("marian_agreement-")
     directory = os.path.join(work, "marian")
     started = time.time()
     import pathlib

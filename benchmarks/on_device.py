@@ -33,7 +33,6 @@ LiteRT float32 export against greedy `Translator`).
 import json
 import os
 import sys
-import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,6 +47,7 @@ from ctranslate2_translation import run_row  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
 from ctranslate2_translation import saved_model_translate  # noqa: E402
 from ctranslate2_translation import timed  # noqa: E402
+from script_workers import scratch_directory  # noqa: E402
 
 BATCH = 16
 # Row name: (export key, how the worker runs it).
@@ -139,7 +139,7 @@ def main():
         "beam": translator.translate(sources, batch_size=64),
         "greedy": greedy.translate(sources, batch_size=64),
     }
-    work = tempfile.mkdtemp(prefix="on_device_")
+    work = scratch_directory("on_device_")
     with open(os.path.join(work, "sources.txt"), "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in sources)
     paths = export_all(translator, greedy, work)

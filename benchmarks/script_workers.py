@@ -2,10 +2,13 @@
 runs itself with `--worker NAME`, and the worker prints one JSON object on
 its last line of output."""
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def run_worker(script, name, arguments=(), environment=None):
@@ -30,3 +33,17 @@ def run_worker(script, name, arguments=(), environment=None):
         text=True,
     ).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def scratch_directory(prefix):
+    """A new temporary directory for the script's exports and files,
+    removed when the script exits (a Multi30k benchmark writes hundreds of
+    MB there).
+
+    Example:
+
+    >>> work = scratch_directory("on_device_")
+    """
+    work = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    return work
