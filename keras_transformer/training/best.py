@@ -185,7 +185,8 @@ class BestCheckpoints(keras.callbacks.Callback):
         """Attaches to the run in `model_dir` (`train` calls it, after
         `set_model`): reads its evaluations and best checkpoints, dropping
         those past `resumed_step`, and removes stray best-checkpoint files
-        (a crash between writing them and recording them)."""
+        (a crash between writing them and recording them, or while writing
+        them)."""
         self.model_dir = model_dir
         self.directory = os.path.join(model_dir, BEST_DIR)
         self.stopped_early = False
@@ -237,7 +238,9 @@ class BestCheckpoints(keras.callbacks.Callback):
     def _remove_unlisted_files(self):
         listed = {e["name"] for e in self.best_entries}
         for path in glob.glob(os.path.join(self.directory, "ckpt-*")):
-            if os.path.basename(path).split(".")[0] not in listed:
+            if os.path.isdir(path):  # `ckpt-<step>_temp`: the shards of a save cut short
+                tf.io.gfile.rmtree(path)
+            elif os.path.basename(path).split(".")[0] not in listed:
                 tf.io.gfile.remove(path)
 
     def _improves(self, score):

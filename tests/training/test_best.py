@@ -121,6 +121,24 @@ def test_a_resumed_run_knows_its_best_score_and_patience(tmp_path):
     assert os.path.basename(resumed.best_checkpoint) == "ckpt-4"
 
 
+def test_a_save_cut_short_leaves_nothing_that_stops_the_rerun(tmp_path):
+    # A process killed while TensorFlow writes a checkpoint leaves its
+    # shards in a `<prefix>_temp` directory: here step 8's, in both the
+    # regular and the best checkpoints, after a run of 6 steps.
+    run(tmp_path, 6)
+    for directory in ("checkpoints", "best"):
+        shards = tmp_path / directory / "ckpt-8_temp"
+        shards.mkdir()
+        (shards / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"cut short")
+    resumed = run(tmp_path, 10)
+    assert (resumed.initial_step, resumed.final_step) == (6, 10)
+    names = [os.path.basename(p) for p in training.best_checkpoint_paths(tmp_path)]
+    assert names == ["ckpt-4", "ckpt-8"]  # 30 and 25, as a run without the kill
+    files = [f"ckpt-{s}.{e}" for s in (4, 8) for e in ("index", "data-00000-of-00001")]
+    assert sorted(os.listdir(tmp_path / "best")) == sorted(["scores.json", *files])
+    assert not (tmp_path / "checkpoints" / "ckpt-8_temp").exists()
+
+
 class KilledWhileEvaluating(ScriptedEvaluator):
     """`ScriptedEvaluator`, but the process is killed (KeyboardInterrupt)
     while it evaluates step `at`."""
