@@ -32,7 +32,6 @@ from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training._keras_internals import multi_worker_fit
-from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.best import EvaluationLog
 from keras_transformer.training.budget import ScheduleFitter
 from keras_transformer.training.budget import TimeBudget
@@ -49,14 +48,11 @@ from keras_transformer.training.compile import compile_for_training
 from keras_transformer.training.compile import recipe_optimizer
 from keras_transformer.training.data import no_batch_message
 from keras_transformer.training.data import repeated_for_training
-from keras_transformer.training.evaluation import SCORES
-from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.evaluation import ValidateOnAverages
-from keras_transformer.training.evaluation import evaluation_weights
+from keras_transformer.training.watching import check_watched
+from keras_transformer.training.watching import evaluate_now
+from keras_transformer.training.watching import owed_evaluation
 from keras_transformer_runtime import _validation
-
-# The validation logs of `fit` with `validation_data` (`compile_for_training`'s metrics).
-VALIDATION_LOGS = ("val_loss", "val_accuracy", "val_perplexity")
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -102,89 +98,6 @@ class TrainResult:
     best_checkpoint: str | None = None
     evaluations: list = dataclasses.field(default_factory=list)
     budget: dict | None = None
-
-
-def _check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, best, tensorboard):
-    """Checks what `train` is asked to watch, and sets the evaluator's
-    defaults (`every`: each checkpoint; `log_dir`: `model_dir/logs/evaluation`)."""
-    if evaluator is not None:
-        if not isinstance(evaluator, TranslationEvaluator):
-            raise ValueError(
-                "`evaluator` must be a keras_transformer.training.TranslationEvaluator. "
-                f"Received: evaluator={evaluator!r}"
-            )
-        if evaluator.every is None:
-            evaluator.every = steps_per_checkpoint
-        _validation.check_divisible(
-            "evaluator.every", evaluator.every, "steps_per_checkpoint", steps_per_checkpoint
-        )
-        if tensorboard and evaluator.log_dir is None:
-            evaluator.log_dir = os.path.join(model_dir, "logs", "evaluation")
-    if best is None:
-        return
-    if not isinstance(best, BestCheckpoints):
-        raise ValueError(
-            f"`best` must be a keras_transformer.training.BestCheckpoints. Received: best={best!r}"
-        )
-    logged = (SCORES if evaluator is not None else ()) + (
-        VALIDATION_LOGS if validation_data is not None else ()
-    )
-    if best.monitor not in logged:
-        raise ValueError(
-            "`best.monitor` must name a validation score that this run logs: "
-            + (
-                ", ".join(repr(name) for name in logged)
-                or "none without an `evaluator` (for 'val_bleu', 'val_chrf') or "
-                "`validation_data` (for 'val_loss')"
-            )
-            + f". Received: best.monitor={best.monitor!r}"
-        )
-
-
-def _owed_evaluation(step, evaluations, steps_per_checkpoint, train_steps, evaluator, validation):
-    """What a run resumed at `step` owes: the evaluation an uninterrupted
-    run made there, if none is recorded (the run was killed while
-    evaluating, after its checkpoint was written). Returns the set of
-    what to evaluate (`_evaluate_now`): `"loss"` with `validation` data,
-    `"translation"` with an evaluator due then; empty when nothing is owed.
-
-    Evaluations happen at epoch ends: every `steps_per_checkpoint`
-    updates and at `train_steps`; the evaluator's at its `every` and at
-    the last update. (A run stopped by its time budget that is resumed
-    trains on instead, so its last evaluation comes at the next epoch end.)
-    """
-    if step == 0 or any(e["step"] == step for e in evaluations):
-        return set()
-    last = step >= train_steps
-    if not (last or step % steps_per_checkpoint == 0):
-        return set()  # an averaging checkpoint inside an epoch
-    owed = set()
-    if validation is not None:
-        owed.add("loss")
-    if evaluator is not None and (last or step % evaluator.every == 0):
-        owed.add("translation")
-    return owed
-
-
-def _evaluate_now(model, step, owed, validation_data, validation_steps, evaluator):
-    """The `val_*` logs the epoch end at `step` gave, for what is `owed`
-    (`_owed_evaluation`): `fit`'s validation and the evaluator's scores,
-    on the weights it evaluates (the moving averages, if kept)."""
-    logs = {}
-    if "loss" in owed:
-        results = model.evaluate(
-            validation_data,
-            steps=validation_steps,
-            callbacks=[ValidateOnAverages()],
-            return_dict=True,
-            verbose=0,
-        )
-        logs.update({f"val_{name}": float(value) for name, value in results.items()})
-    if "translation" in owed:
-        evaluator.set_model(model)
-        with evaluation_weights(model):
-            logs.update(evaluator.evaluate(step))
-    return logs
 
 
 @_backend.tensorflow_only("training.train", "tf.distribute, tf.data and tf.train checkpoints")
@@ -326,7 +239,7 @@ def train(
         accumulation_steps=accumulation_steps,
         ema_momentum=ema_momentum,
     )
-    _check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, best, tensorboard)
+    check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, best, tensorboard)
     strategy = model.distribute_strategy
     with strategy.scope():
         compile_for_training(
@@ -358,13 +271,11 @@ def train(
     if best is not None:
         best.set_model(model)
         best.start(model_dir, initial_step)
-    owed = _owed_evaluation(
+    owed = owed_evaluation(
         initial_step, log.evaluations, steps_per_checkpoint, train_steps, evaluator, validation_data
     )
     if owed:
-        logs = _evaluate_now(
-            model, initial_step, owed, validation_data, validation_steps, evaluator
-        )
+        logs = evaluate_now(model, initial_step, owed, validation_data, validation_steps, evaluator)
         for callback in (log, best):
             if callback is not None:
                 callback.on_epoch_end(None, logs)

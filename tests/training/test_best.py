@@ -194,18 +194,18 @@ def test_a_run_killed_while_evaluating_finishes_that_evaluation_on_resume(tmp_pa
 
 
 def test_an_averaging_checkpoint_inside_an_epoch_owes_no_evaluation():
-    from keras_transformer.training.trainer import _owed_evaluation
+    from keras_transformer.training.watching import owed_evaluation
 
     evaluator = ScriptedEvaluator()
     evaluator.every = 4
     done = [{"step": 2}]
-    assert _owed_evaluation(3, done, 2, 10, evaluator, None) == set()  # inside an epoch
-    assert _owed_evaluation(2, done, 2, 10, evaluator, "data") == set()  # recorded
-    assert _owed_evaluation(6, done, 2, 10, evaluator, None) == set()  # not the evaluator's
-    assert set(_owed_evaluation(6, done, 2, 10, evaluator, "data")) == {"loss"}
-    assert set(_owed_evaluation(8, done, 2, 10, evaluator, None)) == {"translation"}
-    assert set(_owed_evaluation(10, done, 4, 10, evaluator, None)) == {"translation"}  # the last
-    assert _owed_evaluation(0, [], 2, 10, evaluator, "data") == set()
+    assert owed_evaluation(3, done, 2, 10, evaluator, None) == set()  # inside an epoch
+    assert owed_evaluation(2, done, 2, 10, evaluator, "data") == set()  # recorded
+    assert owed_evaluation(6, done, 2, 10, evaluator, None) == set()  # not the evaluator's
+    assert set(owed_evaluation(6, done, 2, 10, evaluator, "data")) == {"loss"}
+    assert set(owed_evaluation(8, done, 2, 10, evaluator, None)) == {"translation"}
+    assert set(owed_evaluation(10, done, 4, 10, evaluator, None)) == {"translation"}  # the last
+    assert owed_evaluation(0, [], 2, 10, evaluator, "data") == set()
 
 
 def test_min_delta_counts_small_gains_as_no_improvement(tmp_path):
