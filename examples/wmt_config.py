@@ -53,6 +53,8 @@ KEEP_BEST = ("val_bleu", "val_chrf", "none")
 # checkpoint with the best `keep_best` score; average_best: the average of
 # the best `average_last` checkpoints by it.
 EXPORT_WEIGHTS = ("auto", "average_last", "best", "average_best")
+# --static_shapes: make_batches' static_shapes.
+STATIC_SHAPES = {"auto": "auto", "yes": True, "no": False}
 
 
 @dataclasses.dataclass
@@ -148,6 +150,14 @@ class RunConfig:
     )
     batch_tokens: int = setting(4096, "tokens per micro-batch and replica", "training")
     update_tokens: int = setting(25000, "tokens per update, by accumulation", "training")
+    static_shapes: str = setting(
+        "auto",
+        "pad batches to at most --max_shapes shapes fitted to the corpus, so that XLA compiles "
+        "the training step once per shape (auto: where the step is XLA-compiled: GPUs)",
+        "training",
+        tuple(STATIC_SHAPES),
+    )
+    max_shapes: int = setting(24, "batch shapes under --static_shapes", "training")
     learning_rate_schedule: str = setting(
         "auto",
         "paper: warm-up then inverse square root; budget: warm-up for --warmup_fraction of the "

@@ -19,6 +19,7 @@ def summary_stage(config, run):
         ("steps", steps + (" (time budget reached)" if trained.get("out_of_time") else "")),
         ("training wall time", f"{trained.get('seconds', 0) / 60:.1f} min (this run of training)"),
         ("training tokens/s", f"{trained.get('tokens_per_sec', 0):,.0f} target tokens/s"),
+        ("batch shapes", batch_shapes(trained.get("batch_shapes"))),
     ]
     evaluations = [e for e in trained.get("evaluations", []) if "val_bleu" in e]
     if evaluations:
@@ -74,3 +75,14 @@ def budget_margin(config, run):
     if margin >= 0:
         return f" (budget {budget:g} min: {margin:.1f} min to spare)"
     return f" (budget {budget:g} min: over by {-margin:.1f} min)"
+
+
+def batch_shapes(shapes):
+    """The training batches' shapes, as `training_done.json` records them."""
+    if not shapes:
+        return "dynamic: each batch padded to its own longest sentence"
+    return (
+        f"{len(shapes['lengths'])} (lengths {shapes['lengths'][0]} to {shapes['lengths'][-1]}); "
+        f"padding {100 * shapes['source_padding']:.1f}% of source and "
+        f"{100 * shapes['target_padding']:.1f}% of target positions"
+    )

@@ -17,6 +17,7 @@ from keras_transformer import training
 
 from wmt_budget import after_training_seconds
 from wmt_budget import training_budget
+from wmt_config import STATIC_SHAPES
 from wmt_config import model_arguments_of
 
 
@@ -278,6 +279,8 @@ def training_stage(config, model, tokenizer, data, stopwatch):
             cache_ids=config.sampling_alpha is None,
             repeat=True,  # no part-filled batches where a pass ends, and (so)
             # buckets by each side's length: neither pads to the other's
+            static_shapes=STATIC_SHAPES[config.static_shapes],
+            max_shapes=config.max_shapes,
         )
 
     evaluator = evaluator_for(config, model, tokenizer, valid)
@@ -313,6 +316,8 @@ def training_stage(config, model, tokenizer, data, stopwatch):
     )
     if result.initial_step:
         print(f"training: resumed from step {result.initial_step}")
+    shapes = result.batch_shapes
+    print(f"batches: {shapes}" if shapes else "batches: each padded to its own longest sentence")
     evaluation_seconds = sum(e["seconds"] for e in evaluator.history) if evaluator else 0.0
     # Target tokens over the wall time of training without its evaluations
     # (checkpoints, tracing and the input pipeline included).
@@ -330,6 +335,7 @@ def training_stage(config, model, tokenizer, data, stopwatch):
         "patience": config.early_stopping_patience,
         "evaluations": result.evaluations,
         "signatures": evaluator.signatures if evaluator else {},
+        "batch_shapes": shapes.to_json() if shapes else None,
     }
     training.write_json_atomically(done_marker, trained)
     return trained

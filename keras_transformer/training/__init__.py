@@ -1,9 +1,11 @@
 """The paper's training recipe: schedule, loss, metrics, data, resumable fit."""
 
 from keras_transformer.training._distribute import is_chief
+from keras_transformer.training.batch_shapes import BatchShapes
 from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.best import best_checkpoint_paths
 from keras_transformer.training.best import read_evaluations
+from keras_transformer.training.bucketing import bucket_boundaries
 from keras_transformer.training.budget import BudgetSchedule
 from keras_transformer.training.budget import ScheduleFitter
 from keras_transformer.training.budget import TimeBudget
@@ -16,9 +18,7 @@ from keras_transformer.training.checkpoints import checkpoint_step
 from keras_transformer.training.checkpoints import write_json_atomically
 from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.compile import compile_for_training
-from keras_transformer.training.data import PairCounts
-from keras_transformer.training.data import bucket_boundaries
-from keras_transformer.training.data import count_pairs
+from keras_transformer.training.data import fit_batch_shapes
 from keras_transformer.training.data import make_batches
 from keras_transformer.training.devices import MIXED_PRECISION
 from keras_transformer.training.devices import STRATEGIES
@@ -43,12 +43,15 @@ from keras_transformer.training.schedules import paper_optimizer
 from keras_transformer.training.text_pairs import text_pairs_from_files
 from keras_transformer.training.text_pairs import text_pairs_from_lists
 from keras_transformer.training.text_pairs import text_pairs_from_tfds
+from keras_transformer.training.token_pairs import PairCounts
+from keras_transformer.training.token_pairs import count_pairs
 from keras_transformer.training.trainer import NoTrainingDataError
 from keras_transformer.training.trainer import TrainingDivergedError
 from keras_transformer.training.trainer import TrainResult
 from keras_transformer.training.trainer import train
 
 __all__ = [
+    "BatchShapes",
     "BestCheckpoints",
     "BudgetSchedule",
     "FREEZABLE",
@@ -80,6 +83,7 @@ __all__ = [
     "cpu_has_native_bf16",
     "count_pairs",
     "dtype_policy",
+    "fit_batch_shapes",
     "get_strategy",
     "is_chief",
     "lora_targets",

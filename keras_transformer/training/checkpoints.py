@@ -5,7 +5,8 @@ holds the model's weights, the optimizer's variables and the update count.
 Beside them, `run.json` records what the checkpoints fit: the model's
 architecture, the tokenizer's fingerprint when known and the gradient
 accumulation, so that a resume or an average with anything else is refused
-instead of silently mixing weights (a checkpoint is restored by position).
+instead of silently mixing weights (a checkpoint is restored by position);
+and, for the record, the shapes of the training batches.
 """
 
 import glob
@@ -251,11 +252,15 @@ def check_run(
     tokenizer_fingerprint=None,
     uses_ema=False,
     record=True,
+    batch_shapes=None,
 ):
     """Refuses to train `model` on in `model_dir` when the run's recorded
     architecture, tokenizer, gradient accumulation or use of weight
     averages (`use_ema`, which adds optimizer variables) differ; records
-    them for a new run (when `record`: only the chief writes).
+    them for a new run (when `record`: only the chief writes). Also
+    records `batch_shapes`, what the batches' shapes are (`BatchShapes`
+    as JSON, or `None` for batches padded to their own longest): for the
+    record only, a resumed run may differ.
 
     Raises:
         IncompatibleRunError: listing every difference.
@@ -263,13 +268,14 @@ def check_run(
     directory = os.path.join(model_dir, CHECKPOINT_DIR)
     current = {"model": architecture(model), "accumulation_steps": accumulation_steps}
     current["moving_averages"] = bool(uses_ema)
+    shapes = {"batch_shapes": batch_shapes}
     if tokenizer_fingerprint is not None:
         current["tokenizer_fingerprint"] = tokenizer_fingerprint
     stored = _read_run(directory)
     if stored is None:
         if record:
             tf.io.gfile.makedirs(directory)
-            write_json_atomically(os.path.join(directory, RUN_FILE), current)
+            write_json_atomically(os.path.join(directory, RUN_FILE), current | shapes)
         return
     differences = _differences(stored.get("model", {}), model)
     stored.setdefault("moving_averages", False)  # runs recorded before EMA existed
@@ -283,6 +289,8 @@ def check_run(
             + ". Resume with the run's settings (accumulation_steps follows the number of "
             "devices; moving_averages is ema_momentum set or not), or train in a new model_dir."
         )
+    if record and stored.get("batch_shapes") != batch_shapes:
+        write_json_atomically(os.path.join(directory, RUN_FILE), stored | shapes)
 
 
 def all_finite(variables):

@@ -16,174 +16,62 @@ padded with `pad_id` (0 by default). Elements are `((source, target_in),
 target_out)`, exactly what `Transformer.fit` takes.
 """
 
-import dataclasses
-import math
-
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer import _backend
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
+from keras_transformer.training import bucketing
+from keras_transformer.training import token_pairs
+from keras_transformer.training.batch_shapes import BatchShapes
+from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer_runtime import _validation
 
 LONG_PAIRS = ("drop", "truncate")
 BUCKET_BY = ("auto", "longer_side", "each_side")
+STATIC_SHAPES = ("auto", True, False)
 
 
-def bucket_boundaries(max_length, min_length=8, growth=1.1):
-    """Length-bucket edges growing geometrically by `growth` from
-    `min_length`, ending past `max_length` (tensor2tensor's scheme: a
-    batch's padding stays within `growth - 1` of its longest sequence).
-
-    Example:
-
-    >>> bucket_boundaries(16, growth=1.1)
-    [8, 9, 10, 11, 13, 15, 17]
-    """
-    if not growth > 1:
-        raise ValueError(f"`growth` must be greater than 1. Received: growth={growth!r}")
-    boundaries = []
-    edge = min_length
-    while edge <= max_length:
-        boundaries.append(edge)
-        edge = max(edge + 1, int(math.ceil(edge * growth)))
-    boundaries.append(max_length + 1)
-    return boundaries
+# Pairs whose lengths fit the static shapes (`BatchShapes.fit`): the first
+# ones of the corpus, in its own order, so that every run over the same
+# files (and every worker of one) gets the same shapes.
+SHAPE_SAMPLE = 100_000
 
 
-def _frame(source_ids, target_ids, max_length, long_pairs, bos_id, eos_id):
-    """Adds BOS/EOS; truncates if asked. Returns the three sequences."""
-    if long_pairs == "truncate":
-        source_ids = source_ids[: max_length - 1]
-        target_ids = target_ids[: max_length - 1]
-    eos = tf.constant([eos_id], source_ids.dtype)
-    bos = tf.constant([bos_id], source_ids.dtype)
-    source = tf.concat([source_ids, eos], 0)
-    target_in = tf.concat([bos, target_ids], 0)
-    target_out = tf.concat([target_ids, eos], 0)
-    return source, target_in, target_out
+def resolve_static_shapes(static_shapes):
+    """`make_batches`' `static_shapes` as a bool: `"auto"` is whether the
+    training step is compiled by XLA here (`recommended_jit_compile`)."""
+    _validation.check_choice(STATIC_SHAPES, static_shapes=static_shapes)
+    return recommended_jit_compile() if static_shapes == "auto" else static_shapes
 
 
-@dataclasses.dataclass
-class PairCounts:
-    """What `make_batches` does with the pairs of one pass.
-
-    Attributes:
-        read: pairs read.
-        kept: pairs in the batches.
-        empty: pairs dropped because a side has no token.
-        too_long: pairs dropped because a side, with BOS or EOS, is longer
-            than `max_length` (none when long pairs are truncated).
-    """
-
-    read: int
-    kept: int
-    empty: int
-    too_long: int
-
-    def __str__(self):
-        return (
-            f"{self.read:,} pairs read, {self.kept:,} kept, {self.empty:,} dropped for an "
-            f"empty side, {self.too_long:,} dropped as longer than max_length"
-        )
-
-
-def _tokenized(pairs, tokenizer, vocab_size, tokenize_target=None):
-    """`(source_ids, target_ids)` int32 vectors of each pair, tokenized a few
-    hundred strings at a time (much faster than one by one): sources by
-    `tokenizer`, targets by `tokenize_target` (default the tokenizer's
-    `tokenize_target` if it has one, else `tokenizer`)."""
-    if tokenize_target is None:
-        tokenize_target = getattr(tokenizer, "tokenize_target", tokenizer)
-
-    def tokenize(sources, targets):
-        source_ids = tf.cast(tokenizer(sources), tf.int32)
-        target_ids = tf.cast(tokenize_target(targets), tf.int32)
-        if vocab_size is not None:
-            message = f"Token ids must be in [0, vocab_size={vocab_size})."
-            checks = [
-                tf.debugging.assert_less(source_ids.flat_values, vocab_size, message=message),
-                tf.debugging.assert_less(target_ids.flat_values, vocab_size, message=message),
-                tf.debugging.assert_non_negative(source_ids.flat_values, message=message),
-                tf.debugging.assert_non_negative(target_ids.flat_values, message=message),
-            ]
-            with tf.control_dependencies(checks):
-                source_ids = tf.identity(source_ids)
-        return source_ids, target_ids
-
-    return pairs.batch(256).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-
-
-def _batch_by_each_side(frames, boundaries, batch_tokens, pad_id):
-    """Batches `(source, target_in, target_out)` frames in a bucket per
-    (source bucket, target bucket), each padded to its batch's longest."""
-    # Bucket i holds lengths in [boundaries[i - 1], boundaries[i]).
-    longest = [edge - 1 for edge in boundaries]
-    count = len(boundaries)
-    batch_sizes = tf.constant(
-        [max(1, batch_tokens // max(s, t)) for t in longest for s in longest], tf.int64
-    )
-    edges = tf.constant(boundaries, tf.int32)
-
-    def bucket(sequence):
-        return tf.reduce_sum(tf.cast(tf.size(sequence) >= edges, tf.int64))
-
-    def key(source, target_in, target_out):
-        return bucket(target_in) * count + bucket(source)
-
-    def batch(key, frames):
-        return frames.padded_batch(
-            tf.gather(batch_sizes, key),
-            padded_shapes=([None], [None], [None]),
-            padding_values=(pad_id, pad_id, pad_id),
-        )
-
-    return frames.group_by_window(
-        key_func=key, reduce_func=batch, window_size_func=lambda key: tf.gather(batch_sizes, key)
-    )
-
-
-def _keep_pair(max_length, long_pairs):
-    """A function of `(source_ids, target_ids)` to booleans: `empty`,
-    `too_long` (dropped unless truncated) and `kept`."""
-
-    def keep(source_ids, target_ids):
-        empty = tf.logical_or(tf.size(source_ids) == 0, tf.size(target_ids) == 0)
-        # With EOS (source) or BOS (target) a side must fit in max_length.
-        longest = tf.maximum(tf.size(source_ids), tf.size(target_ids)) + 1
-        too_long = tf.logical_and(tf.logical_not(empty), longest > max_length)
-        if long_pairs == "truncate":
-            too_long = tf.constant(False)
-        kept = tf.logical_not(tf.logical_or(empty, too_long))
-        return {"empty": empty, "too_long": too_long, "kept": kept}
-
-    return keep
-
-
-@_backend.tensorflow_only("training.count_pairs", "tf.data and the TF Text tokenizer")
-def count_pairs(pairs, tokenizer, max_length=256, long_pairs="drop"):
-    """How many of `pairs` `make_batches` keeps, and why it drops the others
-    (one pass over the pairs, tokenizing them).
-
-    Returns:
-        A `PairCounts`.
+@_backend.tensorflow_only("training.fit_batch_shapes", "tf.data and the TF Text tokenizer")
+def fit_batch_shapes(
+    pairs, tokenizer, batch_tokens, max_length=256, long_pairs="drop", max_shapes=24
+):
+    """The `BatchShapes` `make_batches(static_shapes=True)` pads to: at most
+    `max_shapes` lengths fitted to the first `SHAPE_SAMPLE` pairs of
+    `pairs`, tokenized and filtered as `make_batches` does them, with
+    batch sizes under `batch_tokens` (per replica).
 
     Example:
 
-    >>> print(count_pairs(pairs, tokenizer, max_length=128))
-    29,000 pairs read, 28,991 kept, 0 dropped for an empty side, 9 dropped as ...
+    >>> print(fit_batch_shapes(pairs, tokenizer, batch_tokens=4096, max_length=128))
+    24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
-    keep = _keep_pair(max_length, long_pairs)
+    _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
+    keep = token_pairs.keep_pair(max_length, long_pairs)
+    sample = token_pairs.tokenized(pairs.take(SHAPE_SAMPLE), tokenizer, None)
 
-    def add(total, pair):
-        verdict = keep(*pair)
-        pair = tf.stack([True, verdict["kept"], verdict["empty"], verdict["too_long"]])
-        return total + tf.cast(pair, tf.int64)
+    def framed_lengths(source, target):  # with EOS and BOS; truncated to max_length
+        return tf.minimum(tf.stack([tf.size(source), tf.size(target)]) + 1, max_length)
 
-    totals = _tokenized(pairs, tokenizer, None).reduce(tf.zeros([4], tf.int64), add)
-    read, kept, empty, too_long = (int(x) for x in totals.numpy())
-    return PairCounts(read, kept, empty, too_long)
+    kept = sample.filter(lambda s, t: keep(s, t)["kept"]).map(framed_lengths)
+    rows = list(kept.batch(65536).as_numpy_iterator())
+    lengths = np.concatenate(rows) if rows else np.zeros([0, 2], np.int32)
+    return BatchShapes.fit(lengths[:, 0], lengths[:, 1], batch_tokens, max_length, max_shapes)
 
 
 @_backend.tensorflow_only("training.make_batches", "tf.data and the TF Text tokenizer")
@@ -204,22 +92,34 @@ def make_batches(
     pad_id=None,
     sampling_alpha=None,
     cache_ids=False,
-    bucket_growth=1.05,
+    bucket_growth=None,
     bucket_by="auto",
+    static_shapes="auto",
+    max_shapes=24,
 ):
     """Tokenizes text pairs and batches them by a token budget.
 
-    Pairs are grouped into length buckets (`bucket_boundaries` with
-    `bucket_growth`, by the longer side or by each side: `bucket_by`); each
-    bucket's batch size is `batch_tokens // longest length in the bucket`,
-    so no batch holds more than `batch_tokens` source positions or target
-    positions, padding included (the paper's ~25,000 source + 25,000
-    target tokens is `batch_tokens=25000`). Pairs with an empty side are
-    dropped, as are (unless truncated) pairs with a side longer than
-    `max_length`; every kept pair appears exactly once per pass (the
-    buckets' part-filled batches end each pass, unless `repeat`). The
-    returned dataset's `pair_counts()` counts them (`PairCounts`, one pass
-    over the pairs).
+    Pairs are grouped into length buckets; each bucket's batch size is
+    `batch_tokens // longest length in the bucket`, so no batch holds more
+    than `batch_tokens` source positions or target positions, padding
+    included (the paper's ~25,000 source + 25,000 target tokens is
+    `batch_tokens=25000`). Pairs with an empty side are dropped, as are
+    (unless truncated) pairs with a side longer than `max_length`; every
+    kept pair appears exactly once per pass (the buckets' part-filled
+    batches end each pass, unless `repeat`). The returned dataset's
+    `pair_counts()` counts them (`PairCounts`, one pass over the pairs).
+
+    Shapes: by default (`static_shapes=False` on a CPU) each batch is
+    padded to its own longest sequence, in fine buckets (`bucket_growth`,
+    by the longer side or by each side: `bucket_by`), which wastes little
+    but makes hundreds of batch shapes. A step compiled by XLA (on GPUs
+    and TPUs, or `jit_compile=True`) is compiled anew for each shape, so
+    there (`static_shapes=True`, the default where XLA compiles) every
+    batch is padded to one of at most `max_shapes` `BatchShapes`, fitted
+    to the first `SHAPE_SAMPLE` pairs' lengths: both sides to the length of
+    the pair's bucket, a fixed batch size per bucket, a part-filled batch
+    completed with rows of padding (which the loss and metrics ignore).
+    The dataset's `batch_shapes` is that `BatchShapes` (`None` without).
 
     Under `strategy.distribute_datasets_from_function`, pass the
     `input_context`: the pairs are sharded between input pipelines and each
@@ -263,18 +163,26 @@ def make_batches(
             passes, which still shuffle. For corpora that fit in memory;
             not with `sampling_alpha`, which needs a new segmentation
             every pass.
-        bucket_growth: how much longer each length bucket's longest
-            sequence is than the previous one's; a batch's padding stays
-            within `bucket_growth - 1` of its longest sequence.
-        bucket_by: `"longer_side"` groups pairs by the longer of their
-            source and target, so a batch's shorter side pads up to the
-            other's lengths; `"each_side"` groups them by source length and
-            target length (a bucket per pair of buckets), so neither side
-            pads beyond its own bucket, but there are many more buckets,
-            each ending a single pass with a part-filled batch. `"auto"`
-            (the default): `"each_side"` when `repeat`, else
-            `"longer_side"`. `benchmarks/training_input.py` measures the
+        bucket_growth: dynamic shapes only: how much longer each length
+            bucket's longest sequence is than the previous one's; a batch's
+            padding stays within `bucket_growth - 1` of its longest
+            sequence. Default 1.05.
+        bucket_by: dynamic shapes only: `"longer_side"` groups pairs by the
+            longer of their source and target, so a batch's shorter side
+            pads up to the other's lengths; `"each_side"` groups them by
+            source length and target length (a bucket per pair of
+            buckets), so neither side pads beyond its own bucket, but there
+            are many more buckets, each ending a single pass with a
+            part-filled batch. `"auto"` (the default): `"each_side"` when
+            `repeat`, else `"longer_side"` (static shapes are always by the
+            longer side). `benchmarks/training_input.py` measures the
             padding of each.
+        static_shapes: `True`: batches of at most `max_shapes` shapes (see
+            above); `False`: each batch padded to its own longest; `"auto"`
+            (the default): `True` where `recommended_jit_compile()` (a
+            GPU). Pass `True` when compiling with `jit_compile=True` on a
+            CPU.
+        max_shapes: the most batch shapes under `static_shapes`.
 
     Returns:
         A dataset of `((source, target_in), target_out)` int32 batches.
@@ -283,56 +191,44 @@ def make_batches(
 
     >>> batches = make_batches(pairs, tokenizer, batch_tokens=4096)
     >>> (source, target_in), target_out = next(iter(batches))
+
+    For a step compiled by XLA, a few shapes:
+
+    >>> batches = make_batches(pairs, tokenizer, 4096, repeat=True, static_shapes=True)
+    >>> print(batches.batch_shapes)
+    24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
-    _validation.check_positive_int(batch_tokens=batch_tokens, max_length=max_length)
+    _validation.check_positive_int(
+        batch_tokens=batch_tokens, max_length=max_length, max_shapes=max_shapes
+    )
     bos_id = getattr(tokenizer, "bos_id", BOS_ID) if bos_id is None else bos_id
     eos_id = getattr(tokenizer, "eos_id", EOS_ID) if eos_id is None else eos_id
     pad_id = getattr(tokenizer, "pad_id", PAD_ID) if pad_id is None else pad_id
     _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
-    _validation.check_choice(BUCKET_BY, bucket_by=bucket_by)
-    if bucket_by == "auto":
-        bucket_by = "each_side" if repeat else "longer_side"
+    static = resolve_static_shapes(static_shapes)
+    bucket_by = _bucketing(static, bucket_by, bucket_growth, repeat)
     if max_length < 2:
         raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
-    segment = tokenizer
-    segment_target = getattr(tokenizer, "tokenize_target", tokenizer)
-    if sampling_alpha is not None:
-        if not callable(getattr(tokenizer, "sample_tokenize", None)):
-            raise ValueError(
-                "`sampling_alpha` needs a tokenizer that samples segmentations "
-                "(`sample_tokenize`, as SentencePieceTokenizer has). Received: "
-                f"sampling_alpha={sampling_alpha!r} with tokenizer={tokenizer!r}"
-            )
-        if not isinstance(sampling_alpha, (int, float)) or not 0 < sampling_alpha <= 1:
-            raise ValueError(
-                f"`sampling_alpha` must be in (0, 1]. Received: sampling_alpha={sampling_alpha!r}"
-            )
-
-        def segment(strings):
-            return tokenizer.sample_tokenize(strings, sampling_alpha)
-
-        segment_target = segment
-
-    if not isinstance(cache_ids, bool):
-        raise ValueError(f"`cache_ids` must be True or False. Received: cache_ids={cache_ids!r}")
-    if cache_ids and sampling_alpha is not None:
-        raise ValueError(
-            "`cache_ids` keeps one segmentation of every sentence, `sampling_alpha` draws a new "
-            f"one every pass: choose one. Received: cache_ids={cache_ids!r}, "
-            f"sampling_alpha={sampling_alpha!r}"
-        )
+    segment, segment_target = _segmenters(tokenizer, sampling_alpha, cache_ids)
     if input_context is not None:
-        pairs = pairs.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         batch_tokens = batch_tokens // input_context.num_replicas_in_sync
     if batch_tokens < max_length:
         raise ValueError(
             "`batch_tokens` (per replica) must hold one pair of `max_length` "
             f"tokens (max_length={max_length}). Received: batch_tokens={batch_tokens}"
         )
-    keep = _keep_pair(max_length, long_pairs)
+    # Fitted to the pairs before sharding: every replica gets the same shapes.
+    shapes = None
+    if static:
+        shapes = fit_batch_shapes(
+            pairs, tokenizer, batch_tokens, max_length, long_pairs, max_shapes
+        )
+    if input_context is not None:
+        pairs = pairs.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    keep = token_pairs.keep_pair(max_length, long_pairs)
     if shuffle and not cache_ids:
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ids = _tokenized(pairs, segment, vocab_size, segment_target).filter(
+    ids = token_pairs.tokenized(pairs, segment, vocab_size, segment_target).filter(
         lambda s, t: keep(s, t)["kept"]
     )
     if cache_ids:
@@ -343,28 +239,75 @@ def make_batches(
     if repeat:
         ids = ids.repeat()  # a new shuffle every pass (reshuffle_each_iteration)
     dataset = ids.map(
-        lambda s, t: _frame(s, t, max_length, long_pairs, bos_id, eos_id),
+        lambda s, t: token_pairs.frame(s, t, max_length, long_pairs, bos_id, eos_id),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    boundaries = bucket_boundaries(max_length, growth=bucket_growth)
-    if bucket_by == "each_side":
-        dataset = _batch_by_each_side(dataset, boundaries, batch_tokens, pad_id)
+    if static:
+        dataset = bucketing.batch_to_static_shapes(dataset, shapes, pad_id)
     else:
-        # Bucket i holds lengths < boundaries[i]; the extra last bucket is empty.
-        batch_sizes = [max(1, batch_tokens // (edge - 1)) for edge in boundaries] + [1]
-        dataset = dataset.bucket_by_sequence_length(
-            element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(ti)),
-            bucket_boundaries=boundaries,
-            bucket_batch_sizes=batch_sizes,
-            padding_values=(pad_id, pad_id, pad_id),
-        )
+        batch = {
+            "each_side": bucketing.batch_by_each_side,
+            "longer_side": bucketing.batch_by_longer_side,
+        }[bucket_by]
+        boundaries = bucketing.bucket_boundaries(max_length, growth=bucket_growth or 1.05)
+        dataset = batch(dataset, boundaries, batch_tokens, pad_id)
     if shuffle:
         dataset = dataset.shuffle(128, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(lambda s, ti, to: ((s, ti), to)).prefetch(tf.data.AUTOTUNE)
     # One pass over the pairs that says how many are kept and why the others
     # are not; `train` reports it when no batch comes out.
-    dataset.pair_counts = lambda: count_pairs(pairs, tokenizer, max_length, long_pairs)
+    dataset.pair_counts = lambda: token_pairs.count_pairs(pairs, tokenizer, max_length, long_pairs)
+    dataset.batch_shapes = shapes
     return dataset
+
+
+def _bucketing(static, bucket_by, bucket_growth, repeat):
+    """`bucket_by` resolved (`"auto"`), after refusing the dynamic-shape
+    options with static shapes."""
+    _validation.check_choice(BUCKET_BY, bucket_by=bucket_by)
+    if bucket_growth is not None and not bucket_growth > 1:
+        raise ValueError(
+            f"`bucket_growth` must be greater than 1. Received: bucket_growth={bucket_growth!r}"
+        )
+    if static and (bucket_by != "auto" or bucket_growth is not None):
+        raise ValueError(
+            "`bucket_by` and `bucket_growth` shape the buckets of dynamic shapes; static shapes "
+            "are buckets of the longer side fitted to the corpus (`max_shapes`). Received: "
+            f"static_shapes=True with bucket_by={bucket_by!r}, bucket_growth={bucket_growth!r}"
+        )
+    if bucket_by == "auto":
+        return "each_side" if repeat else "longer_side"
+    return bucket_by
+
+
+def _segmenters(tokenizer, sampling_alpha, cache_ids):
+    """The functions that segment sources and targets: the tokenizer's own,
+    or its sampled segmentation under `sampling_alpha`."""
+    if not isinstance(cache_ids, bool):
+        raise ValueError(f"`cache_ids` must be True or False. Received: cache_ids={cache_ids!r}")
+    if sampling_alpha is None:
+        return tokenizer, getattr(tokenizer, "tokenize_target", tokenizer)
+    if not callable(getattr(tokenizer, "sample_tokenize", None)):
+        raise ValueError(
+            "`sampling_alpha` needs a tokenizer that samples segmentations "
+            "(`sample_tokenize`, as SentencePieceTokenizer has). Received: "
+            f"sampling_alpha={sampling_alpha!r} with tokenizer={tokenizer!r}"
+        )
+    if not isinstance(sampling_alpha, (int, float)) or not 0 < sampling_alpha <= 1:
+        raise ValueError(
+            f"`sampling_alpha` must be in (0, 1]. Received: sampling_alpha={sampling_alpha!r}"
+        )
+    if cache_ids:
+        raise ValueError(
+            "`cache_ids` keeps one segmentation of every sentence, `sampling_alpha` draws a new "
+            f"one every pass: choose one. Received: cache_ids={cache_ids!r}, "
+            f"sampling_alpha={sampling_alpha!r}"
+        )
+
+    def segment(strings):
+        return tokenizer.sample_tokenize(strings, sampling_alpha)
+
+    return segment, segment
 
 
 def no_batch_message(train_data):
@@ -379,6 +322,17 @@ def no_batch_message(train_data):
         "The training data produced no batch, so nothing was trained" + reason + ". Check the "
         "input files, and that max_length fits the sentences."
     )
+
+
+def batch_shapes_of(train_data, strategy):
+    """The `BatchShapes` of `train_data` (a dataset, or a function of an
+    input context) for one replica of `strategy`, if `make_batches` made it
+    with static shapes; else `None`."""
+    dataset = train_data
+    if callable(train_data) and not isinstance(train_data, tf.data.Dataset):
+        replicas = strategy.num_replicas_in_sync
+        dataset = train_data(tf.distribute.InputContext(num_replicas_in_sync=replicas))
+    return getattr(dataset, "batch_shapes", None)
 
 
 def repeated_for_training(train_data, strategy):

@@ -46,6 +46,7 @@ from keras_transformer.training.checkpoints import training_checkpoint
 from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.compile import compile_for_training
 from keras_transformer.training.compile import recipe_optimizer
+from keras_transformer.training.data import batch_shapes_of
 from keras_transformer.training.data import no_batch_message
 from keras_transformer.training.data import repeated_for_training
 from keras_transformer.training.evaluation import ValidateOnAverages
@@ -86,6 +87,8 @@ class TrainResult:
         budget: with the budget schedule under a `budget`, its last
             estimate (`read_budget`'s keys: `seconds_per_step`,
             `total_steps`, `warmup_steps`, `averaging_from`); else `None`.
+        batch_shapes: the `BatchShapes` of the training batches
+            (`make_batches(static_shapes=True)`), else `None`.
     """
 
     initial_step: int
@@ -98,6 +101,7 @@ class TrainResult:
     best_checkpoint: str | None = None
     evaluations: list = dataclasses.field(default_factory=list)
     budget: dict | None = None
+    batch_shapes: object = None
 
 
 @_backend.tensorflow_only("training.train", "tf.distribute, tf.data and tf.train checkpoints")
@@ -186,9 +190,10 @@ def train(
     (`read_evaluations`). `model_dir/checkpoints/run.json` records the
     model's architecture and `accumulation_steps` (and the tokenizer's
     fingerprint): a rerun that differs raises `IncompatibleRunError`
-    instead of restoring weights by position into another model. A newest
-    checkpoint that cannot be read is skipped with a warning; checkpoints
-    are written only with finite weights.
+    instead of restoring weights by position into another model; it also
+    records the batches' shapes (`make_batches(static_shapes=True)`). A
+    newest checkpoint that cannot be read is skipped with a warning;
+    checkpoints are written only with finite weights.
 
     Returns:
         A `TrainResult`.
@@ -258,8 +263,15 @@ def train(
         checkpoint = training_checkpoint(model, model.optimizer, step)
     fingerprint = getattr(tokenizer, "fingerprint", None)
     averaged = bool(moving_averages(model.optimizer))
+    shapes = batch_shapes_of(train_data, strategy)
     check_run(
-        model_dir, model, accumulation_steps, fingerprint, averaged, record=is_chief(strategy)
+        model_dir,
+        model,
+        accumulation_steps,
+        fingerprint,
+        averaged,
+        record=is_chief(strategy),
+        batch_shapes=shapes.to_json() if shapes is not None else None,
     )
     manager = checkpoint_manager(checkpoint, model_dir, strategy, keep_checkpoints)
     latest = restore_latest(checkpoint, model_dir)
@@ -294,6 +306,7 @@ def train(
             stopped_early=stopped_early,
             best_checkpoint=best.best_path() if best is not None else None,
             evaluations=list(log.evaluations),
+            batch_shapes=shapes,
         )
 
     fitter = None
@@ -361,4 +374,5 @@ def train(
         best_checkpoint=best.best_path() if best is not None else None,
         evaluations=list(log.evaluations),
         budget=read_budget(model_dir) if fitter is not None else None,
+        batch_shapes=shapes,
     )

@@ -220,12 +220,21 @@ def test_tfds_path_under_mock_data(tmp_path):
     args = f"--preset tiny {MICRO_FLAGS} --model_dir {tmp_path / 'run'} --vocab_size 300"
     args += " --train_steps 4"
     args += " --steps_per_checkpoint 2 --max_eval_sentences 3 --beam_size 2"
+    args += " --static_shapes yes --max_shapes 3"  # as on a GPU
     with tfds.testing.mock_data(num_examples=40):
         results = script.main(args.split())
     assert set(results) == {"valid", "test"}
     assert results["test"]["sentences"] == 3
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["data"] == "tfds:wmt14_translate/de-en" and config["source_lang"] == "en"
+    shapes = json.loads((tmp_path / "run" / "training_done.json").read_text())["batch_shapes"]
+    assert len(shapes["lengths"]) <= 3 and shapes["lengths"][-1] == 64  # the tiny preset's
+    run = json.loads((tmp_path / "run" / "checkpoints" / "run.json").read_text())
+    assert run["batch_shapes"] == shapes
+    assert (
+        f"| batch shapes | {len(shapes['lengths'])} (lengths"
+        in (tmp_path / "run" / "summary.md").read_text()
+    )
 
 
 @pytest.mark.large  # trains, evaluates and exports: a whole run
