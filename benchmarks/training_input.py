@@ -24,9 +24,28 @@ Tokens are real (non-padding) target tokens; rows 2-4 count every
 second of their wall time after `--warmup` steps (tracing excluded).
 Also printed: the padding share of the batches (each side, both
 bucketings) and their real target tokens.
+
+    python benchmarks/training_input.py --train_src ... --train_tgt ... --shapes
+
+The batches' shapes instead: for the corpus (at `--batch_tokens`, max
+length 128) and a WMT-like corpus made of it (`training_shapes.py`; 4,096
+tokens, max length 256, as the base run), dynamic shapes (each batch padded
+to its longest, buckets of each side: the default on a CPU) against static
+ones (`static_shapes=True`, 24 shapes: the default on a GPU): distinct
+shapes in the first 1,000 and in `--shape_batches` batches, real target
+tokens per batch, padding of each side.
+
+    python benchmarks/training_input.py --train_src ... --train_tgt ... --xla_steps 2000
+
+The first `--xla_steps` steps of the `small` model compiled by XLA
+(`jit_compile=True`, as on a GPU) on the corpus, dynamic against static
+shapes, each in its own process: wall time (every compile included), how
+many times XLA compiled the step (its module dumps counted) and real
+target tokens per second.
 """
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -36,6 +55,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import training_shapes  # noqa: E402
+from script_workers import run_worker  # noqa: E402
+from script_workers import scratch_directory  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer import training  # noqa: E402
@@ -98,18 +120,31 @@ def main():
     parser.add_argument("--precision", default="auto", choices=("auto", *training.MIXED_PRECISION))
     parser.add_argument("--steps", type=int, default=300, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=30, help="untimed steps first")
+    parser.add_argument("--shapes", action="store_true", help="the batch shapes instead")
+    parser.add_argument("--shape_batches", type=int, default=5000, help="batches of --shapes")
+    parser.add_argument("--wmt_pairs", type=int, default=200_000, help="WMT-like pairs")
+    parser.add_argument("--xla_steps", type=int, help="the first steps under XLA instead")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--tokenizer", help=argparse.SUPPRESS)
     args = parser.parse_args()
     precision = args.precision
     if precision == "auto":
         precision = training.recommended_mixed_precision()
 
     pairs = training.text_pairs_from_files(args.train_src, args.train_tgt)
+    if args.worker:
+        tokenizer = kt.tokenization.SentencePieceTokenizer.from_file(args.tokenizer)
+        return xla_worker(args, pairs, tokenizer, precision)
     sample = [
         (s.decode(), t.decode())
         for sources, targets in pairs.take(100_000).batch(4096).as_numpy_iterator()
         for s, t in zip(sources, targets, strict=True)
     ]
     tokenizer = kt.tokenization.train_sentencepiece(sample, args.vocab_size, seed=0)
+    if args.shapes:
+        return shapes(args, pairs, sample, tokenizer)
+    if args.xla_steps:
+        return xla_steps(args, tokenizer, precision)
 
     def batches(cache_ids=True, bucket_by="auto"):
         return training.make_batches(
@@ -181,6 +216,56 @@ def main():
     print("| how | target tokens/s | vs fixed |\n| --- | --- | --- |")
     for name, rate in rows:
         print(f"| {name} | {rate:,.0f} | {rate / rows[0][1]:.2f} |")
+
+
+def shapes(args, pairs, sample, tokenizer):
+    """`--shapes`: the corpus and a WMT-like one, dynamic and static."""
+    sources, targets = zip(*sample, strict=True)
+    wmt = training_shapes.wmt_like_pairs(sources, targets, args.wmt_pairs)
+    print(f"WMT-like corpus: {args.wmt_pairs:,} pairs, {training_shapes.length_summary(wmt[0])}")
+    print(f"the corpus: {training_shapes.length_summary(sources)}\n")
+    corpora = (
+        ("the corpus", pairs, args.batch_tokens, 128),
+        ("WMT-like", training.text_pairs_from_lists(*wmt), 4096, 256),
+    )
+    rows = []
+    for corpus, corpus_pairs, batch_tokens, max_length in corpora:
+        for kind in (training_shapes.DYNAMIC, training_shapes.STATIC):
+            row = training_shapes.shape_row(
+                corpus_pairs, tokenizer, batch_tokens, max_length, kind, args.shape_batches
+            )
+            rows.append((f"{corpus}, {batch_tokens:,} tokens", row))
+    training_shapes.print_shape_table(rows)
+
+
+def xla_steps(args, tokenizer, precision):
+    """`--xla_steps`: a worker per kind of shapes."""
+    work = scratch_directory("training_input_")
+    path = os.path.join(work, "spm.model")
+    tokenizer.save(path)
+    rows = []
+    for kind in (training_shapes.DYNAMIC, training_shapes.STATIC):
+        dump = os.path.join(work, kind)
+        arguments = ["--train_src", args.train_src, "--train_tgt", args.train_tgt]
+        arguments += ["--tokenizer", path, "--batch_tokens", str(args.batch_tokens)]
+        arguments += ["--xla_steps", str(args.xla_steps), "--precision", precision]
+        environment = training_shapes.xla_dump_environment(dump)
+        rows.append((kind, run_worker(__file__, kind, arguments, environment)))
+        print(kind, rows[-1], flush=True)
+    print(
+        f"\nsmall model preset (pre-norm), {precision}, jit_compile=True, "
+        f"{args.batch_tokens:,} tokens per batch\n"
+    )
+    training_shapes.print_xla_table(rows, args.xla_steps)
+
+
+def xla_worker(args, pairs, tokenizer, precision):
+    """One row of `--xla_steps`: its kind is `--worker`."""
+    data = training_shapes.batches(pairs, tokenizer, args.batch_tokens, 128, args.worker)
+    net = model(tokenizer, precision)
+    training.compile_for_training(net, warmup_steps=800, jit_compile=True)
+    row = training_shapes.xla_steps_row(net, data, args.xla_steps)
+    print(json.dumps(row))
 
 
 if __name__ == "__main__":
