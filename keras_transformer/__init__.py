@@ -4,14 +4,16 @@ Example:
 
 >>> import keras_transformer
 >>> model = keras_transformer.Transformer.from_preset("base", vocab_size=37000)
+
+The model, its layers and its training recipe's Keras objects run on every
+Keras backend, with or without TensorFlow; the searches, the tokenizers,
+`Translator`, the exports and the pretrained importers need TensorFlow and
+are imported when first used (without it, using one raises `BackendError`).
 """
 
-from keras_transformer import decoding
-from keras_transformer import export
+from keras_transformer import _backend
 from keras_transformer import layers
 from keras_transformer import models
-from keras_transformer import pretrained
-from keras_transformer import tokenization
 from keras_transformer import training
 from keras_transformer._backend import BackendError
 from keras_transformer.layers import Decoder
@@ -29,12 +31,21 @@ from keras_transformer.training import MaskedAccuracy
 from keras_transformer.training import Perplexity
 from keras_transformer.training import TokenCount
 from keras_transformer.training import TransformerSchedule
-from keras_transformer.translator import Translator
 from keras_transformer_runtime import AlignedTranslation
 from keras_transformer_runtime import DecodingSettings
 from keras_transformer_runtime import TargetScore
 
 __version__ = "0.1.0"
+
+# What needs TensorFlow: {name: (module, what in it is TensorFlow)}.
+_TENSORFLOW_PARTS = {
+    "decoding": ("decoding", "tf.while_loop searches"),
+    "export": ("export", "SavedModel and converters"),
+    "pretrained": ("pretrained", "the TF Text tokenizers"),
+    "tokenization": ("tokenization", "TF Text"),
+    "Translator": ("translator", "in-graph tokenizers and searches"),
+}
+__getattr__ = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS).get
 
 # The model, its building blocks in the order of the architecture, the
 # training recipe's Keras objects, the translator with its settings and
@@ -69,3 +80,7 @@ __all__ = [
     "tokenization",
     "training",
 ]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

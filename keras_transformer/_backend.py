@@ -1,15 +1,20 @@
 """Which Keras backend runs, and the guard on what needs TensorFlow.
 
 The layers, `Transformer`, the loss, the metrics and the schedule are
-written with `keras.ops` and run on every Keras 3 backend. The input
-pipeline (`tf.data`), the training loop (`tf.distribute`), the searches
-(`tf.while_loop`), the in-graph tokenizer (TF Text), `Translator` and the
-exports are TensorFlow by design: under another backend they raise
-`BackendError` at once instead of failing somewhere inside.
+written with `keras.ops` and run on every Keras 3 backend, with TensorFlow
+installed or not. The input pipeline (`tf.data`), the training loop
+(`tf.distribute`), the searches (`tf.while_loop`), the in-graph tokenizer
+(TF Text), `Translator` and the exports are TensorFlow by design: under
+another backend they raise `BackendError` at once instead of failing
+somewhere inside, and the packages import them only when first used
+(`TensorFlowParts`), so that a machine without TensorFlow (a GPU box with
+JAX or PyTorch) imports the rest.
 """
 
 import contextlib
 import functools
+import importlib
+import sys
 import threading
 
 import keras
@@ -61,6 +66,79 @@ def tensorflow_only(what, why):
         return guarded
 
     return decorate
+
+
+class TensorFlowParts:
+    """The names of a package that need TensorFlow, imported when first
+    used: a package's `__getattr__` (PEP 562). Without TensorFlow, using
+    one raises `BackendError` naming it and what in it needs TensorFlow.
+
+    Args:
+        package: the package's `__name__`.
+        parts: `{name: (module, why)}`: the module (relative to the
+            package) that defines `name`, or is `name` itself when it is
+            the module's own last component, and what in it is
+            TensorFlow, e.g. `("data", "tf.data")`.
+
+    Example:
+
+    >>> __getattr__ = TensorFlowParts(__name__, {"make_batches": ("data", "tf.data")}).get
+    """
+
+    def __init__(self, package, parts):
+        self.package, self.parts = package, dict(parts)
+
+    def get(self, name):
+        if name not in self.parts:
+            raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
+        module_name, why = self.parts[name]
+        try:
+            module = importlib.import_module(f"{self.package}.{module_name}")
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] not in TENSORFLOW_MODULES:
+                raise
+            raise BackendError(
+                f"`{self.package}.{name}` needs TensorFlow ({why}), which cannot be imported "
+                f"here ({error}). Install it, or use what runs on every Keras backend without "
+                "it: the layers, `Transformer`, the loss, the metrics and the schedules."
+            ) from error
+        value = module if module_name.split(".")[-1] == name else getattr(module, name)
+        setattr(sys.modules[self.package], name, value)  # found directly from now on
+        return value
+
+
+# The modules whose absence `TensorFlowParts` reports as TensorFlow's.
+TENSORFLOW_MODULES = ("tensorflow", "tensorflow_text", "tensorflow_datasets", "tf_keras")
+
+
+def gpu_compute_capabilities():
+    """The compute capability `(major, minor)` of each GPU the running
+    Keras backend computes on (TensorFlow's physical GPUs, JAX's GPU
+    devices, PyTorch's CUDA devices); empty on a CPU. `(0, 0)` where a
+    backend does not say."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        details = (tf.config.experimental.get_device_details(gpu) for gpu in gpus)
+        return [tuple(d.get("compute_capability") or (0, 0)) for d in details]
+    if backend == "jax":
+        import jax
+
+        gpus = [d for d in jax.devices() if d.platform == "gpu"]
+        return [_version(d.compute_capability) for d in gpus]
+    if backend == "torch":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return [tuple(torch.cuda.get_device_capability(i)) for i in range(count)]
+    return []
+
+
+def _version(text):
+    major, _, minor = str(text).partition(".")
+    return int(major or 0), int(minor or 0)
 
 
 def compiling_with_xla():

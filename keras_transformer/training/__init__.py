@@ -1,25 +1,16 @@
-"""The paper's training recipe: schedule, loss, metrics, data, resumable fit."""
+"""The paper's training recipe: schedule, loss, metrics, data, resumable fit.
 
-from keras_transformer.training._distribute import is_chief
+The model's side of it (the loss, the metrics, the schedules, the
+optimizer, `compile_for_training`, dtype policies, fine-tuning) runs on
+every Keras backend; the data pipeline, `train` and its checkpoints need
+TensorFlow, and are imported when first used (`_backend.TensorFlowParts`):
+without TensorFlow, using one raises `BackendError`.
+"""
+
+from keras_transformer import _backend
 from keras_transformer.training.batch_shapes import BatchShapes
-from keras_transformer.training.best import BestCheckpoints
-from keras_transformer.training.best import best_checkpoint_paths
-from keras_transformer.training.best import read_evaluations
-from keras_transformer.training.bucketing import bucket_boundaries
-from keras_transformer.training.budget import BudgetSchedule
-from keras_transformer.training.budget import ScheduleFitter
-from keras_transformer.training.budget import TimeBudget
-from keras_transformer.training.budget import averaging_checkpoint_paths
-from keras_transformer.training.budget import read_budget
-from keras_transformer.training.checkpoints import IncompatibleRunError
-from keras_transformer.training.checkpoints import average_checkpoints
-from keras_transformer.training.checkpoints import checkpoint_paths
-from keras_transformer.training.checkpoints import checkpoint_step
-from keras_transformer.training.checkpoints import write_json_atomically
 from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.compile import compile_for_training
-from keras_transformer.training.data import fit_batch_shapes
-from keras_transformer.training.data import make_batches
 from keras_transformer.training.devices import MIXED_PRECISION
 from keras_transformer.training.devices import STRATEGIES
 from keras_transformer.training.devices import cpu_has_native_bf16
@@ -27,7 +18,6 @@ from keras_transformer.training.devices import dtype_policy
 from keras_transformer.training.devices import get_strategy
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.devices import recommended_mixed_precision
-from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.fine_tuning import FREEZABLE
 from keras_transformer.training.fine_tuning import FineTuningSetup
 from keras_transformer.training.fine_tuning import lora_targets
@@ -37,18 +27,41 @@ from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
+from keras_transformer.training.schedules import BudgetSchedule
 from keras_transformer.training.schedules import TransformerSchedule
 from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer.training.schedules import paper_optimizer
-from keras_transformer.training.text_pairs import text_pairs_from_files
-from keras_transformer.training.text_pairs import text_pairs_from_lists
-from keras_transformer.training.text_pairs import text_pairs_from_tfds
-from keras_transformer.training.token_pairs import PairCounts
-from keras_transformer.training.token_pairs import count_pairs
-from keras_transformer.training.trainer import NoTrainingDataError
-from keras_transformer.training.trainer import TrainingDivergedError
-from keras_transformer.training.trainer import TrainResult
-from keras_transformer.training.trainer import train
+
+# What needs TensorFlow: {name: (module, what in it is TensorFlow)}.
+_TENSORFLOW_PARTS = {
+    "is_chief": ("_distribute", "tf.distribute"),
+    "BestCheckpoints": ("best", "tf.train checkpoints"),
+    "best_checkpoint_paths": ("best", "tf.train checkpoints"),
+    "read_evaluations": ("best", "tf.train checkpoints"),
+    "bucket_boundaries": ("bucketing", "tf.data"),
+    "ScheduleFitter": ("budget", "tf.train checkpoints"),
+    "TimeBudget": ("budget", "tf.train checkpoints"),
+    "averaging_checkpoint_paths": ("budget", "tf.train checkpoints"),
+    "read_budget": ("budget", "tf.train checkpoints"),
+    "IncompatibleRunError": ("checkpoints", "tf.train checkpoints"),
+    "average_checkpoints": ("checkpoints", "tf.train checkpoints"),
+    "checkpoint_paths": ("checkpoints", "tf.train checkpoints"),
+    "checkpoint_step": ("checkpoints", "tf.train checkpoints"),
+    "write_json_atomically": ("checkpoints", "tf.train checkpoints"),
+    "fit_batch_shapes": ("data", "tf.data and the TF Text tokenizer"),
+    "make_batches": ("data", "tf.data and the TF Text tokenizer"),
+    "TranslationEvaluator": ("evaluation", "the in-graph searches"),
+    "text_pairs_from_files": ("text_pairs", "tf.data"),
+    "text_pairs_from_lists": ("text_pairs", "tf.data"),
+    "text_pairs_from_tfds": ("text_pairs", "tf.data"),
+    "PairCounts": ("token_pairs", "tf.data and the TF Text tokenizer"),
+    "count_pairs": ("token_pairs", "tf.data and the TF Text tokenizer"),
+    "NoTrainingDataError": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
+    "TrainingDivergedError": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
+    "TrainResult": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
+    "train": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
+}
+__getattr__ = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS).get
 
 __all__ = [
     "BatchShapes",
@@ -101,3 +114,7 @@ __all__ = [
     "train",
     "write_json_atomically",
 ]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

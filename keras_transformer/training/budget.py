@@ -26,8 +26,6 @@ import os
 import time
 
 import keras
-import tensorflow as tf
-from keras import ops
 
 from keras_transformer.training._distribute import broadcast_from_chief
 from keras_transformer.training._distribute import is_chief
@@ -37,121 +35,15 @@ from keras_transformer.training.checkpoints import checkpoint_step
 from keras_transformer.training.checkpoints import remove_checkpoint
 from keras_transformer.training.checkpoints import write_json_atomically
 from keras_transformer.training.checkpoints import write_weights_on_chief
+from keras_transformer.training.schedules import DECAYS
+from keras_transformer.training.schedules import BudgetSchedule
+from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer_runtime import _validation
 
-DECAYS = ("linear", "cosine")
 BUDGET_FILE = "budget.json"
 # The averaging checkpoints' own directory in `model_dir`, out of the
 # regular checkpoints' rotation.
 AVERAGING_DIR = "averaging"
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up to `peak_learning_rate`, then decay to zero at
-    `total_steps`, which may change while training runs.
-
-        warmup = min(max_warmup_steps, warmup_fraction * total_steps)
-        lrate  = peak * step / warmup                          step < warmup
-        lrate  = peak * (total - step) / (total - warmup)      linear decay
-        lrate  = peak * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2
-                                                               cosine decay
-
-    and 0 from `total_steps` on. `total_steps` is a variable: `TimeBudget`
-    sets it to the updates a wall-time budget allows (`set_total_steps`);
-    for a fixed number of updates, leave it. Steps count optimizer updates
-    (`iterations // accumulation_steps`), from 1, as `TransformerSchedule`.
-
-    Args:
-        peak_learning_rate: the rate at the end of the warm-up, e.g. the
-            paper's peak `(d_model * 4000) ** -0.5`.
-        total_steps: the updates of the run (a first estimate under a
-            time budget).
-        warmup_fraction: the part of `total_steps` spent warming up.
-        max_warmup_steps: a cap on the warm-up (the paper's 4,000).
-        decay: `"linear"` or `"cosine"`.
-        accumulation_steps: micro-batches per update.
-
-    Example:
-
-    >>> schedule = BudgetSchedule(1e-3, total_steps=1000, warmup_fraction=0.1)
-    >>> float(schedule(100)), float(schedule(550)), float(schedule(1000))
-    (0.001, 0.0005, 0.0)
-    """
-
-    def __init__(
-        self,
-        peak_learning_rate,
-        total_steps,
-        warmup_fraction=0.1,
-        max_warmup_steps=4000,
-        decay="linear",
-        accumulation_steps=1,
-    ):
-        _validation.check_positive_int(
-            total_steps=total_steps,
-            max_warmup_steps=max_warmup_steps,
-            accumulation_steps=accumulation_steps,
-        )
-        _validation.check_choice(DECAYS, decay=decay)
-        if not peak_learning_rate > 0:
-            raise ValueError(
-                f"`peak_learning_rate` must be positive. Received: "
-                f"peak_learning_rate={peak_learning_rate!r}"
-            )
-        if not 0 <= warmup_fraction < 1:
-            raise ValueError(
-                "`warmup_fraction` must be in [0, 1). Received: "
-                f"warmup_fraction={warmup_fraction!r}"
-            )
-        self.peak_learning_rate = float(peak_learning_rate)
-        self.warmup_fraction = float(warmup_fraction)
-        self.max_warmup_steps = max_warmup_steps
-        self.decay = decay
-        self.accumulation_steps = accumulation_steps
-        self.total_steps = tf.Variable(
-            float(total_steps),
-            trainable=False,
-            dtype=tf.float32,
-            name="budget_total_steps",
-            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-        )
-
-    def set_total_steps(self, total_steps):
-        """Moves the end of the decay to `total_steps` updates."""
-        self.total_steps.assign(float(max(1, total_steps)))
-
-    def warmup_steps(self, total_steps=None):
-        """The warm-up's length in updates for `total_steps` (default: the
-        current estimate)."""
-        if total_steps is None:
-            total_steps = float(self.total_steps.numpy())
-        return max(1, min(self.max_warmup_steps, round(self.warmup_fraction * total_steps)))
-
-    def __call__(self, step):
-        step = ops.floor_divide(ops.cast(step, "int32"), self.accumulation_steps)
-        step = ops.cast(ops.maximum(step, 1), "float32")
-        total = ops.convert_to_tensor(self.total_steps)
-        warmup = ops.clip(ops.round(self.warmup_fraction * total), 1.0, self.max_warmup_steps)
-        progress = ops.clip((step - warmup) / ops.maximum(total - warmup, 1.0), 0.0, 1.0)
-        if self.decay == "linear":
-            decayed = 1.0 - progress
-        else:
-            decayed = 0.5 * (1.0 + ops.cos(math.pi * progress))
-        ramp = ops.minimum(step / warmup, 1.0)
-        return self.peak_learning_rate * ops.where(step < warmup, ramp, decayed)
-
-    def get_config(self):
-        # `LearningRateSchedule.get_config` raises NotImplementedError: there
-        # is no base configuration to extend.
-        return {
-            "peak_learning_rate": self.peak_learning_rate,
-            "total_steps": max(1, round(float(self.total_steps.numpy()))),
-            "warmup_fraction": self.warmup_fraction,
-            "max_warmup_steps": self.max_warmup_steps,
-            "decay": self.decay,
-            "accumulation_steps": self.accumulation_steps,
-        }
 
 
 def read_budget(model_dir):
@@ -423,3 +315,29 @@ def averaging_checkpoint_paths(model_dir, count):
         candidates[checkpoint_step(paths[-1])] = paths[-1]
     inside = [candidates[s] for s in sorted(candidates) if s >= budget["averaging_from"]]
     return (inside or paths[-1:])[-count:]
+
+
+def recipe_optimizer(model, optimizer, learning_rate_schedule, budget, train_steps, **recipe):
+    """The optimizer `train` compiles with (`optimizer` when given), and
+    the `BudgetSchedule` it follows when `train` makes one (else `None`):
+    under `learning_rate_schedule` (`LEARNING_RATE_SCHEDULES`, see `train`)
+    and a `TimeBudget` or `None`. `recipe`: `warmup_steps`,
+    `learning_rate_scale`, `accumulation_steps`, `ema_momentum`."""
+    budgeted = optimizer is None and (
+        learning_rate_schedule == "budget"
+        or (learning_rate_schedule == "auto" and budget is not None)
+    )
+    if not budgeted:
+        return optimizer, None
+    shape = budget or TimeBudget(1)  # the schedule's shape: the defaults without a budget
+    schedule = BudgetSchedule(
+        # The paper schedule's peak, reached after at most `warmup_steps`.
+        recipe["learning_rate_scale"] * (model.d_model * recipe["warmup_steps"]) ** -0.5,
+        train_steps,
+        warmup_fraction=shape.warmup_fraction,
+        max_warmup_steps=recipe["warmup_steps"],
+        decay=shape.decay,
+        accumulation_steps=recipe["accumulation_steps"],
+    )
+    optimizer = adam_optimizer(schedule, recipe["accumulation_steps"], recipe["ema_momentum"])
+    return optimizer, schedule

@@ -1,16 +1,13 @@
 """The paper's training recipe on a model: `compile_for_training` (loss,
-metrics, optimizer, in the distribution strategy's scope) and the optimizer
-`train` chooses (`recipe_optimizer`)."""
+metrics, optimizer, in the distribution strategy's scope), on every Keras
+backend."""
 
 from keras_transformer import _backend
-from keras_transformer.training.budget import BudgetSchedule
-from keras_transformer.training.budget import TimeBudget
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
-from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer.training.schedules import paper_optimizer
 from keras_transformer_runtime import _validation
 
@@ -79,29 +76,3 @@ def compile_for_training(
             jit_compile=recommended_jit_compile() if jit_compile == "auto" else jit_compile,
         )
     return model
-
-
-def recipe_optimizer(model, optimizer, learning_rate_schedule, budget, train_steps, **recipe):
-    """The optimizer `train` compiles with (`optimizer` when given), and
-    the `BudgetSchedule` it follows when `train` makes one (else `None`):
-    under `learning_rate_schedule` (`LEARNING_RATE_SCHEDULES`, see `train`)
-    and a `TimeBudget` or `None`. `recipe`: `warmup_steps`,
-    `learning_rate_scale`, `accumulation_steps`, `ema_momentum`."""
-    budgeted = optimizer is None and (
-        learning_rate_schedule == "budget"
-        or (learning_rate_schedule == "auto" and budget is not None)
-    )
-    if not budgeted:
-        return optimizer, None
-    shape = budget or TimeBudget(1)  # the schedule's shape: the defaults without a budget
-    schedule = BudgetSchedule(
-        # The paper schedule's peak, reached after at most `warmup_steps`.
-        recipe["learning_rate_scale"] * (model.d_model * recipe["warmup_steps"]) ** -0.5,
-        train_steps,
-        warmup_fraction=shape.warmup_fraction,
-        max_warmup_steps=recipe["warmup_steps"],
-        decay=shape.decay,
-        accumulation_steps=recipe["accumulation_steps"],
-    )
-    optimizer = adam_optimizer(schedule, recipe["accumulation_steps"], recipe["ema_momentum"])
-    return optimizer, schedule

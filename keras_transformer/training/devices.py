@@ -1,9 +1,11 @@
-"""Where and in which precision to train: strategies, dtype policies, XLA."""
+"""Where and in which precision to train: strategies, dtype policies, XLA.
+
+Everything here but `get_strategy` works on every Keras backend, with or
+without TensorFlow: the GPUs are the running backend's own.
+"""
 
 import platform
 import warnings
-
-import tensorflow as tf
 
 from keras_transformer import _backend
 from keras_transformer_runtime import _validation
@@ -29,6 +31,8 @@ def get_strategy(name="auto"):
     >>> with strategy.scope():
     ...     model = Transformer.from_preset("base", vocab_size=37000)
     """
+    import tensorflow as tf
+
     _validation.check_choice(STRATEGIES, strategy=name)
     gpus = tf.config.list_logical_devices("GPU")
     if name == "mirrored" or (name == "auto" and len(gpus) > 1):
@@ -79,10 +83,9 @@ def recommended_mixed_precision():
 
     >>> policy = dtype_policy(recommended_mixed_precision())
     """
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
-        return "bf16" if capability is None or capability >= (8, 0) else "fp16"
+    capabilities = _backend.gpu_compute_capabilities()
+    if capabilities:
+        return "bf16" if capabilities[0] == (0, 0) or capabilities[0] >= (8, 0) else "fp16"
     return "bf16" if cpu_has_native_bf16() else "none"
 
 
@@ -105,7 +108,7 @@ def dtype_policy(mixed_precision="none"):
         return MIXED_PRECISION[recommended_mixed_precision()]
     if (
         mixed_precision == "bf16"
-        and not tf.config.list_physical_devices("GPU")
+        and not _backend.gpu_compute_capabilities()
         and not cpu_has_native_bf16()
     ):
         warnings.warn(
@@ -132,4 +135,4 @@ def recommended_jit_compile():
 
     >>> model.compile(..., jit_compile=recommended_jit_compile())
     """
-    return bool(tf.config.list_physical_devices("GPU"))
+    return bool(_backend.gpu_compute_capabilities())

@@ -1,57 +1,16 @@
 """Label-smoothed cross-entropy over real target tokens (§5.4)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer import _backend
 from keras_transformer.special_ids import PAD_ID
-from keras_transformer.training._distribute import sum_over_replicas
 from keras_transformer_runtime import _validation
 
-
-def _smoothed_forward(logits, ids, label_smoothing):
-    """Per-token losses `lse − (1 − ε)·l_y − ε·mean_v(l_v)`, float32.
-
-    The log-sum-exp comes from the softmax's largest probability,
-    `lse = max_v l_v − log(max_v p_v)`: `max_v p_v ≥ 1/V` never underflows,
-    and the softmax is one fused kernel (oneDNN on a CPU), where
-    `tf.reduce_logsumexp` makes separate passes.
-    """
-    x = tf.cast(logits, tf.float32)
-    lse = tf.reduce_max(x, axis=-1) - tf.math.log(tf.reduce_max(tf.nn.softmax(x), axis=-1))
-    target = tf.cast(tf.gather(logits, ids, batch_dims=2), tf.float32)
-    mean = tf.reduce_mean(x, axis=-1)
-    return lse - (1.0 - label_smoothing) * target - label_smoothing * mean
-
-
-def _smoothed_backward(logits, ids, upstream, label_smoothing):
-    """d loss / d logits = (softmax − target distribution) · upstream.
-
-    `(p − ε/V)·u` over the vocabulary, then `(1 − ε)·u` subtracted at the
-    reference tokens: no one-hot tensor of the logits' size, and each step
-    can reuse the softmax's buffer.
-    """
-    vocab = tf.shape(logits)[-1]
-    uniform = label_smoothing / tf.cast(vocab, tf.float32)
-    rows = tf.reshape(
-        (tf.nn.softmax(tf.cast(logits, tf.float32)) - uniform) * upstream[..., None], [-1, vocab]
-    )
-    targets = tf.stack([tf.range(tf.shape(rows)[0]), tf.reshape(ids, [-1])], axis=1)
-    rows = tf.tensor_scatter_nd_sub(
-        rows, targets, tf.reshape((1.0 - label_smoothing) * upstream, [-1])
-    )
-    return tf.cast(tf.reshape(rows, tf.shape(logits)), logits.dtype)
-
-
-def _smoothed_token_losses_with_ops(y_true, logits, label_smoothing):
-    """`smoothed_token_losses` in `keras.ops`, differentiated automatically:
-    the JAX and PyTorch backends' path (their compilers fuse the passes
-    that the TensorFlow path avoids by hand)."""
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-    ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)
-    return (1.0 - label_smoothing) * nll - label_smoothing * ops.mean(log_probs, axis=-1)
+if _backend.is_tensorflow():
+    from keras_transformer.training import _tensorflow_losses as _kernel
+else:
+    from keras_transformer.training import _keras_ops_losses as _kernel
 
 
 def smoothed_token_losses(y_true, logits, label_smoothing):
@@ -59,26 +18,11 @@ def smoothed_token_losses(y_true, logits, label_smoothing):
 
     Returns float32 `(batch, length)`: `(1 − ε)·NLL + ε·mean_v(−log p_v)`.
 
-    The gradient is written by hand, `softmax − target distribution`,
-    recomputing the softmax rather than keeping a `(batch, length, vocab)`
-    tensor between the passes; the logits are the largest tensor of a
-    training step, and the automatic gradient of a log-softmax, a gather
-    and a mean takes a dozen full passes over them. On a CPU this is
-    faster than XLA-fusing the same formulas (`benchmarks/README.md`).
+    Each backend has its kernel: on TensorFlow the gradient is written by
+    hand (`_tensorflow_losses`), on JAX and PyTorch it is differentiated
+    automatically (`_keras_ops_losses`); the values agree.
     """
-    if not _backend.is_tensorflow():
-        return _smoothed_token_losses_with_ops(y_true, logits, label_smoothing)
-    ids = tf.cast(y_true, tf.int32)
-    smoothing = tf.constant(label_smoothing, tf.float32)
-
-    @tf.custom_gradient
-    def losses(logits):
-        def grad(upstream):
-            return _smoothed_backward(logits, ids, upstream, smoothing)
-
-        return _smoothed_forward(logits, ids, smoothing), grad
-
-    return losses(logits)
+    return _kernel.smoothed_token_losses(y_true, logits, label_smoothing)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -123,7 +67,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         losses = smoothed_token_losses(y_true, y_pred, self.label_smoothing) * mask
-        count = sum_over_replicas(ops.sum(mask))
+        count = _kernel.sum_over_replicas(ops.sum(mask))
         return losses / ops.maximum(count, 1.0)
 
     def get_config(self):

@@ -1,4 +1,7 @@
-"""The paper's learning-rate schedule and optimizer (§5.3)."""
+"""The paper's learning-rate schedule and optimizer (§5.3), and the
+budget schedule (`BudgetSchedule`) that `train` fits to a time budget."""
+
+import math
 
 import keras
 from keras import ops
@@ -60,6 +63,117 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "d_model": self.d_model,
             "warmup_steps": self.warmup_steps,
             "scale": self.scale,
+            "accumulation_steps": self.accumulation_steps,
+        }
+
+
+DECAYS = ("linear", "cosine")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to `peak_learning_rate`, then decay to zero at
+    `total_steps`, which may change while training runs.
+
+        warmup = min(max_warmup_steps, warmup_fraction * total_steps)
+        lrate  = peak * step / warmup                          step < warmup
+        lrate  = peak * (total - step) / (total - warmup)      linear decay
+        lrate  = peak * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2
+                                                               cosine decay
+
+    and 0 from `total_steps` on. `total_steps` is a variable: `TimeBudget`
+    sets it to the updates a wall-time budget allows (`set_total_steps`);
+    for a fixed number of updates, leave it. Steps count optimizer updates
+    (`iterations // accumulation_steps`), from 1, as `TransformerSchedule`.
+
+    Args:
+        peak_learning_rate: the rate at the end of the warm-up, e.g. the
+            paper's peak `(d_model * 4000) ** -0.5`.
+        total_steps: the updates of the run (a first estimate under a
+            time budget).
+        warmup_fraction: the part of `total_steps` spent warming up.
+        max_warmup_steps: a cap on the warm-up (the paper's 4,000).
+        decay: `"linear"` or `"cosine"`.
+        accumulation_steps: micro-batches per update.
+
+    Example:
+
+    >>> schedule = BudgetSchedule(1e-3, total_steps=1000, warmup_fraction=0.1)
+    >>> float(schedule(100)), float(schedule(550)), float(schedule(1000))
+    (0.001, 0.0005, 0.0)
+    """
+
+    def __init__(
+        self,
+        peak_learning_rate,
+        total_steps,
+        warmup_fraction=0.1,
+        max_warmup_steps=4000,
+        decay="linear",
+        accumulation_steps=1,
+    ):
+        _validation.check_positive_int(
+            total_steps=total_steps,
+            max_warmup_steps=max_warmup_steps,
+            accumulation_steps=accumulation_steps,
+        )
+        _validation.check_choice(DECAYS, decay=decay)
+        if not peak_learning_rate > 0:
+            raise ValueError(
+                f"`peak_learning_rate` must be positive. Received: "
+                f"peak_learning_rate={peak_learning_rate!r}"
+            )
+        if not 0 <= warmup_fraction < 1:
+            raise ValueError(
+                "`warmup_fraction` must be in [0, 1). Received: "
+                f"warmup_fraction={warmup_fraction!r}"
+            )
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.warmup_fraction = float(warmup_fraction)
+        self.max_warmup_steps = max_warmup_steps
+        self.decay = decay
+        self.accumulation_steps = accumulation_steps
+        self.total_steps = keras.Variable(
+            float(total_steps),
+            trainable=False,
+            dtype="float32",
+            name="budget_total_steps",
+            aggregation="only_first_replica",
+        )
+
+    def set_total_steps(self, total_steps):
+        """Moves the end of the decay to `total_steps` updates."""
+        self.total_steps.assign(float(max(1, total_steps)))
+
+    def warmup_steps(self, total_steps=None):
+        """The warm-up's length in updates for `total_steps` (default: the
+        current estimate)."""
+        if total_steps is None:
+            total_steps = float(ops.convert_to_numpy(self.total_steps))
+        return max(1, min(self.max_warmup_steps, round(self.warmup_fraction * total_steps)))
+
+    def __call__(self, step):
+        step = ops.floor_divide(ops.cast(step, "int32"), self.accumulation_steps)
+        step = ops.cast(ops.maximum(step, 1), "float32")
+        total = ops.convert_to_tensor(self.total_steps)
+        warmup = ops.clip(ops.round(self.warmup_fraction * total), 1.0, self.max_warmup_steps)
+        progress = ops.clip((step - warmup) / ops.maximum(total - warmup, 1.0), 0.0, 1.0)
+        if self.decay == "linear":
+            decayed = 1.0 - progress
+        else:
+            decayed = 0.5 * (1.0 + ops.cos(math.pi * progress))
+        ramp = ops.minimum(step / warmup, 1.0)
+        return self.peak_learning_rate * ops.where(step < warmup, ramp, decayed)
+
+    def get_config(self):
+        # `LearningRateSchedule.get_config` raises NotImplementedError: there
+        # is no base configuration to extend.
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": max(1, round(float(ops.convert_to_numpy(self.total_steps)))),
+            "warmup_fraction": self.warmup_fraction,
+            "max_warmup_steps": self.max_warmup_steps,
+            "decay": self.decay,
             "accumulation_steps": self.accumulation_steps,
         }
 

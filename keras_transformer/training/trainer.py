@@ -36,6 +36,7 @@ from keras_transformer.training.best import EvaluationLog
 from keras_transformer.training.budget import ScheduleFitter
 from keras_transformer.training.budget import TimeBudget
 from keras_transformer.training.budget import read_budget
+from keras_transformer.training.budget import recipe_optimizer
 from keras_transformer.training.callbacks import CheckpointAndStop
 from keras_transformer.training.callbacks import LogRates
 from keras_transformer.training.checkpoints import all_finite
@@ -45,7 +46,6 @@ from keras_transformer.training.checkpoints import restore_latest
 from keras_transformer.training.checkpoints import training_checkpoint
 from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.compile import compile_for_training
-from keras_transformer.training.compile import recipe_optimizer
 from keras_transformer.training.data import batch_shapes_of
 from keras_transformer.training.data import no_batch_message
 from keras_transformer.training.data import repeated_for_training

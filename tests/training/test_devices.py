@@ -2,6 +2,7 @@ import warnings
 
 import pytest
 
+from keras_transformer import _backend
 from keras_transformer import training
 from keras_transformer.training import devices
 
@@ -15,7 +16,7 @@ def cpu(monkeypatch):
     def set_flags(*flags):
         monkeypatch.setattr(devices.platform, "system", lambda: "Linux")
         monkeypatch.setattr(devices, "_cpu_flags", lambda: set(flags))
-        monkeypatch.setattr(devices.tf.config, "list_physical_devices", lambda kind=None: [])
+        monkeypatch.setattr(_backend, "gpu_compute_capabilities", lambda: [])
 
     return set_flags
 
@@ -43,10 +44,20 @@ def test_bf16_without_native_support_warns_with_the_reason(cpu):
 
 
 def test_gpus_by_compute_capability(monkeypatch):
-    monkeypatch.setattr(devices.tf.config, "list_physical_devices", lambda kind=None: ["gpu0"])
-    for capability, expected in (((8, 0), "bf16"), ((7, 5), "fp16")):
-        details = {"compute_capability": capability}
-        monkeypatch.setattr(
-            devices.tf.config.experimental, "get_device_details", lambda d, x=details: x
-        )
+    for capability, expected in (((8, 0), "bf16"), ((7, 5), "fp16"), ((0, 0), "bf16")):
+        monkeypatch.setattr(_backend, "gpu_compute_capabilities", lambda c=capability: [c])
         assert training.recommended_mixed_precision() == expected
+        assert training.recommended_jit_compile() is True
+
+
+def test_tensorflows_gpus_and_their_compute_capability(monkeypatch):
+    import tensorflow as tf
+
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else []
+    )
+    details = {"compute_capability": (9, 0)}
+    monkeypatch.setattr(tf.config.experimental, "get_device_details", lambda d: details)
+    assert _backend.gpu_compute_capabilities() == [(9, 0)]
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    assert _backend.gpu_compute_capabilities() == []

@@ -134,15 +134,12 @@ def test_time_budget_stops_and_checkpoints(tmp_path):
 
 
 def test_recommended_jit_compile_is_xla_on_gpus_only(monkeypatch):
-    import tensorflow as tf
-
+    from keras_transformer import _backend
     from keras_transformer.training import recommended_jit_compile
 
-    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+    monkeypatch.setattr(_backend, "gpu_compute_capabilities", lambda: [])
     assert recommended_jit_compile() is False
-    monkeypatch.setattr(
-        tf.config, "list_physical_devices", lambda kind=None: ["GPU:0"] if kind == "GPU" else []
-    )
+    monkeypatch.setattr(_backend, "gpu_compute_capabilities", lambda: [(9, 0)])
     assert recommended_jit_compile() is True
 
 
