@@ -30,6 +30,23 @@ def is_tensorflow():
     return keras.backend.backend() == "tensorflow"
 
 
+def has_fused_attention(dtype):
+    """Whether `keras.ops.dot_product_attention` runs a fused kernel for
+    `dtype` tensors on the running backend: JAX (cuDNN's flash attention
+    on NVIDIA GPUs, XLA elsewhere; not float16 on a CPU, where XLA has no
+    float16 products accumulated in float32) and PyTorch
+    (`scaled_dot_product_attention`'s flash, memory-efficient and CPU
+    kernels). TensorFlow's is the same composition of ops as the layers'
+    own, which also have TensorFlow's graph kernels."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        half = keras.backend.standardize_dtype(dtype) == "float16"
+        return not (half and jax.default_backend() == "cpu")
+    return backend == "torch"
+
+
 def require_tensorflow(what, why):
     """Raises `BackendError` unless Keras runs on TensorFlow.
 

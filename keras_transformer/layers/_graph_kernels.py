@@ -10,6 +10,7 @@ runtime (`_backend.tracing_for_conversion`), where the kernel is used.
 """
 
 import keras
+from keras import ops
 
 from keras_transformer import _backend
 from keras_transformer.layers._utils import size
@@ -75,3 +76,20 @@ def strided_write(buffer, update, index):
         end_mask=1,
     )
     return tf.reshape(written, [batch, heads, length, depth])
+
+
+def attention_matmul(a, b, transpose_b=False):
+    """The attention products, `ops.matmul` (of `b` transposed in its last
+    two axes, with `transpose_b`); in a TensorFlow graph, `batch_matmul`,
+    which reads `b` transposed as it lies."""
+    if uses_graph_kernels(a.dtype):
+        return batch_matmul(a, b, transpose_b)
+    return ops.matmul(a, ops.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+def attention_softmax(logits):
+    """The attention softmax over the keys, `ops.softmax`; for one query
+    (a decoding step) in a TensorFlow graph, `softmax`."""
+    if logits.shape[2] == 1 and uses_graph_kernels(logits.dtype):
+        return softmax(logits)
+    return ops.softmax(logits, axis=-1)

@@ -5,12 +5,11 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer import _backend
 from keras_transformer.layers import _keras_attention_arguments
-from keras_transformer.layers._cache import check_cache_keys
-from keras_transformer.layers._cache import write_at
-from keras_transformer.layers._graph_kernels import batch_matmul
-from keras_transformer.layers._graph_kernels import softmax as graph_softmax
-from keras_transformer.layers._graph_kernels import uses_graph_kernels
+from keras_transformer.layers._attention_decoding import AttentionDecoding
+from keras_transformer.layers._graph_kernels import attention_matmul
+from keras_transformer.layers._graph_kernels import attention_softmax
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import on_last_axis
 from keras_transformer.layers._utils import require_built
@@ -25,7 +24,7 @@ _MASKED_LOGIT = -1e9
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(AttentionDecoding, keras.layers.Layer):
     """Multi-head attention: softmax(QKᵀ/√d_k)V over `num_heads` heads.
 
     Queries, keys and values are projected to `num_heads` heads of size
@@ -197,17 +196,52 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
     ):
         masks = (query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
+        if not return_attention_scores and self._fuses(training):
+            return self._fused_attention(query, value, key, *masks)
         scores, values, mask = self._scores(query, value, key, *masks)
         output = self._weighted_values(scores, values, mask, training)
         if return_attention_scores:  # keras.layers.MultiHeadAttention's call signature
             return output, scores
         return output
 
+    def _fuses(self, training):
+        """Whether `call` runs the backend's fused kernel: where there is
+        one, for heads whose values have the keys' depth (the paper's; as
+        JAX's kernel needs), with no dropout of the probabilities asked
+        for (the kernels have none)."""
+        return (
+            _backend.has_fused_attention(self.compute_dtype)
+            and self.value_dim == self.key_dim
+            and not (training and self.dropout > 0)
+        )
+
+    def _fused_attention(self, query, value, key, *masks):
+        """`call`'s output through `keras.ops.dot_product_attention` (JAX:
+        cuDNN's flash attention on NVIDIA GPUs; PyTorch: its fused
+        `scaled_dot_product_attention` kernels): the same attention, with
+        no `(batch, heads, q, k)` probabilities kept for the backward pass."""
+        key = value if key is None else key
+        mask = self._attention_mask(query, size(key, 1), *masks)  # (batch|1, q, k)
+
+        def heads(dense, x, depth):  # (batch, seq, heads, depth): the kernels' layout
+            return ops.reshape(on_last_axis(dense, x), (-1, size(x, 1), self.num_heads, depth))
+
+        context = ops.dot_product_attention(
+            heads(self.query_dense, query, self.key_dim),
+            heads(self.key_dense, key, self.key_dim),
+            heads(self.value_dense, value, self.value_dim),
+            mask=None if mask is None else ops.expand_dims(mask, 1),  # (batch|1, 1, q, k)
+            scale=1.0 / math.sqrt(self.key_dim),
+        )
+        length = size(query, 1)
+        context = ops.reshape(context, (-1, length, self.num_heads * self.value_dim))
+        return self._output(context, mask)
+
     def _scores(self, query, value, key, *masks):
         """`call`'s probabilities `(batch, heads, q, k)`, the per-head values
         they weight, and the merged mask."""
         memory = self.project_memory(value, key)
-        mask = self._attention_mask(query, memory, *masks)
+        mask = self._attention_mask(query, ops.shape(memory["value"])[2], *masks)
         scores = self._probabilities(self._project_query(query), memory, mask)
         return scores, memory["value"], mask
 
@@ -242,7 +276,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))  # (batch, heads, seq, depth)
 
     def _attention_mask(
-        self, query, memory, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+        self, query, key_length, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
     ):
         """Merges every mask into one boolean `(batch|1, q_len, k_len)`."""
 
@@ -251,7 +285,6 @@ class MultiHeadAttention(keras.layers.Layer):
 
         causal = None
         if use_causal_mask:
-            key_length = ops.shape(memory["value"])[2]
             causal = ops.expand_dims(causal_mask(ops.shape(query)[1], key_length), 0)
         keys = (expanded(value_mask, -2), expanded(key_mask, -2))
         return merge_masks(expanded(query_mask, -1), *keys, attention_mask, causal)
@@ -262,15 +295,15 @@ class MultiHeadAttention(keras.layers.Layer):
         position), zero where `mask` `(batch|1, q, k)` hides every key of a
         query."""
         if "transposed_key" in keys:
-            logits = _matmul(queries, keys["transposed_key"])
+            logits = attention_matmul(queries, keys["transposed_key"])
         else:
-            logits = _matmul(queries, keys["key"], transpose_b=True)
+            logits = attention_matmul(queries, keys["key"], transpose_b=True)
         logits = ops.cast(logits, "float32")  # (b, h, q, k)
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # (batch, 1, q, k)
             logits = ops.where(mask, logits, _MASKED_LOGIT)
         # Over a single key the softmax is 1, written out: Keras's warns on size-1 axes.
-        scores = ops.ones_like(logits) if logits.shape[-1] == 1 else _softmax(logits)
+        scores = ops.ones_like(logits) if logits.shape[-1] == 1 else attention_softmax(logits)
         if mask is not None:
             scores = scores * ops.cast(ops.any(mask, axis=-1, keepdims=True), scores.dtype)
         return ops.cast(scores, self.compute_dtype)
@@ -278,15 +311,20 @@ class MultiHeadAttention(keras.layers.Layer):
     def _weighted_values(self, scores, values, mask, training):
         """The heads' `values` weighted by `scores`, concatenated and
         projected: the output `(batch, q_len, output_features)`."""
-        context = _matmul(self.dropout_layer(scores, training=training), values)
+        context = attention_matmul(self.dropout_layer(scores, training=training), values)
         length = size(context, 2)
         if context.shape[2] != 1:  # one position needs no transpose
             context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, heads, dv)
         context = ops.reshape(context, (-1, length, self.num_heads * self.value_dim))
+        return self._output(context, mask)
+
+    def _output(self, context, mask):
+        """The heads' outputs `(batch, q_len, heads * value_dim)` projected
+        to `(batch, q_len, output_features)`: zero where `mask` hides every
+        key of a query (a row that sees no key attends to nothing)."""
         output = on_last_axis(self.output_dense, context)
         if mask is None:
             return output
-        # A query row with no visible key attends to nothing.
         return output * ops.cast(ops.any(mask, axis=-1, keepdims=True), output.dtype)
 
     def _attend(self, queries, memory, mask):
@@ -316,68 +354,6 @@ class MultiHeadAttention(keras.layers.Layer):
             self.build(query.shape, value.shape, None if key is None else key.shape)
         masks = (query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
         return self._scores(query, value, key, *masks)[0]
-
-    def initial_cache(self, batch_size, length):
-        """An empty self-attention cache for `length` positions: zeros
-        `{"key": (batch_size, num_heads, length, key_dim), "value": ...}`."""
-        shape = (batch_size, self.num_heads, length)
-        return {
-            "key": ops.zeros(shape + (self.key_dim,), self.compute_dtype),
-            "value": ops.zeros(shape + (self.value_dim,), self.compute_dtype),
-        }
-
-    def call_with_cache(self, query, cache, index):
-        """Causal self-attention of `query` `(batch, steps, features)`, the
-        positions `index .. index + steps - 1`, over `cache` (from
-        `initial_cache`), with their own keys and values written into it.
-
-        Each position sees the cache up to itself, so feeding a sequence in
-        pieces gives `call(x, x, use_causal_mask=True)` of the whole.
-
-        Returns:
-            `(output, cache)`: `(batch, steps, output_features)` and the cache with
-            these positions written (same shapes).
-        """
-        check_cache_keys(cache, "cache", ("key", "value"))
-        if index is None:
-            raise ValueError(
-                "`call_with_cache` needs `index`, the position of `query[:, 0]` "
-                "in the cache. Received: index=None"
-            )
-        if not self.built:
-            self.build(query.shape, query.shape)
-        new = self._keys_and_values(query, query)
-        cache = {name: write_at(cache[name], new[name], index) for name in ("key", "value")}
-        steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
-        mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
-        return self._attend(self._project_query(query), cache, mask), cache
-
-    def call_with_memory(self, query, memory, memory_mask=None):
-        """Attention of `query` `(rows, steps, features)` over `memory` (from
-        `project_memory`, batch `sentences`), hiding the memory positions
-        where `memory_mask` `(sentences, key_len)` is `False`.
-
-        `rows` may be `sentences` or a multiple of it: rows `i * g .. i * g +
-        g - 1` then all attend to sentence `i` (the beams of a sentence in
-        a beam search), as `g * steps` queries of one attention, over one
-        copy of its keys and values.
-
-        Returns:
-            `(rows, steps, output_features)`.
-        """
-        check_cache_keys(memory, "memory", ("transposed_key", "value"))
-        rows, sentences = query.shape[0], memory["value"].shape[0]
-        if rows is not None and sentences is not None and rows % sentences:
-            raise ValueError(
-                f"`query` must have a multiple of the memory's {sentences} rows (the beams of "
-                f"a sentence together). Received: query with {rows} rows"
-            )
-        steps, features = size(query, 1), query.shape[-1]
-        grouped = ops.reshape(query, (size(memory["value"], 0), -1, features))
-        mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
-        queries = self._project_query(grouped)
-        output = self._attend(queries, memory, mask)
-        return ops.reshape(output, (-1, steps, output.shape[-1]))
 
     def get_config(self):
         config = super().get_config()
@@ -411,20 +387,3 @@ class MultiHeadAttention(keras.layers.Layer):
             return output
         scores = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
         return output, keras.KerasTensor(scores, dtype=self.compute_dtype)
-
-
-def _matmul(a, b, transpose_b=False):
-    """The attention products, `ops.matmul` (of `b` transposed in its last
-    two axes, with `transpose_b`); in a TensorFlow graph,
-    `_graph_kernels.batch_matmul`, which reads `b` transposed as it lies."""
-    if uses_graph_kernels(a.dtype):
-        return batch_matmul(a, b, transpose_b)
-    return ops.matmul(a, ops.swapaxes(b, -1, -2) if transpose_b else b)
-
-
-def _softmax(logits):
-    """The attention softmax over the keys, `ops.softmax`; for one query
-    (a decoding step) in a TensorFlow graph, `_graph_kernels.softmax`."""
-    if logits.shape[2] == 1 and uses_graph_kernels(logits.dtype):
-        return graph_softmax(logits)
-    return ops.softmax(logits, axis=-1)

@@ -278,7 +278,9 @@ def test_a_drop_in_for_keras_multi_head_attention(kwargs, call_kwargs):
     expected, expected_scores = twin(query, value, return_attention_scores=True, **call_kwargs)
     assert_close(output, expected, atol=1e-5)
     assert_close(scores, expected_scores, atol=1e-6)
-    assert_close(layer(query, value, **call_kwargs), output, atol=0)
+    # Without scores, JAX and PyTorch run their fused kernel: the same
+    # output, rounded differently (test_fused_attention.py).
+    assert_close(layer(query, value, **call_kwargs), output, atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,77 @@
+"""`MultiHeadAttention`'s methods for decoding: causal self-attention over
+a fixed-size key/value cache, and attention over a memory projected once."""
+
+from keras import ops
+
+from keras_transformer.layers._cache import check_cache_keys
+from keras_transformer.layers._cache import write_at
+from keras_transformer.layers._utils import size
+from keras_transformer.layers.masking import causal_mask
+
+
+class AttentionDecoding:
+    """The decoding methods of `MultiHeadAttention` (a mixin: it uses the
+    layer's projections, `_keys_and_values`, `_project_query` and
+    `_attend`)."""
+
+    def initial_cache(self, batch_size, length):
+        """An empty self-attention cache for `length` positions: zeros
+        `{"key": (batch_size, num_heads, length, key_dim), "value": ...}`."""
+        shape = (batch_size, self.num_heads, length)
+        return {
+            "key": ops.zeros(shape + (self.key_dim,), self.compute_dtype),
+            "value": ops.zeros(shape + (self.value_dim,), self.compute_dtype),
+        }
+
+    def call_with_cache(self, query, cache, index):
+        """Causal self-attention of `query` `(batch, steps, features)`, the
+        positions `index .. index + steps - 1`, over `cache` (from
+        `initial_cache`), with their own keys and values written into it.
+
+        Each position sees the cache up to itself, so feeding a sequence in
+        pieces gives `call(x, x, use_causal_mask=True)` of the whole.
+
+        Returns:
+            `(output, cache)`: `(batch, steps, output_features)` and the cache with
+            these positions written (same shapes).
+        """
+        check_cache_keys(cache, "cache", ("key", "value"))
+        if index is None:
+            raise ValueError(
+                "`call_with_cache` needs `index`, the position of `query[:, 0]` "
+                "in the cache. Received: index=None"
+            )
+        if not self.built:
+            self.build(query.shape, query.shape)
+        new = self._keys_and_values(query, query)
+        cache = {name: write_at(cache[name], new[name], index) for name in ("key", "value")}
+        steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
+        mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
+        return self._attend(self._project_query(query), cache, mask), cache
+
+    def call_with_memory(self, query, memory, memory_mask=None):
+        """Attention of `query` `(rows, steps, features)` over `memory` (from
+        `project_memory`, batch `sentences`), hiding the memory positions
+        where `memory_mask` `(sentences, key_len)` is `False`.
+
+        `rows` may be `sentences` or a multiple of it: rows `i * g .. i * g +
+        g - 1` then all attend to sentence `i` (the beams of a sentence in
+        a beam search), as `g * steps` queries of one attention, over one
+        copy of its keys and values.
+
+        Returns:
+            `(rows, steps, output_features)`.
+        """
+        check_cache_keys(memory, "memory", ("transposed_key", "value"))
+        rows, sentences = query.shape[0], memory["value"].shape[0]
+        if rows is not None and sentences is not None and rows % sentences:
+            raise ValueError(
+                f"`query` must have a multiple of the memory's {sentences} rows (the beams of "
+                f"a sentence together). Received: query with {rows} rows"
+            )
+        steps, features = size(query, 1), query.shape[-1]
+        grouped = ops.reshape(query, (size(memory["value"], 0), -1, features))
+        mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
+        queries = self._project_query(grouped)
+        output = self._attend(queries, memory, mask)
+        return ops.reshape(output, (-1, steps, output.shape[-1]))
