@@ -1,7 +1,6 @@
-"""The label-smoothed loss in `keras.ops`, differentiated automatically:
-the kernel of the JAX and PyTorch backends (their compilers fuse the passes
-that the TensorFlow kernel avoids by hand). There is no strategy whose
-replicas share a batch here: the token count is the batch's own."""
+"""The label-smoothed loss in `keras.ops`: the kernel of the JAX and
+PyTorch backends. There is no strategy whose replicas share a batch here:
+the token count is the batch's own."""
 
 from keras import ops
 
@@ -9,11 +8,34 @@ __all__ = ["smoothed_token_losses", "sum_over_replicas"]
 
 
 def smoothed_token_losses(y_true, logits, label_smoothing):
-    """`losses.smoothed_token_losses`."""
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    """`losses.smoothed_token_losses`, with its gradient written out:
+    `(softmax − target distribution) · upstream`, from the logits and their
+    log-sum-exp alone. What the backward pass keeps is the logits the model
+    returned (no log-probabilities, no one-hot of their size), and under a
+    compiler (XLA, `torch.compile`) the gradient is one fused pass over
+    them, written in the logits' dtype."""
     ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)
-    return (1.0 - label_smoothing) * nll - label_smoothing * ops.mean(log_probs, axis=-1)
+
+    @ops.custom_gradient
+    def losses(logits):
+        x = ops.cast(logits, "float32")
+        log_normalizer = ops.logsumexp(x, axis=-1)
+        target = ops.squeeze(ops.take_along_axis(x, ids, axis=-1), -1)
+        mean = ops.mean(x, axis=-1)
+
+        def gradient(*arguments, upstream=None):
+            if upstream is None:  # JAX passes it positionally, PyTorch by name
+                (upstream,) = arguments
+            x = ops.cast(logits, "float32")
+            vocab = ops.shape(x)[-1]
+            probabilities = ops.exp(x - ops.expand_dims(log_normalizer, -1))
+            reference = ops.one_hot(ops.squeeze(ids, -1), vocab, dtype="float32")
+            wanted = (1.0 - label_smoothing) * reference + label_smoothing / vocab
+            return ops.cast((probabilities - wanted) * ops.expand_dims(upstream, -1), logits.dtype)
+
+        return log_normalizer - (1.0 - label_smoothing) * target - label_smoothing * mean, gradient
+
+    return losses(logits)
 
 
 def sum_over_replicas(value):

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -174,3 +175,31 @@ def test_configs_extend_the_keras_base_configs():
         assert config == {"name": "m", "dtype": "float32", "pad_id": 3}
         again = cls.from_config(config)
         assert (again.name, again.pad_id) == ("m", 3)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="reads XLA's compiled HLO under JAX")
+def test_the_gradient_is_one_pass_over_the_logits():
+    """What XLA makes of the loss and its gradient on logits `(batch,
+    length, vocab)`: no tensor of their size but the gradient itself (no
+    log-probabilities, no softmax, no one-hot kept or written)."""
+    import re
+
+    import jax
+
+    batch, length, vocab = 4, 8, 4096
+    ids = np.random.default_rng(0).integers(0, vocab, (batch, length))
+    logits = np.random.default_rng(1).normal(size=(batch, length, vocab)).astype("float32")
+    loss = LabelSmoothedCrossEntropy()
+    step = jax.jit(jax.value_and_grad(lambda x: loss(ids, x)))
+    text = step.lower(logits).compile().as_text()
+    entry = text[text.index("ENTRY") :]
+    shapes = rf"(f32|bf16)\[({batch},{length},{vocab}|{batch * length},{vocab})\]"
+    written = [
+        line
+        for line in entry.splitlines()
+        if re.match(rf"\s*(ROOT )?%?[\w.\-]+ = {shapes}", line)
+        and not re.search(r"= \S+ (parameter|bitcast)\(", line)
+    ]
+    assert len(written) == 1, written
+    _, gradient = step(logits)
+    np.testing.assert_allclose(np.asarray(gradient), hand_gradient(ids, logits, 0.1), atol=1e-8)
