@@ -22,10 +22,11 @@ def matmul_weights(cfg):
     return encoder, decoder, cfg["vocab"] * d
 
 
-def train_flops(cfg):
-    """FLOPs of one training step."""
+def train_flops(cfg, batch=TRAIN_BATCH, source_len=SOURCE_LEN, target_len=TARGET_LEN):
+    """FLOPs of one training step on `batch` sentences of `source_len`
+    source and `target_len` target tokens (default: the workload's)."""
     encoder, decoder, logits = matmul_weights(cfg)
-    b, s, t, d, n = TRAIN_BATCH, SOURCE_LEN, TARGET_LEN, cfg["d_model"], cfg["layers"]
+    b, s, t, d, n = batch, source_len, target_len, cfg["d_model"], cfg["layers"]
     dense = 6 * (encoder * b * s + (decoder + logits) * b * t)
     attention = 3 * 4 * b * d * n * (s * s + t * t + t * s)  # fwd + 2x bwd
     return dense + attention

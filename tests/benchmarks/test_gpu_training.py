@@ -1,0 +1,82 @@
+"""benchmarks/gpu_training.py: its CPU smoke run, where TensorFlow cannot
+be imported (as on the GPU machines it is meant for), and its table."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+sys.path.insert(0, BENCHMARKS)
+
+import gpu_training  # noqa: E402
+
+# Every Python process started with this directory on its path blocks
+# TensorFlow's imports (tests/without_tensorflow.py).
+SITE = """import sys
+from tests.without_tensorflow import NoTensorFlow
+sys.meta_path.insert(0, NoTensorFlow())
+"""
+
+
+@pytest.mark.large  # starts a process per row
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the KERAS_BACKEND=jax round runs it")
+def test_the_tiny_preset_runs_every_kind_of_row_without_tensorflow(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(SITE)
+    results = tmp_path / "results.json"
+    rows = ["ours_jax", "ours_torch", "torch", "torch_compiled"]
+    command = [sys.executable, "gpu_training.py", "--preset", "tiny", "--rows", *rows]
+    command += ["--warmup", "1", "--steps", "2", "--json", str(results)]
+    output = subprocess.run(
+        command,
+        cwd=BENCHMARKS,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    recorded = json.loads(results.read_text())
+    assert set(recorded["results"]) == set(rows)
+    for name, result in recorded["results"].items():
+        assert len(result["times"]) == 2 and all(t > 0 for t in result["times"]), name
+        # Untrained, over 996 ordinary ids: about log(1000) = 6.9.
+        assert 5.5 < result["loss"] < 8.5, name
+    # The same model: ours on both backends counts the same weights.
+    assert (
+        recorded["results"]["ours_jax"]["parameters"]
+        == (recorded["results"]["ours_torch"]["parameters"])
+    )
+    for label in ("Keras on JAX (XLA)", "Keras on PyTorch (eager)", "`torch.compile`"):
+        assert label in output
+
+
+def test_the_table_reports_a_row_out_of_time_and_the_mfu(capsys):
+    args = gpu_training.argparse.Namespace(
+        preset="base", steps=2, warmup=1, row_timeout=200.0, peak_tflops=None
+    )
+    spec = dict(
+        cfg=dict(vocab=37000, d_model=512, layers=6, heads=8, d_ff=2048),
+        batch=256,
+        source_len=100,
+        target_len=100,
+        precision="bf16",
+    )
+    step = 60.5e-3  # the issue's measured step of ours on JAX on an H100
+    results = {
+        "ours_jax": dict(times=[step, step], first_step=42.9, loss=9.1, device="NVIDIA H100 80GB"),
+        "ours_torch_compiled": None,
+        "torch_compiled": dict(times=[0.0593] * 2, first_step=44.8, loss=9.1, device="NVIDIA H100"),
+    }
+    rates = gpu_training.report(results, spec, args)
+    table = capsys.readouterr().out
+    assert rates["ours_jax"] == pytest.approx(25600 / step)
+    # 9.96 TFLOPs a step at 60.5 ms on a 989.4-TFLOP/s GPU: 16.6%.
+    assert "| 16.6% |" in table
+    assert "no step within 200 s" in table
+    assert "ours_jax / torch_compiled: 0.98x (target 1.2x: missed)" in table
+    assert np.isclose(gpu_training.train_flops(spec["cfg"], 256, 100, 100), 9.96e12, rtol=1e-3)
