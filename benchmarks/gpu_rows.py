@@ -15,8 +15,9 @@ and `steps`; a row returns the seconds of its first step (tracing and
 compiling included) and of each timed step, its last loss, its device.
 """
 
-import math
 import time
+
+from comparison import peer_torch
 
 DROPOUT, LABEL_SMOOTHING = 0.1, 0.1
 PAD, BOS, FIRST_ORDINARY = 0, 2, 4
@@ -91,72 +92,21 @@ def _keras_device(backend):
 def torch_transformer(spec):
     """`torch.nn.Transformer` of the same shape, bf16 by `torch.autocast`."""
     import torch
-    from torch import nn
 
     cfg = spec["cfg"]
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    d = cfg["d_model"]
-
-    class TorchTransformer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embedding = nn.Embedding(cfg["vocab"], d)
-            nn.init.normal_(self.embedding.weight, std=d**-0.5)
-            self.transformer = nn.Transformer(
-                d_model=d,
-                nhead=cfg["heads"],
-                num_encoder_layers=cfg["layers"],
-                num_decoder_layers=cfg["layers"],
-                dim_feedforward=cfg["d_ff"],
-                dropout=DROPOUT,
-                batch_first=True,
-            )
-            self.dropout = nn.Dropout(DROPOUT)
-            position = torch.arange(1024)[:, None]
-            rates = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
-            table = torch.zeros(1024, d)
-            table[:, 0::2] = torch.sin(position * rates)
-            table[:, 1::2] = torch.cos(position * rates)
-            self.register_buffer("positions", table)
-
-        def embed(self, ids):
-            return self.dropout(self.embedding(ids) * math.sqrt(d) + self.positions[: ids.shape[1]])
-
-        def forward(self, source, target):
-            causal = nn.Transformer.generate_square_subsequent_mask(
-                target.shape[1], device=target.device
-            )
-            pad = source == PAD
-            y = self.transformer(
-                self.embed(source),
-                self.embed(target),
-                tgt_mask=causal,
-                src_key_padding_mask=pad,
-                memory_key_padding_mask=pad,
-            )
-            return y @ self.embedding.weight.T
-
-    model = TorchTransformer().to(device).train()
+    model = peer_torch.torch_transformer(cfg, PAD, DROPOUT).to(device).train()
     forward = torch.compile(model) if spec["compiled"] else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     source, target_in, target_out = (
         torch.from_numpy(a).long().to(device) for a in batch_arrays(spec)
     )
+    batch = (source, target_in, target_out)
     bf16 = spec["precision"] == "bf16"
 
     def step():
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-            logits = forward(source, target_in)
-        loss = nn.functional.cross_entropy(
-            logits.float().reshape(-1, cfg["vocab"]),
-            target_out.reshape(-1),
-            label_smoothing=LABEL_SMOOTHING,
-        )
-        loss.backward()
-        optimizer.step()
-        return float(loss)
+        return peer_torch.training_step(forward, optimizer, batch, bf16, device)
 
     result = timed(step, spec)
     name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"

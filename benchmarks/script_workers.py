@@ -25,14 +25,19 @@ def run_worker(script, name, arguments=(), environment=None):
 
     >>> run_worker(__file__, "mirrored", ["--steps", "20"])["step_ms"]
     """
-    output = subprocess.run(
+    finished = subprocess.run(
         [sys.executable, script, "--worker", name, *arguments],
         env={**os.environ, **(environment or {})},
-        check=True,
         capture_output=True,
         text=True,
-    ).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    )
+    if finished.returncode:
+        tail = "\n".join(finished.stderr.strip().splitlines()[-30:])
+        raise RuntimeError(
+            f"worker {name!r} of {script} exited with {finished.returncode}; its stderr "
+            f"ends:\n{tail}"
+        )
+    return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
 def scratch_directory(prefix):

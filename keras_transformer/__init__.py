@@ -45,7 +45,8 @@ _TENSORFLOW_PARTS = {
     "tokenization": ("tokenization", "TF Text"),
     "Translator": ("translator", "in-graph tokenizers and searches"),
 }
-__getattr__ = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS).get
+_parts = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS)
+__getattr__, __dir__ = _parts.get, _parts.names
 
 # The model, its building blocks in the order of the architecture, the
 # training recipe's Keras objects, the translator with its settings and
@@ -80,7 +81,3 @@ __all__ = [
     "tokenization",
     "training",
 ]
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))

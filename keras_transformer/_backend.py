@@ -99,7 +99,8 @@ class TensorFlowParts:
 
     Example:
 
-    >>> __getattr__ = TensorFlowParts(__name__, {"make_batches": ("data", "tf.data")}).get
+    >>> parts = TensorFlowParts(__name__, {"make_batches": ("data", "tf.data")})
+    >>> __getattr__, __dir__ = parts.get, parts.names
     """
 
     def __init__(self, package, parts):
@@ -122,6 +123,11 @@ class TensorFlowParts:
         value = module if module_name.split(".")[-1] == name else getattr(module, name)
         setattr(sys.modules[self.package], name, value)  # found directly from now on
         return value
+
+    def names(self):
+        """The package's `__dir__`: what it holds and what it imports when
+        first used."""
+        return sorted(set(vars(sys.modules[self.package])) | set(self.parts))
 
 
 # The modules whose absence `TensorFlowParts` reports as TensorFlow's.

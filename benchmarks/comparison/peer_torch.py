@@ -8,15 +8,15 @@ from comparison.workload import LABEL_SMOOTHING
 from comparison.workload import train_batch
 
 
-def worker_train(spec):
-    """One training step; bf16 is `torch.autocast`."""
+def torch_transformer(cfg, pad_id, dropout=DROPOUT):
+    """`nn.Transformer(batch_first=True)` of `cfg`'s shape with a tied
+    embedding and the paper's interleaved sinusoids: `model(source,
+    target)` gives the logits."""
     import math
 
     import torch
     from torch import nn
 
-    cfg, pad_id = spec["cfg"], spec["ids"]["pad"]
-    torch.manual_seed(0)
     d = cfg["d_model"]
 
     class TorchTransformer(nn.Module):
@@ -30,10 +30,10 @@ def worker_train(spec):
                 num_encoder_layers=cfg["layers"],
                 num_decoder_layers=cfg["layers"],
                 dim_feedforward=cfg["d_ff"],
-                dropout=DROPOUT,
+                dropout=dropout,
                 batch_first=True,
             )
-            self.dropout = nn.Dropout(DROPOUT)
+            self.dropout = nn.Dropout(dropout)
             position = torch.arange(1024)[:, None]
             rates = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
             table = torch.zeros(1024, d)
@@ -46,7 +46,9 @@ def worker_train(spec):
             return self.dropout(x)
 
         def forward(self, source, target):
-            causal = nn.Transformer.generate_square_subsequent_mask(target.shape[1])
+            causal = nn.Transformer.generate_square_subsequent_mask(
+                target.shape[1], device=target.device
+            )
             pad = source == pad_id
             y = self.transformer(
                 self.embed(source),
@@ -57,7 +59,37 @@ def worker_train(spec):
             )
             return y @ self.embedding.weight.T
 
-    model = TorchTransformer()
+    return TorchTransformer()
+
+
+def training_step(model, optimizer, batch, bf16=False, device="cpu"):
+    """One optimizer step of `model` (or its compiled forward pass) on
+    `(source, target_in, target_out)`, bf16 by `torch.autocast`; returns
+    the loss as a float (so the device has finished)."""
+    import torch
+    from torch import nn
+
+    source, target_in, target_out = batch
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(source, target_in)
+    loss = nn.functional.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]),
+        target_out.reshape(-1),
+        label_smoothing=LABEL_SMOOTHING,
+    )
+    loss.backward()
+    optimizer.step()
+    return float(loss)
+
+
+def worker_train(spec):
+    """One training step; bf16 is `torch.autocast`."""
+    import torch
+
+    cfg, pad_id = spec["cfg"], spec["ids"]["pad"]
+    torch.manual_seed(0)
+    model = torch_transformer(cfg, pad_id)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     source, target_in, target_out = (
         torch.from_numpy(x).long() for x in train_batch(cfg, spec["ids"])
@@ -66,17 +98,7 @@ def worker_train(spec):
     losses = []
 
     def step():
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(source, target_in)
-        loss = nn.functional.cross_entropy(
-            logits.float().reshape(-1, cfg["vocab"]),
-            target_out.reshape(-1),
-            label_smoothing=LABEL_SMOOTHING,
-        )
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss))
+        losses.append(training_step(model, optimizer, (source, target_in, target_out), bf16=bf16))
 
     model.train()
     times = time_calls(step, spec["warmup"], spec["steps"])

@@ -61,7 +61,8 @@ _TENSORFLOW_PARTS = {
     "TrainResult": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
     "train": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
 }
-__getattr__ = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS).get
+_parts = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS)
+__getattr__, __dir__ = _parts.get, _parts.names
 
 __all__ = [
     "BatchShapes",
@@ -114,7 +115,3 @@ __all__ = [
     "train",
     "write_json_atomically",
 ]
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
