@@ -46,6 +46,13 @@ class MultiHeadAttention(AttentionDecoding, keras.layers.Layer):
     `key_mask`), and a causal mask with `use_causal_mask=True`. A query row
     whose keys are all hidden returns zeros (never NaN).
 
+    On JAX and PyTorch, `call` runs the backend's fused attention kernel
+    (`keras.ops.dot_product_attention`: cuDNN's flash attention under JAX
+    on NVIDIA GPUs, `scaled_dot_product_attention` under PyTorch) when no
+    attention scores are asked for, the value heads have the keys' depth
+    and no attention dropout is active: the same output, without the
+    probabilities kept for the backward pass.
+
     Decoding and plots have their own methods: `call_with_cache(query,
     cache, index)`, causal self-attention of new positions over a
     fixed-size cache `{"key", "value"}` (`initial_cache`), returned with

@@ -16,6 +16,8 @@ padded with `pad_id` (0 by default). Elements are `((source, target_in),
 target_out)`, exactly what `Transformer.fit` takes.
 """
 
+import collections
+
 import numpy as np
 import tensorflow as tf
 
@@ -62,6 +64,29 @@ def fit_batch_shapes(
     24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
     _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
+    lengths = _sampled_lengths(pairs, tokenizer, max_length, long_pairs)
+    return BatchShapes.fit(lengths[:, 0], lengths[:, 1], batch_tokens, max_length, max_shapes)
+
+
+# The last few samples' lengths, by the identity of their pairs and
+# tokenizer (kept alive with them): every replica's `make_batches` of a run,
+# and `train`'s record of the shapes, fit on one sample, tokenized once.
+_SAMPLES = collections.OrderedDict()
+
+
+def _sampled_lengths(pairs, tokenizer, max_length, long_pairs):
+    """`(pairs, 2)` source and target lengths, EOS and BOS included, of the
+    first `SHAPE_SAMPLE` pairs that `make_batches` keeps (read-only)."""
+    key = (id(pairs), id(tokenizer), max_length, long_pairs)
+    if key not in _SAMPLES:
+        lengths = _lengths_of_sample(pairs, tokenizer, max_length, long_pairs)
+        _SAMPLES[key] = (pairs, tokenizer, lengths)
+        while len(_SAMPLES) > 4:
+            _SAMPLES.popitem(last=False)
+    return _SAMPLES[key][2]
+
+
+def _lengths_of_sample(pairs, tokenizer, max_length, long_pairs):
     keep = token_pairs.keep_pair(max_length, long_pairs)
     sample = token_pairs.tokenized(pairs.take(SHAPE_SAMPLE), tokenizer, None)
 
@@ -71,7 +96,8 @@ def fit_batch_shapes(
     kept = sample.filter(lambda s, t: keep(s, t)["kept"]).map(framed_lengths)
     rows = list(kept.batch(65536).as_numpy_iterator())
     lengths = np.concatenate(rows) if rows else np.zeros([0, 2], np.int32)
-    return BatchShapes.fit(lengths[:, 0], lengths[:, 1], batch_tokens, max_length, max_shapes)
+    lengths.setflags(write=False)
+    return lengths
 
 
 @_backend.tensorflow_only("training.make_batches", "tf.data and the TF Text tokenizer")

@@ -110,10 +110,13 @@ def test_repeated_passes_fill_every_batch_with_real_pairs(corpus):
     assert tokens == pytest.approx(shapes.target_tokens_per_batch, rel=0.05)
 
 
-def test_each_replica_gets_the_same_lengths_and_its_share_of_the_budget(corpus):
+def test_each_replica_gets_the_same_lengths_and_its_share_of_the_budget(corpus, monkeypatch):
     import tensorflow as tf
 
     pairs = text_pairs_from_lists(*corpus)
+    samples = []
+    sample = data._lengths_of_sample
+    monkeypatch.setattr(data, "_lengths_of_sample", lambda *a: samples.append(a) or sample(*a))
     whole = make_batches(pairs, number_tokenizer, 1024, MAX_LENGTH, static_shapes=True)
     context = tf.distribute.InputContext(
         num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2
@@ -124,6 +127,7 @@ def test_each_replica_gets_the_same_lengths_and_its_share_of_the_budget(corpus):
     assert replica.batch_shapes.lengths == whole.batch_shapes.lengths
     assert replica.batch_shapes.batch_sizes == tuple(512 // n for n in whole.batch_shapes.lengths)
     assert {s.shape for s, _, _ in rows(replica)} <= set(replica.batch_shapes.shapes)
+    assert len(samples) == 1  # the replicas' pipelines fit on one sample, tokenized once
 
 
 def test_auto_is_static_where_the_step_is_compiled_by_xla(corpus, monkeypatch):
