@@ -11,8 +11,12 @@ training step of the same model on the same batch, timed.
 Neither imports TensorFlow. A spec (a dict) says what to run: `preset`,
 `cfg` (vocab, d_model, layers, heads, d_ff), `batch`, `source_len`,
 `target_len`, `precision` (`"bf16"` or `"fp32"`), `compiled`, `warmup`
-and `steps`; a row returns the seconds of its first step (tracing and
-compiling included) and of each timed step, its last loss, its device.
+and `steps` (and for `ours`, `fused`: whether the attention may take the
+backend's fused kernel, as it does by default). A row returns the seconds
+of its first step (tracing and compiling included), of each timed step
+(waited for), and of a step among `steps` run in a row (waited for once:
+ours by `fit`, as Keras trains; `torch.nn.Transformer` by a plain loop),
+its last loss and its device.
 """
 
 import time
@@ -36,10 +40,12 @@ def batch_arrays(spec, seed=0):
     return tuple(a.astype("int32") for a in (source, target[:, :-1], target[:, 1:]))
 
 
-def timed(step, spec):
+def timed(step, steps_in_a_row, spec):
     """Runs `step()` (which returns the loss as a float, so that the
     device has finished) once for the first step, `warmup` more times,
-    then `steps` timed times."""
+    then `steps` timed times; then `steps_in_a_row(steps)` (the same
+    steps, each dispatched while the last runs, one wait at the end, as
+    a training loop runs them) timed as a whole."""
     start = time.perf_counter()
     loss = step()
     first = time.perf_counter() - start
@@ -50,16 +56,24 @@ def timed(step, spec):
         start = time.perf_counter()
         loss = step()
         times.append(time.perf_counter() - start)
-    return {"first_step": first, "times": times, "loss": loss}
+    steps_in_a_row(2)  # its own machinery's first use, untimed
+    start = time.perf_counter()
+    steps_in_a_row(spec["steps"])
+    in_a_row = (time.perf_counter() - start) / spec["steps"]
+    return {"first_step": first, "times": times, "in_a_row": in_a_row, "loss": loss}
 
 
 def ours(spec):
     """`Transformer` on the running Keras backend."""
     import keras
+    import numpy as np
 
     import keras_transformer as kt
+    from keras_transformer import _backend
     from keras_transformer import training
 
+    if not spec.get("fused", True):  # the layers' own softmax(QKᵀ)V, as before fusing
+        _backend.has_fused_attention = lambda dtype: False
     keras.utils.set_random_seed(0)
     if spec["precision"] == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -75,8 +89,39 @@ def ours(spec):
         logs = model.train_on_batch((source, target_in), target_out, return_dict=True)
         return float(logs["loss"])
 
-    result = timed(step, spec)
-    return {**result, "device": _keras_device(backend), "parameters": model.count_params()}
+    def steps_in_a_row(count):  # `fit`: it waits for the device at the epoch's end
+        tiled = [np.tile(a, (count, 1)) for a in (source, target_in, target_out)]
+        batch = spec["batch"]
+        model.fit(tuple(tiled[:2]), tiled[2], batch_size=batch, shuffle=False, verbose=0)
+
+    result = timed(step, steps_in_a_row, spec)
+    return {
+        **result,
+        "device": _keras_device(backend),
+        "parameters": model.count_params(),
+        "attention": _attention_kernel(backend, spec),
+    }
+
+
+def _attention_kernel(backend, spec):
+    """What ours attends with: `"layers"` (its own softmax(QKᵀ)V),
+    `"sdpa"` (PyTorch's fused kernels), or on JAX `"cudnn"` (flash
+    attention, where Keras finds it usable for these shapes) or `"xla"`."""
+    if not spec.get("fused", True):
+        return "layers"
+    if backend != "jax":
+        return "sdpa"
+    import jax.numpy as jnp
+
+    try:  # Keras's private check, read for the diagnosis only
+        from keras.src.backend.jax.nn import _can_use_flash_attention
+    except ImportError:
+        return "unknown"
+    heads = spec["cfg"]["heads"]
+    dtype = "bfloat16" if spec["precision"] == "bf16" else "float32"
+    shape = (spec["batch"], spec["target_len"], heads, spec["cfg"]["d_model"] // heads)
+    q = jnp.zeros(shape, dtype)
+    return "cudnn" if _can_use_flash_attention(q, q, q, None) else "xla"
 
 
 def _keras_device(backend):
@@ -106,9 +151,14 @@ def torch_transformer(spec):
     bf16 = spec["precision"] == "bf16"
 
     def step():
-        return peer_torch.training_step(forward, optimizer, batch, bf16, device)
+        return float(peer_torch.training_step(forward, optimizer, batch, bf16, device))
 
-    result = timed(step, spec)
+    def steps_in_a_row(count):
+        for _ in range(count):
+            loss = peer_torch.training_step(forward, optimizer, batch, bf16, device)
+        float(loss)
+
+    result = timed(step, steps_in_a_row, spec)
     name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
     return {**result, "device": name, "parameters": sum(p.numel() for p in model.parameters())}
 

@@ -65,7 +65,7 @@ def torch_transformer(cfg, pad_id, dropout=DROPOUT):
 def training_step(model, optimizer, batch, bf16=False, device="cpu"):
     """One optimizer step of `model` (or its compiled forward pass) on
     `(source, target_in, target_out)`, bf16 by `torch.autocast`; returns
-    the loss as a float (so the device has finished)."""
+    the loss, a 0-d tensor the device may still be computing."""
     import torch
     from torch import nn
 
@@ -80,7 +80,7 @@ def training_step(model, optimizer, batch, bf16=False, device="cpu"):
     )
     loss.backward()
     optimizer.step()
-    return float(loss)
+    return loss.detach()
 
 
 def worker_train(spec):
@@ -98,7 +98,8 @@ def worker_train(spec):
     losses = []
 
     def step():
-        losses.append(training_step(model, optimizer, (source, target_in, target_out), bf16=bf16))
+        batch = (source, target_in, target_out)
+        losses.append(float(training_step(model, optimizer, batch, bf16=bf16)))
 
     model.train()
     times = time_calls(step, spec["warmup"], spec["steps"])

@@ -44,6 +44,7 @@ def test_the_tiny_preset_runs_every_kind_of_row_without_tensorflow(tmp_path):
     assert set(recorded["results"]) == set(rows)
     for name, result in recorded["results"].items():
         assert len(result["times"]) == 2 and all(t > 0 for t in result["times"]), name
+        assert result["in_a_row"] > 0, name
         # Untrained, over 996 ordinary ids: about log(1000) = 6.9.
         assert 5.5 < result["loss"] < 8.5, name
     # The same model: ours on both backends counts the same weights.
@@ -68,9 +69,14 @@ def test_the_table_reports_a_row_out_of_time_and_the_mfu(capsys):
     )
     step = 60.5e-3  # the measured step of ours on JAX on an H100
     results = {
-        "ours_jax": dict(times=[step, step], first_step=42.9, loss=9.1, device="NVIDIA H100 80GB"),
+        "ours_jax": dict(
+            times=[0.07, 0.08], in_a_row=step, first_step=42.9, loss=9.1, device="NVIDIA H100 80GB"
+        ),
         "ours_torch_compiled": None,
-        "torch_compiled": dict(times=[0.0593] * 2, first_step=44.8, loss=9.1, device="NVIDIA H100"),
+        "ours_torch": {"error": "RuntimeError: out of memory"},
+        "torch_compiled": dict(
+            times=[0.0593] * 2, in_a_row=0.0593, first_step=44.8, loss=9.1, device="NVIDIA H100"
+        ),
     }
     rates = gpu_training.report(results, spec, args)
     table = capsys.readouterr().out
@@ -78,5 +84,8 @@ def test_the_table_reports_a_row_out_of_time_and_the_mfu(capsys):
     # 9.96 TFLOPs a step at 60.5 ms on a 989.4-TFLOP/s GPU: 16.6%.
     assert "| 16.6% |" in table
     assert "no step within 200 s" in table
-    assert "ours_jax / torch_compiled: 0.98x (target 1.2x: missed)" in table
+    assert "failed: RuntimeError: out of memory" in table
+    # In a row 59.3 / 60.5; each waited for, 59.3 / 75 (the median of 70 and 80).
+    assert "ours_jax / torch_compiled: 0.98x in a row, 0.79x each waited for" in table
+    assert "(target 1.2x: missed)" in table
     assert np.isclose(gpu_training.train_flops(spec["cfg"], 256, 100, 100), 9.96e12, rtol=1e-3)
