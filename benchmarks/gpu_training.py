@@ -152,9 +152,9 @@ def report(results, spec, args):
         waited[name] = tokens / step
         rates[name] = tokens / result["in_a_row"]
         peak = peak_tflops(result["device"], args.peak_tflops)
-        mfu = f"{100 * flops * rates[name] / tokens / (peak * 1e12):.1f}%" if peak else "—"
+        mfu = f"{100 * flops / result['in_a_row'] / (peak * 1e12):.1f}%" if peak else "—"
         print(
-            f"| {label} | {result['device']} | {result.get('attention', 'sdpa')} "
+            f"| {label} | {result['device']} | {result['attention']} "
             f"| {1000 * step:.1f} | {1000 * result['in_a_row']:.1f} | {rates[name]:,.0f} "
             f"| {mfu} | {result['first_step']:.1f} | {result['loss']:.3f} |"
         )

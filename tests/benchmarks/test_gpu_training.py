@@ -70,12 +70,22 @@ def test_the_table_reports_a_row_out_of_time_and_the_mfu(capsys):
     step = 60.5e-3  # the measured step of ours on JAX on an H100
     results = {
         "ours_jax": dict(
-            times=[0.07, 0.08], in_a_row=step, first_step=42.9, loss=9.1, device="NVIDIA H100 80GB"
+            times=[0.07, 0.08],
+            in_a_row=step,
+            first_step=42.9,
+            loss=9.1,
+            device="NVIDIA H100 80GB",
+            attention="cudnn",
         ),
         "ours_torch_compiled": None,
         "ours_torch": {"error": "RuntimeError: out of memory"},
         "torch_compiled": dict(
-            times=[0.0593] * 2, in_a_row=0.0593, first_step=44.8, loss=9.1, device="NVIDIA H100"
+            times=[0.0593] * 2,
+            in_a_row=0.0593,
+            first_step=44.8,
+            loss=9.1,
+            device="NVIDIA H100",
+            attention="sdpa",
         ),
     }
     rates = gpu_training.report(results, spec, args)
@@ -83,6 +93,7 @@ def test_the_table_reports_a_row_out_of_time_and_the_mfu(capsys):
     assert rates["ours_jax"] == pytest.approx(25600 / step)
     # 9.96 TFLOPs a step at 60.5 ms on a 989.4-TFLOP/s GPU: 16.6%.
     assert "| 16.6% |" in table
+    assert "| NVIDIA H100 80GB | cudnn |" in table
     assert "no step within 200 s" in table
     assert "failed: RuntimeError: out of memory" in table
     # In a row 59.3 / 60.5; each waited for, 59.3 / 75 (the median of 70 and 80).
