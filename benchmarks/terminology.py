@@ -98,7 +98,7 @@ def main():
         for i in range(0, len(sources), 64):
             batch = sources[i : i + 64]
             empty = tf.constant([""] * len(batch))
-            result = translator.translate_with_constraints(tf.constant(batch), empty, empty)
+            result = translator.graph.translate_with_constraints(tf.constant(batch), empty, empty)
             outputs += [t.decode() for t in result["translation"].numpy()]
         return outputs
 

@@ -1,8 +1,10 @@
 """keras_transformer_runtime: what runs without TensorFlow or Keras.
 
-The decoding settings every translator shares (`DecodingSettings`), what
-translators return (`TargetScore`, `Hypothesis`, `AlignedTranslation`,
-scored with `length_penalty`), `CTranslate2Translator`, which runs a
+The decoding settings every translator shares (`DecodingSettings`), the
+Python API they share (`Runner`), what they return (`TargetScore`,
+`Hypothesis`, `AlignedTranslation`, scored with `length_penalty`),
+`SavedModelTranslator`, a client of a TF Serving export (TensorFlow and
+TF Text imported when it is made), `CTranslate2Translator`, which runs a
 `keras_transformer.export.export_ctranslate2` directory with only
 `ctranslate2` and `sentencepiece` installed, and `LiteRTTranslator` and
 `ONNXTranslator`, which run the search exported as one model file by
@@ -24,8 +26,11 @@ from keras_transformer_runtime.litert import LiteRTTranslator
 from keras_transformer_runtime.onnx import ONNXTranslator
 from keras_transformer_runtime.results import AlignedTranslation
 from keras_transformer_runtime.results import Hypothesis
+from keras_transformer_runtime.results import RefusedRequestError
 from keras_transformer_runtime.results import TargetScore
 from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.runner import Runner
+from keras_transformer_runtime.saved_model import SavedModelTranslator
 from keras_transformer_runtime.settings import DecodingSettings
 
 __all__ = [
@@ -36,6 +41,9 @@ __all__ = [
     "Hypothesis",
     "LiteRTTranslator",
     "ONNXTranslator",
+    "RefusedRequestError",
+    "Runner",
+    "SavedModelTranslator",
     "TargetScore",
     "in_length_order",
     "length_penalty",

@@ -35,6 +35,10 @@ with these differences, by construction of CTranslate2's search:
 * CTranslate2 does not decode an empty source: its translation is empty
   (EOS, scored by the model), as each of the `n_best`, where `Translator`
   decodes from EOS alone.
+* The hypotheses after the best of an n-best list may differ from
+  `Translator`'s: the two beam searches collect finished hypotheses
+  differently (CTranslate2 may keep one that ended at once, an empty
+  translation). The best, and every score, agree.
 * Sampling draws from CTranslate2's own random generator: repeatable with
   a seed, but not the draws of `Translator`.
 * Terminology constraints and banned phrases (`Translator.translate(...,
@@ -47,6 +51,7 @@ import json
 import os
 import warnings
 
+from keras_transformer_runtime import runner
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import TargetScore
@@ -75,7 +80,7 @@ def import_ctranslate2():
     return ctranslate2
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(runner.Runner):
     """Translates, samples and scores raw strings with a directory written
     by `export_ctranslate2`, with the settings saved there.
 
@@ -104,6 +109,11 @@ class CTranslate2Translator:
     ['Ein Hund läuft.']
     """
 
+    methods = frozenset(
+        {runner.TRANSLATE, runner.TRANSLATE_WITH_SCORES, runner.SAMPLE, runner.SCORE}
+    )
+    has_token_scores = True
+
     def __init__(
         self,
         model_dir,
@@ -129,13 +139,13 @@ class CTranslate2Translator:
         # Exports before it was recorded: the output limit, as then.
         self._model_max_length = recorded.get("model_max_length", self.settings.max_output_length)
         self.model_dir = model_dir
-        self.translator = ctranslate2.Translator(
-            model_dir,
+        self._options = dict(
             device=device,
             compute_type=compute_type,
             intra_threads=intra_threads,
             inter_threads=inter_threads,
         )
+        self.translator = ctranslate2.Translator(model_dir, **self._options)
         if os.path.isfile(os.path.join(model_dir, SOURCE_TOKENIZER_FILE)):
             self.pieces = MarianPieces(
                 os.path.join(model_dir, SOURCE_TOKENIZER_FILE),
@@ -150,7 +160,7 @@ class CTranslate2Translator:
         """Pieces of each source, truncated to leave room for EOS (which
         CTranslate2 appends)."""
         keep = self.settings.max_input_length - 1
-        return [self.pieces.source(text)[:keep] for text in sentences]
+        return [self.pieces.source(runner.as_text(text))[:keep] for text in sentences]
 
     def _by_length(self, sentences, batch_size, run):
         """`run(pieces)` over batches of at most `batch_size` sources of
@@ -231,17 +241,23 @@ class CTranslate2Translator:
             repetition_penalty=self.settings.repetition_penalty,
         )
 
-    def translate_with_scores(self, sentences, n_best=1, batch_size=64, token_scores=False):
+    def describe(self):
+        """The export's directory, quantization and decoding settings."""
+        return "\n".join(
+            [
+                f"CTranslate2 model: {self.model_dir}",
+                f"quantization: {self.quantization}",
+                "decoding settings: " + json.dumps(self.settings.to_dict(), sort_keys=True),
+            ]
+        )
+
+    def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):
         """Beam search (greedy for `beam_size=1`): for each sentence, its
         `n_best` best `Hypothesis` (at most `beam_size`), best first; with
         `token_scores`, each with its tokens' log-probabilities (one more
         scoring call per batch, as `score` gives them)."""
+        runner.check_n_best(n_best, self.settings.beam_size)
         beam_size = self.settings.beam_size
-        if not 1 <= n_best <= beam_size:
-            raise ValueError(
-                f"`n_best` must be between 1 and the beam size ({beam_size}). "
-                f"Received: n_best={n_best}"
-            )
 
         def run(pieces):
             results = self.translator.translate_batch(
@@ -273,15 +289,16 @@ class CTranslate2Translator:
             for options in hypotheses
         ]
 
-    def translate(self, sentences, batch_size=64):
-        """The best translation of each sentence, in order."""
-        return [h[0].translation for h in self.translate_with_scores(sentences, 1, batch_size)]
-
     def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
         """`num_samples` random translations of each sentence
         (`temperature`, `top_k`, `top_p`), from CTranslate2's own random
-        generator seeded with `seed`: repeatable, but not the draws of
-        `Translator`'s `sample_with_scores`.
+        generator seeded with `seed`: repeatable (with one `inter_threads`,
+        the default), but not the draws of `Translator`'s `sample`.
+
+        CTranslate2's generators belong to its worker threads and take the
+        seed when they are made, so a later `set_random_seed` does not
+        change them (OpenNMT/CTranslate2#1757): each call draws with a
+        model loaded afresh after seeding (a model load per call).
 
         Raises:
             ValueError: `seed` is not an integer in [0, 2**32 - 1], the
@@ -293,9 +310,10 @@ class CTranslate2Translator:
                 f"generator takes 32 bits). Received: seed={seed!r}"
             )
         self._ctranslate2.set_random_seed(seed)
+        sampler = self._ctranslate2.Translator(self.model_dir, **self._options)
 
         def run(pieces):
-            results = self.translator.translate_batch(
+            results = sampler.translate_batch(
                 pieces,
                 beam_size=1,
                 num_hypotheses=num_samples,
@@ -329,7 +347,7 @@ class CTranslate2Translator:
 
         def run(chunk):
             source_pieces = self._source_pieces([sources[i] for i in chunk])
-            target_pieces = [self.pieces.target(targets[i])[:keep] for i in chunk]
+            target_pieces = [self.pieces.target(runner.as_text(targets[i]))[:keep] for i in chunk]
             results = self.translator.score_batch(source_pieces, target_pieces, max_input_length=0)
             scores = []
             for result in results:

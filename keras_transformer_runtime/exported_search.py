@@ -25,6 +25,7 @@ import json
 import os
 
 from keras_transformer_runtime import _validation
+from keras_transformer_runtime import runner
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import length_penalty
@@ -76,7 +77,7 @@ def host_tokenizer(path, recorded):
     return SentencePieces(companion(path, SENTENCEPIECE_SUFFIX))
 
 
-class ExportedSearchTranslator:
+class ExportedSearchTranslator(runner.Runner):
     """Translates raw strings with a search exported as one model file:
     SentencePiece on the host (`sentencepiece`), the search in the model.
     A subclass runs the model (`_search`).
@@ -90,8 +91,11 @@ class ExportedSearchTranslator:
         quantization: the weights' type in the model file.
     """
 
+    methods = frozenset({runner.TRANSLATE, runner.TRANSLATE_WITH_SCORES})
+
     def __init__(self, path, runtime):
         self.path = os.fspath(path)
+        self.runtime = runtime
         recorded = read_export(self.path, runtime)
         self.settings = DecodingSettings.from_dict(recorded)
         self.quantization = recorded.get("quantization") or "float32"
@@ -109,17 +113,41 @@ class ExportedSearchTranslator:
         import numpy as np
 
         keep = self.settings.max_input_length - 1
-        rows = [self.pieces.source_ids(text)[:keep] + [self.eos_id] for text in sentences]
+        rows = [
+            self.pieces.source_ids(runner.as_text(text))[:keep] + [self.eos_id]
+            for text in sentences
+        ]
         ids = np.full((len(rows), max((len(r) for r in rows), default=0)), self.pad_id, np.int32)
         for i, row in enumerate(rows):
             ids[i, : len(row)] = row
         return ids
 
-    def translate_with_scores(self, sentences, batch_size=16):
-        """The best translation of each sentence as a `Hypothesis`, in
+    def describe(self):
+        """The model file, its quantization and decoding settings."""
+        return "\n".join(
+            [
+                f"{self.runtime} model: {self.path}",
+                f"quantization: {self.quantization}",
+                "decoding settings: " + json.dumps(self.settings.to_dict(), sort_keys=True),
+            ]
+        )
+
+    def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=16):
+        """The best translation of each sentence as a `Hypothesis` (in a
+        list: the search inside the model returns the best only), in
         order, in batches of at most `batch_size` sources of similar
-        length."""
+        length.
+
+        Raises:
+            ValueError: `n_best` is not 1, or `token_scores` is asked for
+                (the model returns neither).
+        """
         _validation.check_positive_int(batch_size=batch_size)
+        if n_best != 1 or token_scores:
+            raise ValueError(
+                f"{self.name} returns the best translation and its score only: n_best=1, "
+                f"token_scores=False. Received: n_best={n_best!r}, token_scores={token_scores!r}"
+            )
         sentences = list(sentences)
         alpha = self.settings.alpha
 
@@ -129,12 +157,14 @@ class ExportedSearchTranslator:
             for row, score in zip(ids, scores, strict=True):
                 tokens = self.pieces.pieces_of_ids(row)
                 hypotheses.append(
-                    Hypothesis(
-                        translation=self.pieces.text_of_ids(row),
-                        score=float(score),
-                        log_prob=float(score) * length_penalty(len(tokens), alpha),
-                        tokens=tokens,
-                    )
+                    [
+                        Hypothesis(
+                            translation=self.pieces.text_of_ids(row),
+                            score=float(score),
+                            log_prob=float(score) * length_penalty(len(tokens), alpha),
+                            tokens=tokens,
+                        )
+                    ]
                 )
             return hypotheses
 
@@ -142,4 +172,4 @@ class ExportedSearchTranslator:
 
     def translate(self, sentences, batch_size=16):
         """The best translation of each sentence, in order."""
-        return [h.translation for h in self.translate_with_scores(sentences, batch_size)]
+        return super().translate(sentences, batch_size)

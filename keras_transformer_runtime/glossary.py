@@ -16,6 +16,44 @@ import unicodedata
 PHRASE_SEPARATOR = "|||"
 
 
+def phrase_lists(name, phrases, count):
+    """`phrases` (the argument `name`: per sentence, a list of phrase
+    strings, or `None`) as `count` lists, checked; `None` gives empty
+    ones.
+
+    Raises:
+        ValueError: not one list per sentence, or a phrase that is not a
+            string or holds `|||`.
+    """
+    if phrases is None:
+        return [[] for _ in range(count)]
+    phrases = [list(p) for p in phrases]
+    if len(phrases) != count:
+        raise ValueError(
+            f"`{name}` must hold one list of phrases per sentence. Received: "
+            f"{len(phrases)} lists for {count} sentences"
+        )
+    for sentence in phrases:
+        for phrase in sentence:
+            if not isinstance(phrase, str) or PHRASE_SEPARATOR in phrase:
+                raise ValueError(
+                    f"Each of `{name}` must be a string without {PHRASE_SEPARATOR!r}. "
+                    f"Received: {phrase!r}"
+                )
+    return phrases
+
+
+def joined(phrases):
+    """A sentence's phrases as the one string the serving signature takes
+    (joined by ` ||| `; `""` for none)."""
+    return f" {PHRASE_SEPARATOR} ".join(phrases)
+
+
+def split(field):
+    """The phrases of a ` ||| `-joined string (`""`: none), stripped."""
+    return [phrase.strip() for phrase in field.split(PHRASE_SEPARATOR)] if field.strip() else []
+
+
 def _normalized(text):
     return unicodedata.normalize("NFKC", text).casefold()
 

@@ -1,4 +1,7 @@
-"""What translators return, and the length penalty their scores use."""
+"""What translators return, the length penalty their scores use, and the
+parsers of a SavedModel's signature outputs into them (NumPy arrays in:
+`Translator` and `SavedModelTranslator` call the signatures, these read
+what comes out)."""
 
 import dataclasses
 
@@ -40,31 +43,56 @@ class TargetScore:
 
 @dataclasses.dataclass(frozen=True)
 class Hypothesis:
-    """One output of a search (`CTranslate2Translator.translate_with_scores`).
+    """One output of a search (`translate_with_scores`, `sample`,
+    `translate_with_constraints` of every translator).
 
     Attributes:
         translation: the detokenized text.
         score: `log_prob / length_penalty(len(tokens), alpha)`.
-        log_prob: the sum of the tokens' log-probabilities, EOS included.
+        log_prob: the sum of the tokens' log-probabilities, EOS included
+            (`None` where the runner's output does not give it: a
+            SavedModel's search signatures return text and score only).
         tokens: the SentencePiece pieces, ending with EOS's (added and
             scored where the length limit stopped the hypothesis, as the
-            searches of `keras_transformer` do).
+            searches of `keras_transformer` do); `None` where the runner's
+            output does not give them.
         token_scores: each token's log-probability given the source and
             the tokens before it, where asked for
-            (`CTranslate2Translator.translate_with_scores(...,
-            token_scores=True)`), else empty.
+            (`translate_with_scores(..., token_scores=True)`), else empty.
+        constraints_met: from `translate_with_constraints`, whether the
+            translation holds every constraint (false where the length
+            limit came first); `None` from the other searches.
     """
 
     translation: str
     score: float
-    log_prob: float
-    tokens: list
+    log_prob: float | None = None
+    tokens: list | None = None
     token_scores: list = dataclasses.field(default_factory=list)
+    constraints_met: bool | None = None
 
     @property
     def word_scores(self):
         """`[(word, log_prob)]` from `token_scores` (`word_scores`)."""
         return word_scores(self.tokens, self.token_scores)
+
+
+class RefusedRequestError(ValueError):
+    """A SavedModel refused a request: a sentence (or pair) that alone
+    exceeds one of its request limits (`max_input_tokens`).
+
+    Attributes:
+        reason: the limit, as the export states it.
+        start, end: the refused items, `start` to `end` (0-based, `end`
+            excluded): one item, unless the export's limits changed.
+        done: the results of the items before `start`, in order (they
+            were translated and can be kept).
+    """
+
+    def __init__(self, reason, start, end, done):
+        where = f"item {start + 1}" if end - start == 1 else f"items {start + 1}-{end}"
+        super().__init__(f"The export refuses {where}: {reason}")
+        self.reason, self.start, self.end, self.done = reason, start, end, done
 
 
 WORD_BOUNDARY = "\u2581"
@@ -122,3 +150,96 @@ class AlignedTranslation:
         """`[(word, log_prob)]`: `token_scores` summed over each word's
         pieces (`word_scores`); a low one marks a word to check."""
         return word_scores(self.target_tokens, self.token_scores)
+
+
+def text(value):
+    """A signature's string output as text (invalid UTF-8 replaced)."""
+    return value.decode("utf-8", errors="replace")
+
+
+def _length(tokens):
+    """How many of a row of pieces are pieces (`""` pads the row)."""
+    return int((tokens != b"").sum())
+
+
+def best_hypotheses(outputs):
+    """`serving_default`'s, `sample`'s or `translate_with_options`'
+    outputs (`{"translation", "score"}`) as one `Hypothesis` per sentence,
+    each in a list (`translate_with_scores`' shape)."""
+    return [
+        [Hypothesis(translation=text(t), score=float(s))]
+        for t, s in zip(outputs["translation"], outputs["score"], strict=True)
+    ]
+
+
+def n_best_hypotheses(outputs, n_best):
+    """`n_best`'s outputs (`{"translations", "scores"}`, best first) as the
+    `n_best` best `Hypothesis` of each sentence."""
+    return [
+        [Hypothesis(translation=text(t), score=float(s)) for t, s in zip(ts, ss, strict=True)][
+            :n_best
+        ]
+        for ts, ss in zip(outputs["translations"], outputs["scores"], strict=True)
+    ]
+
+
+def constrained_hypotheses(outputs):
+    """`translate_with_constraints`' outputs as one `Hypothesis` per
+    sentence, with `constraints_met`."""
+    return [
+        Hypothesis(translation=text(t), score=float(s), constraints_met=bool(met))
+        for t, s, met in zip(
+            outputs["translation"], outputs["score"], outputs["constraints_met"], strict=True
+        )
+    ]
+
+
+def target_scores(outputs):
+    """`score`'s outputs as `TargetScore`s, one per pair."""
+    results = []
+    for row, tokens in enumerate(outputs["target_tokens"]):
+        length = _length(tokens)
+        results.append(
+            TargetScore(
+                log_prob=float(outputs["log_prob"][row]),
+                score=float(outputs["score"][row]),
+                tokens=[text(piece) for piece in tokens[:length]],
+                token_scores=outputs["token_scores"][row, :length].tolist(),
+            )
+        )
+    return results
+
+
+def aligned_translations(outputs):
+    """`translate_with_alignments`' outputs as `AlignedTranslation`s."""
+    results = []
+    for row, translation in enumerate(outputs["translation"]):
+        length = _length(outputs["target_tokens"][row])
+        results.append(
+            AlignedTranslation(
+                translation=text(translation),
+                target_tokens=[text(p) for p in outputs["target_tokens"][row, :length]],
+                source_tokens=[text(p) for p in outputs["source_tokens"][row] if p],
+                alignments=outputs["alignments"][row, :length].tolist(),
+                token_scores=outputs["token_scores"][row, :length].tolist(),
+            )
+        )
+    return results
+
+
+def scored_hypotheses(outputs):
+    """`translate_with_alignments`' outputs as one `Hypothesis` per
+    sentence with its tokens and their log-probabilities, each in a list
+    (`translate_with_scores(..., token_scores=True)`)."""
+    return [
+        [
+            Hypothesis(
+                translation=aligned.translation,
+                score=float(score),
+                log_prob=float(sum(aligned.token_scores)),
+                tokens=aligned.target_tokens,
+                token_scores=aligned.token_scores,
+            )
+        ]
+        for aligned, score in zip(aligned_translations(outputs), outputs["score"], strict=True)
+    ]

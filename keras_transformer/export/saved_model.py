@@ -56,6 +56,7 @@ class _ServingModule(tf.Module):
         # instead of the one the graph reads. So the Keras model stays out of
         # the object graph, and its `tf.Variable`s are listed explicitly.
         object.__setattr__(self, "translator", translator)
+        object.__setattr__(self, "graph", translator.graph)
         self.model_variables = [v.value for v in translator.model.variables]
         # The tokenizer's resources (a MarianTokenizer's lookup table), so
         # that the export creates and initializes them on load.
@@ -98,66 +99,54 @@ class _ServingModule(tf.Module):
             return tf.identity(text)
 
     @tf.function(input_signature=[TEXT])
-    def serve(self, text):
-        outputs = self.translator.translate_with_scores(self._within_limits(text))
-        return {"translation": outputs["translation"], "score": outputs["score"]}
+    def serving_default(self, text):
+        return self.graph.serving_default(self._within_limits(text))
 
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
-        return self.translator.translate_n_best(self._within_limits(text))
+        return self.graph.n_best(self._within_limits(text))
 
     @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
-    def with_options(self, text, prefix, max_output_length):
-        return self.translator.translate_with_options(
+    def translate_with_options(self, text, prefix, max_output_length):
+        return self.graph.translate_with_options(
             self._within_limits(text), self._within_limits(prefix, "target"), max_output_length
         )
 
     @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
-    def with_constraints(self, text, constraints, banned):
-        return self.translator.translate_with_constraints(
+    def translate_with_constraints(self, text, constraints, banned):
+        return self.graph.translate_with_constraints(
             self._within_limits(text),
             self._within_limits(constraints, "target"),
             self._within_limits(banned, "target"),
         )
 
     @tf.function(input_signature=[TEXT])
-    def with_alignments(self, text):
-        return self.translator.translate_with_alignments(self._within_limits(text))
+    def translate_with_alignments(self, text):
+        return self.graph.translate_with_alignments(self._within_limits(text))
 
     @tf.function(input_signature=[TEXT, SEED])
     def sample(self, text, seed):
-        return self.translator.sample_with_scores(self._within_limits(text), seed)
+        return self.graph.sample(self._within_limits(text), seed)
 
     @tf.function(input_signature=[SOURCE, TARGET])
     def score(self, source, target):
-        return self.translator.score_targets(
-            self._within_limits(source), self._within_limits(target, "target")
-        )
-
-    @tf.function(input_signature=[TEXT])
-    def tokenize(self, text):
-        ids = self.translator.tokenizer.tokenize(text)
-        return {
-            "ids": ids.to_tensor(self.translator.pad_id),
-            "lengths": tf.cast(ids.row_lengths(), tf.int32),
-        }
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
-    def detokenize(self, ids):
-        return {"text": self.translator.tokenizer.detokenize(ids)}
+        return self.graph.score(self._within_limits(source), self._within_limits(target, "target"))
 
     def signatures(self):
-        return {
-            "serving_default": self.serve.get_concrete_function(),
-            "n_best": self.n_best.get_concrete_function(),
-            "translate_with_options": self.with_options.get_concrete_function(),
-            "translate_with_alignments": self.with_alignments.get_concrete_function(),
-            "translate_with_constraints": self.with_constraints.get_concrete_function(),
-            "sample": self.sample.get_concrete_function(),
-            "score": self.score.get_concrete_function(),
-            "tokenize": self.tokenize.get_concrete_function(),
-            "detokenize": self.detokenize.get_concrete_function(),
+        """Each signature's concrete function, by the graph function's name
+        (`tokenize` and `detokenize` without limits: they run no model)."""
+        functions = {
+            "serving_default": self.serving_default,
+            "n_best": self.n_best,
+            "translate_with_options": self.translate_with_options,
+            "translate_with_alignments": self.translate_with_alignments,
+            "translate_with_constraints": self.translate_with_constraints,
+            "sample": self.sample,
+            "score": self.score,
+            "tokenize": self.graph.tokenize,
+            "detokenize": self.graph.detokenize,
         }
+        return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
 def _write_warmup(path, sentences):

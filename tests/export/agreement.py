@@ -10,9 +10,11 @@ def assert_translates_as(translator, runtime, path, sources):
     gives `translator`'s translations of `sources` and their scores
     (within 1e-5), in batches of 1 and of 7 (the order kept); returns the
     hypotheses of the last."""
-    expected = translator.translate_with_scores(tf.constant(sources))
+    expected = translator.graph.serving_default(tf.constant(sources))
     for batch_size in (1, 7):
-        hypotheses = runtime(path).translate_with_scores(sources, batch_size=batch_size)
+        results = runtime(path).translate_with_scores(sources, batch_size=batch_size)
+        assert all(len(options) == 1 for options in results)
+        hypotheses = [options[0] for options in results]
         assert [h.translation for h in hypotheses] == [
             t.decode() for t in expected["translation"].numpy()
         ]

@@ -18,7 +18,7 @@ def translate_in_a_process(runtime, path, sources):
         "import json, sys\n"
         f"from keras_transformer_runtime import {runtime}\n"
         f"results = {runtime}({os.fspath(path)!r}).translate_with_scores({sources!r})\n"
-        "best = [r[0] if isinstance(r, list) else r for r in results]\n"
+        "best = [options[0] for options in results]\n"
         "print(json.dumps({\n"
         "    'translations': [h.translation for h in best],\n"
         "    'scores': [h.score for h in best],\n"

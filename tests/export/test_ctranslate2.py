@@ -72,7 +72,8 @@ def test_a_target_is_scored_as_the_translator_truncates_it(words_tokenizer, tmp_
 
 def _our_hypotheses(translator, sources):
     """Our best output per source as `(pieces with EOS, score)`."""
-    ids, scores = translator._search(translator.encode_text(tf.constant(sources)), 1)
+    source_ids = translator.graph.encode_text(tf.constant(sources))
+    ids, scores = translator.graph.search_ids(source_ids, 1)
     outputs = []
     for row, score in zip(ids[:, 0].numpy(), scores[:, 0].numpy(), strict=True):
         pieces = [translator.tokenizer.id_to_piece(i) for i in row if i != translator.pad_id]
@@ -270,6 +271,6 @@ def test_token_scores_sum_to_each_hypothesis_log_probability(words_tokenizer, tm
     # As the model scores the same pieces teacher-forced (ours, in the graph).
     best = scored[0][0]
     ids = [[tokenizer.piece_to_id(p) for p in best.tokens]]
-    source = translator.encode_text(tf.constant(sentences[:1]))
+    source = translator.graph.encode_text(tf.constant(sentences[:1]))
     expected = translator.search.token_log_probs(source, tf.constant(ids, tf.int32))
     np.testing.assert_allclose(best.token_scores, expected.numpy()[0], atol=1e-4)

@@ -143,7 +143,7 @@ def test_an_xla_translator_is_exported_without_xla(translator, tmp_path):
     path = export(xla, tmp_path / "models")
     assert compiled_functions(path) == []
     serve = tf.saved_model.load(path).signatures["serving_default"]
-    expected = translator.translate_with_scores(tf.constant(SENTENCES))["translation"]
+    expected = translator.graph.serving_default(tf.constant(SENTENCES))["translation"]
     assert serve(text=tf.constant(SENTENCES))["translation"].numpy().tolist() == (
         expected.numpy().tolist()
     )

@@ -200,7 +200,7 @@ def generate(hf_model, hf_tokenizer, sources, num_beams, extra, length_penalty=0
 def searched(translator, sources):
     """`translator`'s search of `sources` (one batch) as `generate`
     returns Hugging Face's: ids without BOS and padding, cut at EOS."""
-    ids, _ = translator._search(translator.encode_text(sources), 1)
+    ids, _ = translator.graph.search_ids(translator.graph.encode_text(sources), 1)
     tokenizer = translator.tokenizer
     rows = []
     for row in ids.numpy()[:, 0].tolist():

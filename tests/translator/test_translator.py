@@ -17,6 +17,11 @@ pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 learned = pytest.mark.large
 
 
+def best_ids(translator, sentences):
+    """The search's `(ids, scores)` of `sentences`, in the graph."""
+    return translator.graph.search_ids(translator.graph.encode_text(tf.constant(sentences)), 1)
+
+
 @pytest.fixture
 def trained(letter_reverser):
     return letter_reverser.model, letter_reverser.tokenizer
@@ -41,10 +46,10 @@ def test_exact_outputs_on_the_learned_task(reverser, beam_size):
 def test_scores_and_n_best(reverser):
     sources, _ = letter_reversal_corpus(6, seed=2)
     text = tf.constant(sources)
-    greedy = reverser[1].translate_with_scores(text)
+    greedy = reverser[1].graph.serving_default(text)
     beam = reverser[4]
-    best = beam.translate_with_scores(text)
-    n_best = beam.translate_n_best(text)
+    best = beam.graph.serving_default(text)
+    n_best = beam.graph.n_best(text)
     assert n_best["translations"].shape == (6, 4)
     np.testing.assert_array_equal(n_best["translations"][:, 0].numpy(), best["translation"].numpy())
     np.testing.assert_allclose(n_best["scores"][:, 0], best["score"], rtol=1e-5)
@@ -63,16 +68,21 @@ def test_bad_input_never_crashes_or_drops_a_sentence(trained):
     assert len(outputs) == 5
     assert outputs[0] == "c b a" and outputs[4] == "b a"
     assert all(isinstance(o, str) for o in outputs)
-    assert translator(tf.constant([], tf.string)).shape == (0,)
-    long_ids = translator.encode_text(tf.constant([very_long]))
+    assert translator.graph.serving_default(tf.constant([], tf.string))["translation"].shape == (0,)
+    long_ids = translator.graph.encode_text(tf.constant([very_long]))
     assert long_ids.shape[1] == model.max_length
 
 
 def test_traces_once_for_any_batch(micro_translator):
     sources, _ = letter_reversal_corpus(7, seed=3)
+    # The session's translator may have traced already (an export calls the
+    # same function inside its own): no batch size traces again.
+    serving_default = micro_translator.graph.serving_default
+    serving_default(tf.constant(sources[:1]))
+    traced = serving_default.experimental_get_tracing_count()
     for n in (1, 3, 7):
-        micro_translator(tf.constant(sources[:n]))
-    assert micro_translator.__call__.experimental_get_tracing_count() == 1
+        serving_default(tf.constant(sources[:n]))
+    assert serving_default.experimental_get_tracing_count() == traced
 
 
 @learned
@@ -160,7 +170,7 @@ def test_vocabularies_of_model_and_tokenizer_are_compared():
     table.assign(boosted)
     for beam_size in (1, 3):
         translator = Translator(model, tokenizer, beam_size=beam_size, max_extra_length=4)
-        ids, _ = translator._search(translator.encode_text(tf.constant(["a b", "c"])), 1)
+        ids, _ = best_ids(translator, ["a b", "c"])
         assert int(tf.reduce_max(ids)) < tokenizer.vocab_size
         assert len(translator.translate(["a b", "c"])) == 2
 
@@ -193,7 +203,7 @@ def test_score_equals_a_forward_pass_per_pair():
         np.testing.assert_allclose(result.log_prob, expected.sum(), rtol=1e-4)
         penalty = ((5 + len(pieces)) / 6) ** 0.8
         np.testing.assert_allclose(result.score, expected.sum() / penalty, rtol=1e-4)
-    graph = translator.score_targets(tf.constant(sentences), tf.constant(targets))
+    graph = translator.graph.score(tf.constant(sentences), tf.constant(targets))
     width = max(len(result.tokens) for result in scores)
     assert graph["target_tokens"].shape == graph["token_scores"].shape == (5, width)
     assert graph["target_tokens"].numpy()[2].tolist() == [b"</s>"] + [b""] * (width - 1)
@@ -205,7 +215,7 @@ def test_score_equals_a_forward_pass_per_pair():
 def test_score_of_a_search_output_is_its_search_score(reverser, beam_size):
     sources, targets = letter_reversal_corpus(12, seed=4)
     translator = reverser[beam_size]
-    searched = translator.translate_with_scores(tf.constant(sources))
+    searched = translator.graph.serving_default(tf.constant(sources))
     outputs = [t.decode() for t in searched["translation"].numpy()]
     scored = translator.score(sources, outputs)
     np.testing.assert_allclose(
@@ -223,16 +233,16 @@ def test_score_refuses_unpaired_inputs(micro_translator):
     with pytest.raises(ValueError, match="Received: batch_size=0"):
         translator.score(["a b"], ["b a"], batch_size=0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="differ in length"):
-        translator.score_targets(tf.constant(["a", "b"]), tf.constant(["a"]))
+        translator.graph.score(tf.constant(["a", "b"]), tf.constant(["a"]))
 
 
 @learned
 def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained, reverser):
     model, tokenizer = trained
     sources, _ = letter_reversal_corpus(10, seed=5)
-    greedy = reverser[1].translate_with_scores(tf.constant(sources))
+    greedy = reverser[1].graph.serving_default(tf.constant(sources))
     top_one = Translator(model, tokenizer, search="sample", top_k=1, temperature=3.0)
-    sampled = top_one.sample_with_scores(tf.constant(sources), tf.constant(9, tf.int64))
+    sampled = top_one.graph.sample(tf.constant(sources), tf.constant(9, tf.int64))
     np.testing.assert_array_equal(sampled["translation"].numpy(), greedy["translation"].numpy())
     np.testing.assert_allclose(sampled["score"].numpy(), greedy["score"].numpy(), rtol=1e-5)
     # Hot sampling: a seed repeats its draws, another seed draws others; the
@@ -241,9 +251,9 @@ def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained, reverser):
     first = hot.translate(sources, batch_size=4, seed=1)
     assert hot.translate(sources, batch_size=4, seed=1) == first
     assert hot.translate(sources, batch_size=4, seed=2) != first
-    source_ids = hot.encode_text(tf.constant(sources))
-    ids, scores = hot._sample(source_ids, tf.constant(3, tf.int64))
-    log_probs = tf.reduce_sum(hot._score(source_ids, ids[:, 0]), axis=1).numpy()
+    source_ids = hot.graph.encode_text(tf.constant(sources))
+    ids, scores = hot.graph.sample_ids(source_ids, tf.constant(3, tf.int64))
+    log_probs = tf.reduce_sum(hot.graph.token_log_probs(source_ids, ids[:, 0]), axis=1).numpy()
     lengths = (ids[:, 0].numpy() != model.pad_id).sum(axis=1)
     expected = log_probs / ((5 + lengths) / 6) ** hot.settings.alpha
     np.testing.assert_allclose(scores[:, 0].numpy(), expected, rtol=1e-4, atol=1e-4)
@@ -266,14 +276,16 @@ def test_prefixes_and_output_length_per_request(trained, reverser, beam_size):
     right = [" ".join(t.split()[:2]) for t in targets]
     wrong = ["z y"] * 4 + [""] * 4
     assert translator.translate(sources, prefixes=right) == targets
-    outputs = translator.translate_with_options(text, tf.constant(wrong), tf.constant(0))
+    outputs = translator.graph.translate_with_options(text, tf.constant(wrong), tf.constant(0))
     texts = [t.decode() for t in outputs["translation"].numpy()]
     assert all(t.startswith("z y") for t in texts[:4]) and texts[4:] == targets[4:]
     # Scores include the prefix: they equal the teacher-forced score.
     scored = translator.score(sources, texts)
     np.testing.assert_allclose([s.score for s in scored], outputs["score"].numpy(), atol=1e-4)
-    plain = translator.translate_with_scores(text)
-    no_options = translator.translate_with_options(text, tf.constant([""] * 8), tf.constant(0))
+    plain = translator.graph.serving_default(text)
+    no_options = translator.graph.translate_with_options(
+        text, tf.constant([""] * 8), tf.constant(0)
+    )
     np.testing.assert_array_equal(no_options["translation"].numpy(), plain["translation"].numpy())
     short = translator.translate(sources, max_output_length=3)
     assert all(len(tokenizer([output])[0]) <= 2 for output in short)  # 3 tokens with EOS
@@ -287,8 +299,8 @@ def test_output_controls_in_the_translator(trained, reverser):
     plain = reverser[4]
     controlled = Translator(model, tokenizer, beam_size=4, min_length=6, no_repeat_ngram_size=2)
     assert controlled.settings.min_length == 6
-    plain_ids = plain._search(plain.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
-    ids = controlled._search(controlled.encode_text(tf.constant(sources)), 1)[0][:, 0].numpy()
+    plain_ids = best_ids(plain, sources)[0][:, 0].numpy()
+    ids = best_ids(controlled, sources)[0][:, 0].numpy()
 
     def tokens(row):
         return [t for t in row.tolist() if t != model.pad_id][:-1]  # EOS dropped
@@ -328,11 +340,11 @@ def test_alignments_on_the_reversal_task(trained, reverser):
         tokens += len(expected)
     assert aligned >= 0.9 * tokens, (aligned, tokens)
     text = tf.constant(sources[:3])
-    source_ids = translator.encode_text(text).numpy()
+    source_ids = translator.graph.encode_text(text).numpy()
     # Held in a name: a tf.function method keeps only a weak reference.
     first_layer = Translator(model, tokenizer, alignment_layer=0)
     for layer, aligning in ((0, first_layer), (-1, translator)):  # -1: the default
-        outputs = aligning.translate_with_alignments(text)
+        outputs = aligning.graph.translate_with_alignments(text)
         alignments = outputs["alignments"].numpy()
         assert alignments.shape == outputs["target_tokens"].shape
         for row, source_row in enumerate(source_ids):
@@ -363,7 +375,7 @@ def test_token_scores_sum_to_the_searchs_log_probability(micro_translator):
 
     sources = ["a b c", "", "d e f g h i", "j"]
     results = micro_translator.translate(sources, return_alignments=True)
-    scores = micro_translator.translate_with_scores(tf.constant(sources))["score"].numpy()
+    scores = micro_translator.graph.serving_default(tf.constant(sources))["score"].numpy()
     alpha = micro_translator.settings.alpha
     for result, score in zip(results, scores, strict=True):
         assert len(result.token_scores) == len(result.target_tokens)
@@ -405,14 +417,14 @@ def test_terms_refuse_other_options_and_encode_as_target_pieces(micro_translator
         micro_translator.translate(["a", "b"], constraints=[["a"], [" "]])
     micro_translator.translate(["a"], banned=[[" "]])  # bans nothing, harmlessly
     # Phrases right-aligned, -1 before them; none: one column of -1.
-    ids = micro_translator.encode_phrases(tf.constant(["a b |||  c", "", "d"])).numpy()
+    ids = micro_translator.graph.encode_phrases(tf.constant(["a b |||  c", "", "d"])).numpy()
     pieces = micro_translator.tokenizer.tokenize_target(tf.constant(["a b", "c", "d"])).to_list()
     assert ids.shape == (3, 2, 1 + len(pieces[0]))
     assert ids[0, 0, -len(pieces[0]) :].tolist() == pieces[0]
     assert ids[0, 1, -len(pieces[1]) :].tolist() == pieces[1]
     assert ids[2, 0, -len(pieces[2]) :].tolist() == pieces[2]
     assert (ids[1] == -1).all() and (ids[:, :, 0] == -1).all()
-    assert micro_translator.encode_phrases(tf.constant(["", ""])).numpy().shape == (2, 1, 1)
+    assert micro_translator.graph.encode_phrases(tf.constant(["", ""])).numpy().shape == (2, 1, 1)
 
 
 @learned
@@ -425,7 +437,7 @@ def test_constraints_appear_in_the_translations(reverser):
         absent = [c for c in "abcdefghij" if c not in source.split()]
         constraints.append([] if i % 4 == 0 else [str(rng.choice(absent))])
     constraints[1] = ["j a", "b"]
-    result = translator.translate_with_constraints(
+    result = translator.graph.translate_with_constraints(
         tf.constant(sources),
         tf.constant([" ||| ".join(c) for c in constraints]),
         tf.constant([""] * len(sources)),

@@ -1,0 +1,244 @@
+"""`TranslatorGraph`: a `Translator`'s TensorFlow graph functions, each
+named after the SavedModel signature that serves it.
+
+Each function takes string tensors and returns a dict of tensors, as TF
+Serving calls it; `keras_transformer.export.export_saved_model` serves
+them under the same names (with the request limits checked first), and
+`keras_transformer_runtime.results` parses their outputs. `Translator`
+calls them from Python.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.decoding import constrained
+from keras_transformer.decoding.banned import NO_TOKEN
+from keras_transformer.translator.signatures import BANNED
+from keras_transformer.translator.signatures import CONSTRAINTS
+from keras_transformer.translator.signatures import IDS
+from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
+from keras_transformer.translator.signatures import PHRASE_SEPARATOR
+from keras_transformer.translator.signatures import PREFIX
+from keras_transformer.translator.signatures import SEED
+from keras_transformer.translator.signatures import SOURCE
+from keras_transformer.translator.signatures import TARGET
+from keras_transformer.translator.signatures import TEXT
+from keras_transformer_runtime.results import length_penalty
+
+
+class TranslatorGraph(tf.Module):
+    """Tokenization, search and detokenization of raw strings in one
+    graph per signature (see `Translator` for the decoding).
+
+    Args:
+        search: the `ModelSearch` (model, tokenizer, settings).
+        jit_compile: compile the searches with XLA.
+        name: the module's name.
+
+    Example:
+
+    >>> graph = TranslatorGraph(ModelSearch(model, tokenizer, settings, -1))
+    >>> graph.serving_default(tf.constant(["A dog runs."]))["translation"]
+    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'Ein Hund l\\xc3\\xa4uft.'])>
+    """
+
+    def __init__(self, search, jit_compile=False, name=None):
+        super().__init__(name=name)
+        self.search = search
+        self.model, self.tokenizer, self.settings = search.model, search.tokenizer, search.settings
+        self.pad_id, self.bos_id, self.eos_id = search.pad_id, search.bos_id, search.eos_id
+        self.jit_compile = jit_compile
+        self.search_ids = tf.function(search.search_ids, jit_compile=jit_compile)
+        self.sample_ids = tf.function(search.sample_ids, jit_compile=jit_compile)
+        self.token_log_probs = tf.function(search.token_log_probs, jit_compile=jit_compile)
+
+    def encode_text(self, text):
+        """Strings `(batch,)` to padded source ids `(batch, length)`, each
+        truncated to `max_input_length` tokens and ending with EOS."""
+        return self._ids_ending_with_eos(
+            self.tokenizer.tokenize(text), self.settings.max_input_length
+        )
+
+    def encode_target(self, text):
+        """Target strings `(batch,)` to padded ids `(batch, length)`, each
+        truncated to the model's `max_length` tokens and ending with EOS,
+        as a search would output them."""
+        return self._ids_ending_with_eos(
+            self.tokenizer.tokenize_target(text), self.model.max_length
+        )
+
+    def _ids_ending_with_eos(self, ids, max_tokens):
+        ids = ids[:, : max_tokens - 1]
+        eos = tf.fill([ids.nrows(), 1], tf.constant(self.eos_id, ids.dtype))
+        return tf.concat([ids, eos], axis=1).to_tensor(self.pad_id)
+
+    def encode_prefix(self, text):
+        """Target prefixes `(batch,)` to padded ids `(batch, length)`, no
+        EOS, at most `max_output_length - 1` tokens (room for EOS)."""
+        ids = self.tokenizer.tokenize_target(text)[:, : self.settings.max_output_length - 1]
+        return ids.to_tensor(self.pad_id)
+
+    def encode_phrases(self, phrases):
+        """Strings `(batch,)` of phrases joined by `|||` to the int32
+        `(batch, phrases, length)` the searches take (`decoding.banned`:
+        target ids right-aligned, padded on the left with -1)."""
+        split = tf.strings.strip(tf.strings.split(phrases, PHRASE_SEPARATOR))  # (batch, None)
+        pieces = self.tokenizer.tokenize_target(split.flat_values)  # (phrases, None)
+        ids = tf.RaggedTensor.from_row_splits(pieces, split.row_splits, validate=False)
+        left = ids.to_tensor(NO_TOKEN)  # (batch, phrases, length), left-aligned
+        lengths = tf.cast(ids.row_lengths(axis=2).to_tensor(0), tf.int32)
+        width = tf.shape(left)[2]
+        index = tf.range(width) - (width - lengths[:, :, None])
+        right = tf.where(index >= 0, tf.gather(left, tf.maximum(index, 0), batch_dims=2), NO_TOKEN)
+        # At least one column, for a batch without phrases.
+        return tf.concat([tf.fill(tf.concat([tf.shape(right)[:2], [1]], 0), NO_TOKEN), right], 2)
+
+    def _best_ids(self, source, seed, options=None):
+        """One output per sentence from the settings' search: `(ids
+        (batch, 1, length), scores (batch, 1))`; `seed` is used by
+        sampling only."""
+        if self.settings.search == "sample":
+            return self.sample_ids(source, seed, options)
+        return self.search_ids(source, 1, options)
+
+    def _pieces(self, ids):
+        """Padded ids to their pieces, `""` at padding."""
+        return tf.where(tf.not_equal(ids, self.pad_id), self.tokenizer.id_to_string(ids), "")
+
+    def _best(self, ids, scores):
+        return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
+
+    @tf.function(input_signature=[TEXT])
+    def serving_default(self, text):
+        """`{"translation": (batch,) strings, "score": (batch,) float32}`,
+        the score being the length-penalized log-probability. With
+        `search="sample"`, a sample drawn with seed 0 (see `sample`)."""
+        return self._best(*self._best_ids(self.encode_text(text), tf.constant(0, tf.int64)))
+
+    @tf.function(input_signature=[TEXT])
+    def n_best(self, text):
+        """All `beam_size` finished hypotheses, best first:
+        `{"translations": (batch, beam) strings, "scores": (batch, beam)}`."""
+        ids, scores = self.search_ids(self.encode_text(text), self.settings.beam_size)
+        flat = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
+        texts = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(scores))
+        return {"translations": texts, "scores": scores}
+
+    @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
+    def translate_with_options(self, text, prefix, max_output_length):
+        """Like `serving_default`, with per-request options: each
+        translation starts with its `prefix` (strings `(batch,)`, `""` for
+        none; forced, then the search goes on; its log-probability counts
+        in the score), and has at most `max_output_length` tokens, EOS
+        included (<= 0, or more than the translator's: the translator's)."""
+        return self.options_with_seed(text, prefix, max_output_length, tf.constant(0, tf.int64))
+
+    @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH, SEED])
+    def options_with_seed(self, text, prefix, max_output_length, seed):
+        """`translate_with_options` with sampling's `seed`."""
+        options = {"prefix": self.encode_prefix(prefix), "max_output_length": max_output_length}
+        return self._best(*self._best_ids(self.encode_text(text), seed, options))
+
+    @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
+    def translate_with_constraints(self, text, constraints, banned):
+        """Like `serving_default`, with terminology: each sentence's
+        `constraints` (a string of phrases joined by `|||`, `""` for
+        none) must appear in its translation, and its `banned` phrases
+        must not. Phrases are matched as target pieces, each segmented as
+        the tokenizer segments it alone, contiguous; a constraint is met
+        only where a word's start, punctuation or the end follows it
+        (`"Hund"` is met by "Hund." but not by "Hunde"). Constraints use
+        beam search with dynamic beam allocation (`decoding.constrained`);
+        banned phrases apply as the output controls do.
+
+        Returns:
+            `{"translation", "score"` (the model's length-penalized
+            log-probability)`, "constraints_met": (batch,)` bool (false
+            where the length limit came first: the translation is then the
+            best of those that meet the most)`}`.
+        """
+        phrases = {"constraints": self.encode_phrases(constraints)}
+        phrases["banned"] = self.encode_phrases(banned)
+        ids, scores = self.search_ids(self.encode_text(text), 1, phrases)
+        starts = self.search.word_starts
+        closing = None if starts is None else constrained.closing_tokens(starts, self.eos_id)
+        missing = constrained.missing(phrases["constraints"], ids, closing)[:, 0]
+        return {**self._best(ids, scores), "constraints_met": tf.equal(missing, 0)}
+
+    @tf.function(input_signature=[TEXT])
+    def translate_with_alignments(self, text):
+        """`serving_default`'s outputs, and for each output token the
+        source token it attends to most (the mean over heads of decoder
+        layer `alignment_layer`'s cross-attention, as Marian and
+        CTranslate2 align) and its log-probability: `{"translation",
+        "score", "alignments": (batch, target_len)` int32 source positions
+        (-1 after EOS)`, "token_scores": (batch, target_len)` float32 (as
+        `score` gives them for the translation; 0 after EOS)`,
+        "target_tokens": (batch, target_len), "source_tokens": (batch,
+        source_len)}` (pieces, `""` at padding)."""
+        source = self.encode_text(text)
+        ids, scores = self._best_ids(source, tf.constant(0, tf.int64))
+        ids = ids[:, 0]
+        width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), 1))
+        ids = ids[:, :width]
+        # The search's buffer may end without padding: one column for EOS.
+        target = tf.concat([ids, tf.fill([tf.shape(ids)[0], 1], self.pad_id)], 1)
+        return {
+            "translation": self.tokenizer.detokenize(ids),
+            "score": scores[:, 0],
+            "alignments": self.search.alignments(source, target)[:, :-1],
+            "token_scores": self.search.token_log_probs(source, ids),
+            "target_tokens": self._pieces(ids),
+            "source_tokens": self._pieces(source),
+        }
+
+    @tf.function(input_signature=[TEXT, SEED])
+    def sample(self, text, seed):
+        """One translation per sentence drawn at random (`temperature`,
+        `top_k`, `top_p`), the same for the same `seed` and batch:
+        `{"translation": (batch,) strings, "score": (batch,) float32}`, the
+        score being the model's length-penalized log-probability of it."""
+        return self._best(*self.sample_ids(self.encode_text(text), seed))
+
+    @tf.function(input_signature=[SOURCE, TARGET])
+    def score(self, source, target):
+        """How likely the model finds each given `target` for its `source`
+        (forced decoding), one teacher-forced pass, no search.
+
+        Targets are tokenized as `encode_target` does (EOS appended,
+        truncated to the model's `max_length` tokens). The probabilities
+        are the model's over the tokenizer's vocabulary, without the
+        searches' length limits.
+
+        Returns:
+            `{"log_prob": (batch,), "score": (batch,)` (length-penalized,
+            as `serving_default` reports it)`, "token_scores": (batch,
+            target_len)` (0 after EOS)`, "target_tokens": (batch,
+            target_len)` strings (the pieces, EOS's last, `""` after it)`}`.
+        """
+        tf.debugging.assert_equal(
+            tf.size(source), tf.size(target), message="`source` and `target` differ in length."
+        )
+        target_ids = self.encode_target(target)
+        token_scores = self.token_log_probs(self.encode_text(source), target_ids)
+        is_token = tf.not_equal(target_ids, self.pad_id)
+        lengths = tf.reduce_sum(tf.cast(is_token, tf.int32), axis=1)
+        log_prob = tf.reduce_sum(token_scores, axis=1)
+        return {
+            "log_prob": log_prob,
+            "score": log_prob / length_penalty(tf.cast(lengths, tf.float32), self.settings.alpha),
+            "token_scores": token_scores,
+            "target_tokens": self._pieces(target_ids),
+        }
+
+    @tf.function(input_signature=[TEXT])
+    def tokenize(self, text):
+        """`{"ids": (batch, length)` source ids, padded`, "lengths":
+        (batch,)}`, without EOS or truncation (a client counts tokens
+        against a request limit with it)."""
+        ids = self.tokenizer.tokenize(text)
+        return {"ids": ids.to_tensor(self.pad_id), "lengths": tf.cast(ids.row_lengths(), tf.int32)}
+
+    @tf.function(input_signature=[IDS])
+    def detokenize(self, ids):
+        """`{"text": (batch,)}` of target ids `(batch, length)`."""
+        return {"text": self.tokenizer.detokenize(ids)}

@@ -1,0 +1,100 @@
+"""`TranslationRequest`: the options of one `Translator.translate` call,
+checked once, against each other and the translator's settings."""
+
+import dataclasses
+import random
+
+from keras_transformer_runtime import _validation
+from keras_transformer_runtime import glossary
+
+
+@dataclasses.dataclass(frozen=True)
+class TranslationRequest:
+    """What `Translator.translate` was asked for (see its docstring).
+
+    Make one with `TranslationRequest.checked`, which refuses options that
+    do not go together.
+
+    Attributes:
+        sentences: the sentences, a list.
+        prefixes: per sentence, the prefix its translation starts with, or
+            `None`.
+        max_output_length: the output-length cap, or `None`.
+        return_alignments: return `AlignedTranslation`s.
+        constraints, banned: per sentence, lists of phrases, or `None`.
+        seed: sampling's seed (drawn at random when sampling without one);
+            `None` for the other searches.
+    """
+
+    sentences: list
+    prefixes: list | None = None
+    max_output_length: int | None = None
+    return_alignments: bool = False
+    constraints: list | None = None
+    banned: list | None = None
+    seed: int | None = None
+
+    @property
+    def with_options(self):
+        """Whether a prefix or an output-length cap is asked for."""
+        return self.prefixes is not None or self.max_output_length is not None
+
+    @property
+    def with_terms(self):
+        """Whether constraints or banned phrases are asked for."""
+        return self.constraints is not None or self.banned is not None
+
+    @classmethod
+    def checked(cls, settings, sentences, **options):
+        """The request for `sentences` and `options` (the keyword arguments
+        of `Translator.translate`), for a translator with `settings`.
+
+        Raises:
+            ValueError: an option out of range, or options that do not go
+                together; the message names them.
+        """
+        request = cls(list(sentences), **options)
+        count = len(request.sentences)
+        sampling = settings.search == "sample"
+        changes = {}
+        if request.prefixes is not None:
+            changes["prefixes"] = list(request.prefixes)
+            if len(changes["prefixes"]) != count:
+                raise ValueError(
+                    "`prefixes` must hold one prefix per sentence. Received: "
+                    f"{len(changes['prefixes'])} prefixes for {count} sentences"
+                )
+        if request.max_output_length is not None:
+            _validation.check_positive_int(max_output_length=request.max_output_length)
+        if request.return_alignments and (request.with_options or sampling):
+            raise ValueError(
+                "`return_alignments` works with beam search (or greedy) and no prefixes or "
+                f"max_output_length. Received: search={settings.search!r}, "
+                f"{request._options_received()}"
+            )
+        if request.with_terms:
+            changes["constraints"] = glossary.phrase_lists(
+                "constraints", request.constraints, count
+            )
+            changes["banned"] = glossary.phrase_lists("banned", request.banned, count)
+            if request.with_options or request.return_alignments or sampling:
+                raise ValueError(
+                    "`constraints` and `banned` work with beam search (or greedy) and no "
+                    f"prefixes, max_output_length or return_alignments. Received: "
+                    f"search={settings.search!r}, {request._options_received()}, "
+                    f"return_alignments={request.return_alignments}"
+                )
+        if request.seed is not None and not sampling:
+            raise ValueError(
+                f"`seed` is for search='sample'; this translator's search is "
+                f"{settings.search!r}. Received: seed={request.seed!r}"
+            )
+        if request.seed is not None:
+            _validation.check_non_negative_int(seed=request.seed)
+        elif sampling:
+            changes["seed"] = random.SystemRandom().randrange(2**62)
+        return dataclasses.replace(request, **changes)
+
+    def _options_received(self):
+        prefixes = "given" if self.prefixes is not None else None
+        return f"prefixes={prefixes}, max_output_length={self.max_output_length}"
