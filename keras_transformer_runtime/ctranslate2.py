@@ -57,13 +57,10 @@ from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import TargetScore
 from keras_transformer_runtime.results import length_penalty
 from keras_transformer_runtime.settings import DecodingSettings
-from keras_transformer_runtime.tokenizers import MarianPieces
-from keras_transformer_runtime.tokenizers import SentencePieces
+from keras_transformer_runtime.tokenizers import ASSETS
+from keras_transformer_runtime.tokenizers import host_tokenizer
 
 SETTINGS_FILE = "keras_transformer.json"
-TOKENIZER_FILE = "spm.model"
-# A Marian tokenizer's SentencePiece models, one per side.
-SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE = "source.spm", "target.spm"
 # The largest seed of `CTranslate2Translator.sample` (CTranslate2's generator takes 32 bits).
 MAX_SEED = 2**32 - 1
 
@@ -78,6 +75,16 @@ def import_ctranslate2():
             'pip install -e ".[ctranslate2]" (or `pip install ctranslate2`).'
         ) from None
     return ctranslate2
+
+
+def tokenizer_kind(model_dir, recorded):
+    """The kind of tokenizer an export directory holds: as recorded, or,
+    in exports written before the kind was recorded, as its files say (a
+    Marian tokenizer's `source.spm`)."""
+    if "tokenizer" in recorded:
+        return recorded["tokenizer"]
+    marian = os.path.isfile(os.path.join(model_dir, ASSETS["marian"]["source"]))
+    return "marian" if marian else "sentencepiece"
 
 
 class CTranslate2Translator(runner.Runner):
@@ -146,13 +153,7 @@ class CTranslate2Translator(runner.Runner):
             inter_threads=inter_threads,
         )
         self.translator = ctranslate2.Translator(model_dir, **self._options)
-        if os.path.isfile(os.path.join(model_dir, SOURCE_TOKENIZER_FILE)):
-            self.pieces = MarianPieces(
-                os.path.join(model_dir, SOURCE_TOKENIZER_FILE),
-                os.path.join(model_dir, TARGET_TOKENIZER_FILE),
-            )
-        else:
-            self.pieces = SentencePieces(os.path.join(model_dir, TOKENIZER_FILE))
+        self.pieces = host_tokenizer(tokenizer_kind(model_dir, recorded), model_dir)
         self._ctranslate2 = ctranslate2
         self._eos_piece = self.pieces.eos_piece
 

@@ -8,7 +8,8 @@ model file `PATH` (e.g. `ende.tflite`):
     PATH              the search: int32 source ids [batch, length] in,
                       output ids and scores out
     PATH.json         the decoding settings, special ids and signature
-    PATH.spm          the SentencePiece model (`SentencePieceTokenizer`)
+    PATH.spm.model    the SentencePiece model (`SentencePieceTokenizer`;
+                      `PATH.spm` in earlier exports)
       or PATH.source.spm, PATH.target.spm, PATH.vocab.json
                       (a Marian model's tokenizer)
 
@@ -30,15 +31,16 @@ from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import length_penalty
 from keras_transformer_runtime.settings import DecodingSettings
-from keras_transformer_runtime.tokenizers import MarianPieces
 from keras_transformer_runtime.tokenizers import SentencePieces
+from keras_transformer_runtime.tokenizers import asset_files
+from keras_transformer_runtime.tokenizers import host_tokenizer
 
 SIGNATURE = "translate"
 SOURCE_IDS, OUTPUT_IDS, SCORES = "source_ids", "ids", "scores"
 SETTINGS_SUFFIX = ".json"
-SENTENCEPIECE_SUFFIX = ".spm"
-MARIAN_SUFFIXES = {"source": ".source.spm", "target": ".target.spm", "vocab": ".vocab.json"}
-TOKENIZER_SUFFIXES = (SENTENCEPIECE_SUFFIX, *MARIAN_SUFFIXES.values())
+# Exports written before the tokenizers named their files alike held the
+# SentencePiece model as `PATH.spm` (now `PATH.spm.model`).
+EARLIER_SENTENCEPIECE_SUFFIX = ".spm"
 
 
 def companion(path, suffix):
@@ -68,13 +70,24 @@ def read_export(path, runtime):
     return recorded
 
 
-def host_tokenizer(path, recorded):
-    """The tokenizer files beside `path` as `SentencePieces` or
-    `MarianPieces`, as `recorded` names them."""
-    if recorded["tokenizer"] == "marian":
-        files = {name: companion(path, suffix) for name, suffix in MARIAN_SUFFIXES.items()}
-        return MarianPieces(files["source"], files["target"], files["vocab"])
-    return SentencePieces(companion(path, SENTENCEPIECE_SUFFIX))
+def tokenizer_prefix(path):
+    """The prefix of the tokenizer's files beside model file `path`."""
+    return os.path.basename(path) + "."
+
+
+def tokenizer_files(path, kind):
+    """The paths of a `kind` tokenizer's files beside model file `path`."""
+    directory = os.path.dirname(path)
+    return [os.path.join(directory, f) for f in asset_files(kind, tokenizer_prefix(path))]
+
+
+def load_tokenizer(path, recorded):
+    """The host tokenizer of the files beside model file `path`, of the
+    kind `recorded` names."""
+    earlier = companion(path, EARLIER_SENTENCEPIECE_SUFFIX)
+    if recorded["tokenizer"] == "sentencepiece" and os.path.isfile(earlier):
+        return SentencePieces(earlier)
+    return host_tokenizer(recorded["tokenizer"], os.path.dirname(path), tokenizer_prefix(path))
 
 
 class ExportedSearchTranslator(runner.Runner):
@@ -100,7 +113,7 @@ class ExportedSearchTranslator(runner.Runner):
         self.settings = DecodingSettings.from_dict(recorded)
         self.quantization = recorded.get("quantization") or "float32"
         self.pad_id, self.eos_id = recorded["pad_id"], recorded["eos_id"]
-        self.pieces = host_tokenizer(self.path, recorded)
+        self.pieces = load_tokenizer(self.path, recorded)
 
     def _search(self, source_ids):
         """`(ids, scores)` of int32 NumPy `source_ids` `[batch, length]`."""

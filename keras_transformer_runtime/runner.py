@@ -58,10 +58,13 @@ class Runner:
         has_token_scores: whether `translate_with_scores` gives token
             scores (`token_scores=True`).
         settings: the `DecodingSettings` the runner decodes with.
+        model: the Keras model the runner runs in this process
+            (`Translator`'s), or `None` (an export).
     """
 
     methods = frozenset({TRANSLATE})
     has_token_scores = False
+    model = None
 
     @property
     def name(self):

@@ -4,6 +4,34 @@ in Python (the `sentencepiece` package), as the in-graph tokenizers of
 pieces (CTranslate2) or ids (LiteRT, ONNX) run on the host."""
 
 import json
+import os
+
+# Each tokenizer kind's files, as its in-graph tokenizer writes them
+# (`Tokenizer.save_assets`) and an export carries them: a file is named
+# `prefix + name` (a CTranslate2 directory: no prefix; beside a LiteRT or
+# ONNX model file `PATH`: `PATH.`).
+ASSETS = {
+    "sentencepiece": {"model": "spm.model"},
+    "marian": {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"},
+}
+
+
+def asset_files(kind, prefix=""):
+    """The names of a `kind`'s files, with `prefix`."""
+    return [prefix + name for name in ASSETS[kind].values()]
+
+
+def host_tokenizer(kind, directory, prefix=""):
+    """The host tokenizer of `kind` (`HOST_TOKENIZERS`) from its files in
+    `directory`, named with `prefix`.
+
+    Raises:
+        ValueError: `kind` is not one of `ASSETS`'.
+    """
+    if kind not in HOST_TOKENIZERS:
+        accepted = ", ".join(repr(k) for k in HOST_TOKENIZERS)
+        raise ValueError(f"`kind` must be one of {accepted}. Received: kind={kind!r}")
+    return HOST_TOKENIZERS[kind].from_assets(directory, prefix)
 
 
 class SentencePieces:
@@ -27,6 +55,11 @@ class SentencePieces:
         self.eos_piece = self.processor.id_to_piece(self.eos_id)
         special = (self.processor.pad_id(), self.processor.bos_id(), self.eos_id)
         self._dropped = frozenset(i for i in special if i >= 0)
+
+    @classmethod
+    def from_assets(cls, directory, prefix=""):
+        """From the file `SentencePieceTokenizer.save_assets` wrote."""
+        return cls(os.path.join(directory, prefix + ASSETS["sentencepiece"]["model"]))
 
     def source(self, text):
         """The pieces of a source text."""
@@ -83,6 +116,14 @@ class MarianPieces:
             self.pieces_by_id = {i: piece for piece, i in self.vocab.items()}
             self.eos_id = self.vocab[self.eos_piece]
 
+    @classmethod
+    def from_assets(cls, directory, prefix=""):
+        """From the files `MarianTokenizer.save_assets` wrote."""
+        files = {
+            part: os.path.join(directory, prefix + name) for part, name in ASSETS["marian"].items()
+        }
+        return cls(files["source"], files["target"], files["vocab"])
+
     def _pieces(self, side, text):
         code = []
         end = text.find("<<") if text.startswith(">>") else -1
@@ -131,3 +172,7 @@ def _through_eos(ids, eos_id):
     """`ids` up to and with their first `eos_id`."""
     ids = list(ids)
     return ids[: ids.index(eos_id) + 1] if eos_id in ids else ids
+
+
+# The host tokenizer of each kind an export records.
+HOST_TOKENIZERS = {"sentencepiece": SentencePieces, "marian": MarianPieces}

@@ -13,15 +13,18 @@ import keras_transformer_runtime
 
 PACKAGE_DIR = pathlib.Path(keras_transformer.__file__).parent
 RUNTIME_DIR = pathlib.Path(keras_transformer_runtime.__file__).parent
-# Leaf modules that import nothing from the package; any module may use them,
-# as any may use `keras_transformer_runtime`, which imports nothing of ours.
-SHARED = {"_backend", "special_ids"}
+# Leaf modules that import nothing from the package but each other; any
+# module may use them, as any may use `keras_transformer_runtime`, which
+# imports nothing of ours. `tokenizer` is the `Tokenizer` type that
+# training, the translator and the exports take.
+SHARED = {"_backend", "special_ids", "tokenizer"}
 # Each part of the package may import only from the parts listed for it (and
 # from SHARED): layers <- models <- (training, decoding, tokenization) <-
 # translator <- export.
 ALLOWED = {
     "_backend.py": set(),
     "special_ids.py": set(),
+    "tokenizer.py": {"special_ids"},
     "layers": {"layers"} | SHARED,
     "models": {"layers", "models"} | SHARED,
     "training": {"training"} | SHARED,
@@ -134,3 +137,4 @@ def test_private_keras_attributes_are_used_in_one_module_only():
         ("training/_keras_internals.py", "_distribute_strategy"),
         ("training/_keras_internals.py", "_model_variables_moving_average"),
     }
+

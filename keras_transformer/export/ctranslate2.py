@@ -25,7 +25,6 @@ import numpy as np
 from keras_transformer import _backend
 from keras_transformer.export.versions import swap_in
 from keras_transformer_runtime.ctranslate2 import SETTINGS_FILE
-from keras_transformer_runtime.ctranslate2 import TOKENIZER_FILE
 from keras_transformer_runtime.ctranslate2 import import_ctranslate2
 
 # `None` keeps float32.
@@ -98,9 +97,10 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_dir)}.tmp-")
     try:
         spec.save(staging)
-        _save_tokenizer(translator.tokenizer, staging)
+        translator.tokenizer.save_assets(staging)
         settings = {
             **translator.settings.to_dict(),
+            "tokenizer": translator.tokenizer.kind,
             "quantization": quantization or "float32",
             "source_eos": True,
             # `score` truncates targets as `Translator.score` does.
@@ -113,15 +113,6 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output_dir
-
-
-def _save_tokenizer(tokenizer, directory):
-    """The tokenizer's files, as `CTranslate2Translator` reads them: a
-    Marian tokenizer's three (it has one model per side), else `spm.model`."""
-    if hasattr(tokenizer, "target_proto"):  # a MarianTokenizer
-        tokenizer.save(directory)
-    else:
-        tokenizer.save(os.path.join(directory, TOKENIZER_FILE))
 
 
 def transformer_spec(model, tokenizer):

@@ -13,15 +13,16 @@ import tensorflow as tf
 
 from keras_transformer import _backend
 from keras_transformer.translator.model_search import ModelSearch
-from keras_transformer_runtime.exported_search import MARIAN_SUFFIXES
+from keras_transformer_runtime.exported_search import EARLIER_SENTENCEPIECE_SUFFIX
 from keras_transformer_runtime.exported_search import OUTPUT_IDS
 from keras_transformer_runtime.exported_search import SCORES
-from keras_transformer_runtime.exported_search import SENTENCEPIECE_SUFFIX
 from keras_transformer_runtime.exported_search import SETTINGS_SUFFIX
 from keras_transformer_runtime.exported_search import SIGNATURE
 from keras_transformer_runtime.exported_search import SOURCE_IDS
-from keras_transformer_runtime.exported_search import TOKENIZER_SUFFIXES
 from keras_transformer_runtime.exported_search import companion
+from keras_transformer_runtime.exported_search import tokenizer_files
+from keras_transformer_runtime.exported_search import tokenizer_prefix
+from keras_transformer_runtime.tokenizers import ASSETS
 
 SOURCE_IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name=SOURCE_IDS)
 
@@ -83,12 +84,11 @@ class SearchModule(tf.Module):
 def export_record(translator, runtime, quantization):
     """What `PATH.json` holds: the decoding settings, the special ids, the
     tokenizer's kind, the runtime, the weights' type and the signature."""
-    marian = hasattr(translator.tokenizer, "target_proto")
     return {
         **translator.settings.to_dict(),
         "runtime": runtime,
         "quantization": quantization or "float32",
-        "tokenizer": "marian" if marian else "sentencepiece",
+        "tokenizer": translator.tokenizer.kind,
         "pad_id": int(translator.pad_id),
         "bos_id": int(translator.bos_id),
         "eos_id": int(translator.eos_id),
@@ -101,22 +101,6 @@ def export_record(translator, runtime, quantization):
             },
         },
     }
-
-
-def _write_tokenizer(tokenizer, staging, name):
-    """The tokenizer's files in `staging`, named after the model file
-    `name` (`name.spm`, or a Marian tokenizer's `name.source.spm`,
-    `name.target.spm`, `name.vocab.json`); their names."""
-    if not hasattr(tokenizer, "target_proto"):  # one SentencePiece model
-        tokenizer.save(os.path.join(staging, name + SENTENCEPIECE_SUFFIX))
-        return [name + SENTENCEPIECE_SUFFIX]
-    files = os.path.join(staging, "marian")
-    tokenizer.save(files)
-    written = [name + suffix for suffix in MARIAN_SUFFIXES.values()]
-    for file in written:
-        os.rename(os.path.join(files, file[len(name) + 1 :]), os.path.join(staging, file))
-    os.rmdir(files)
-    return written
 
 
 def write_model_file(path, translator, record, write_model):
@@ -132,15 +116,16 @@ def write_model_file(path, translator, record, write_model):
     staging = tempfile.mkdtemp(dir=parent, prefix=f".{name}.tmp-")
     try:
         write_model(os.path.join(staging, name))
-        written = _write_tokenizer(translator.tokenizer, staging, name)
+        written = translator.tokenizer.save_assets(staging, tokenizer_prefix(path))
         with open(os.path.join(staging, name + SETTINGS_SUFFIX), "w", encoding="utf-8") as f:
             json.dump(record, f, indent=2, sort_keys=True)
             f.write("\n")
         for file in [*written, name + SETTINGS_SUFFIX, name]:
             os.replace(os.path.join(staging, file), os.path.join(parent, file))
-        for suffix in TOKENIZER_SUFFIXES:
-            if name + suffix not in written and os.path.exists(companion(path, suffix)):
-                os.remove(companion(path, suffix))
+        others = [f for kind in ASSETS for f in tokenizer_files(path, kind)]
+        for file in [*others, companion(path, EARLIER_SENTENCEPIECE_SUFFIX)]:
+            if os.path.basename(file) not in written and os.path.exists(file):
+                os.remove(file)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return path

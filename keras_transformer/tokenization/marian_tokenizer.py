@@ -14,14 +14,12 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece
 from keras_transformer import _backend
 from keras_transformer.tokenization.sentencepiece_tokenizer import _load
 from keras_transformer.tokenization.sentencepiece_tokenizer import ids_to_detokenize
-from keras_transformer_runtime.ctranslate2 import SOURCE_TOKENIZER_FILE
-from keras_transformer_runtime.ctranslate2 import TARGET_TOKENIZER_FILE
+from keras_transformer.tokenizer import Tokenizer
+from keras_transformer_runtime.tokenizers import ASSETS
 
 # The files of a Marian tokenizer, as Hugging Face's MarianTokenizer saves
-# them; the CTranslate2 runtime reads the two SentencePiece models by the
-# same names.
-SOURCE_SPM, TARGET_SPM = SOURCE_TOKENIZER_FILE, TARGET_TOKENIZER_FILE
-VOCAB = "vocab.json"
+# them; the runtime's `MarianPieces` reads them by the same names.
+SOURCE_SPM, TARGET_SPM, VOCAB = ASSETS["marian"].values()
 # The pieces every Marian vocabulary has.
 PAD, UNK, EOS = "<pad>", "<unk>", "</s>"
 # The piece of the id one past the vocabulary: the decoder's start token.
@@ -31,7 +29,7 @@ LANGUAGE_CODE = r"(?s)^(>>.*?<<)"
 WORD_BOUNDARY = "\u2581"
 
 
-class MarianTokenizer(tf.Module):
+class MarianTokenizer(Tokenizer):
     """Text to the ids of a Marian model and back, inside the TensorFlow graph.
 
     Marian (and the OPUS-MT models converted to Hugging Face's format)
@@ -76,6 +74,8 @@ class MarianTokenizer(tf.Module):
     >>> tokenizer.detokenize(ids).numpy()
     array([b'Hello world.'], dtype=object)
     """
+
+    kind = "marian"
 
     def __init__(self, source_proto, target_proto, vocab, name=None):
         _backend.require_tensorflow("MarianTokenizer", "TF Text")
@@ -148,18 +148,28 @@ class MarianTokenizer(tf.Module):
     def save(self, directory):
         """Writes `source.spm`, `target.spm` and `vocab.json` into
         `directory` (created if needed), each file atomically."""
+        self.save_assets(directory)
+
+    def save_assets(self, directory, prefix=""):
+        """Writes the three files of `save`, each named `prefix` + its
+        name, into `directory` (created if needed), each atomically;
+        returns their names."""
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         vocab = json.dumps(self.vocab, ensure_ascii=False, indent=1).encode("utf-8")
+        written = []
         for file, data in (
             (SOURCE_SPM, self.source_proto),
             (TARGET_SPM, self.target_proto),
             (VOCAB, vocab),
         ):
-            handle, staging = tempfile.mkstemp(dir=directory, prefix=f".{file}.tmp-")
+            name = prefix + file
+            handle, staging = tempfile.mkstemp(dir=directory, prefix=f".{name}.tmp-")
             with os.fdopen(handle, "wb") as f:
                 f.write(data)
-            shutil.move(staging, os.path.join(directory, file))
+            shutil.move(staging, os.path.join(directory, name))
+            written.append(name)
+        return written
 
     @functools.cached_property
     def vocab(self):
@@ -197,8 +207,6 @@ class MarianTokenizer(tf.Module):
         """Source strings `(batch,)` to ragged int32 ids `(batch, None)`
         (no EOS); a scalar string gives a 1-D tensor."""
         return self._tokenize(text, self.source_proto)
-
-    __call__ = tokenize
 
     def tokenize_target(self, text):
         """Target strings `(batch,)` to ragged int32 ids `(batch, None)`,

@@ -10,9 +10,11 @@ import tensorflow_text  # noqa: F401  (registers the ops with TensorFlow)
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer as _ops
 
 from keras_transformer import _backend
+from keras_transformer.tokenizer import Tokenizer
+from keras_transformer_runtime.tokenizers import ASSETS
 
 
-class SentencePieceTokenizer(tf.Module):
+class SentencePieceTokenizer(Tokenizer):
     """Text to subword ids and back, inside the TensorFlow graph.
 
     Holds the serialized SentencePiece model (`proto`) itself: nothing is
@@ -54,6 +56,9 @@ class SentencePieceTokenizer(tf.Module):
     >>> tokenizer.detokenize(ids).numpy()
     array([b'Hello world.'], dtype=object)
     """
+
+    kind = "sentencepiece"
+    samples_segmentations = True
 
     def __init__(self, proto, name=None):
         _backend.require_tensorflow("SentencePieceTokenizer", "TF Text")
@@ -123,6 +128,13 @@ class SentencePieceTokenizer(tf.Module):
         finally:
             if tf.io.gfile.exists(staging):
                 tf.io.gfile.remove(staging)
+
+    def save_assets(self, directory, prefix=""):
+        """Writes the model as `prefix` + `spm.model` in `directory` (what
+        the runtime's `SentencePieces` reads); returns its name."""
+        name = prefix + ASSETS["sentencepiece"]["model"]
+        self.save(os.path.join(os.fspath(directory), name))
+        return [name]
 
     def get_config(self):
         return {"proto": base64.b64encode(self.proto).decode("ascii"), "name": self.name}
@@ -201,8 +213,6 @@ class SentencePieceTokenizer(tf.Module):
 
         return self._run(tokenize, text)
 
-    __call__ = tokenize
-
     def tokenize_target(self, text):
         """Target text to ids: `tokenize`, as one model segments both
         sides (a `MarianTokenizer` has one model per side)."""
@@ -267,7 +277,12 @@ def _check_special_ids(tokenizer):
     reads them from the tokenizer, and `Transformer(pad_id=...)` takes its
     pad id).
     """
-    ids = {name: getattr(tokenizer, name) for name in ("pad_id", "unk_id", "bos_id", "eos_id")}
+    ids = {
+        "pad_id": tokenizer.pad_id,
+        "unk_id": tokenizer.unk_id,
+        "bos_id": tokenizer.bos_id,
+        "eos_id": tokenizer.eos_id,
+    }
     layout = ", ".join(f"{name}={value}" for name, value in ids.items())
     if min(ids.values()) < 0 or len(set(ids.values())) < len(ids):
         raise ValueError(

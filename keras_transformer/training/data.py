@@ -12,7 +12,7 @@ length and batch by a token budget. Conventions (ids from
     target_in  = [BOS] + tokens(tgt)      (what the decoder reads)
     target_out = tokens(tgt) + [EOS]      (what it must predict)
 
-padded with `pad_id` (0 by default). Elements are `((source, target_in),
+padded with the tokenizer's `pad_id`. Elements are `((source, target_in),
 target_out)`, exactly what `Transformer.fit` takes.
 """
 
@@ -22,9 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer.special_ids import BOS_ID
-from keras_transformer.special_ids import EOS_ID
-from keras_transformer.special_ids import PAD_ID
+from keras_transformer.tokenizer import Tokenizer
 from keras_transformer.training import bucketing
 from keras_transformer.training import token_pairs
 from keras_transformer.training.batch_shapes import BatchShapes
@@ -113,9 +111,6 @@ def make_batches(
     repeat=False,
     vocab_size=None,
     input_context=None,
-    bos_id=None,
-    eos_id=None,
-    pad_id=None,
     sampling_alpha=None,
     cache_ids=False,
     bucket_growth=None,
@@ -154,10 +149,12 @@ def make_batches(
 
     Args:
         pairs: dataset of `(source, target)` scalar strings.
-        tokenizer: callable mapping a batch of strings `(n,)` to ragged
-            int ids `(n, None)`, in-graph (e.g. a `SentencePieceTokenizer`);
-            its `tokenize_target`, if it has one, tokenizes the targets
-            (a `MarianTokenizer` segments each side with its own model).
+        tokenizer: a `keras_transformer.tokenization.Tokenizer` (e.g. a
+            `SentencePieceTokenizer`): `tokenize` segments the sources,
+            `tokenize_target` the targets (a `MarianTokenizer` segments
+            each side with its own model); its `bos_id` starts the decoder
+            input, its `eos_id` ends every sequence and its `pad_id` (the
+            model's) fills the batches.
         batch_tokens: the token budget of a (global) batch.
         max_length: the longest sequence kept, EOS/BOS included.
         long_pairs: `"drop"` pairs with a side longer than `max_length`,
@@ -172,12 +169,6 @@ def make_batches(
         vocab_size: if given, ids are checked to be below it (XLA cannot
             check them inside the model).
         input_context: a `tf.distribute.InputContext`, or `None`.
-        bos_id: id starting the decoder input; default the tokenizer's
-            `bos_id`, or `special_ids.BOS_ID` for a tokenizer without one.
-        eos_id: id ending every sequence; default the tokenizer's `eos_id`
-            (or `EOS_ID`).
-        pad_id: id filling batches, the model's `pad_id`; default the
-            tokenizer's `pad_id` (or `PAD_ID`).
         sampling_alpha: subword regularization (off by default): each pass
             draws a new segmentation of every sentence with the tokenizer's
             `sample_tokenize(text, alpha)` (`SentencePieceTokenizer`:
@@ -227,15 +218,14 @@ def make_batches(
     _validation.check_positive_int(
         batch_tokens=batch_tokens, max_length=max_length, max_shapes=max_shapes
     )
-    bos_id = getattr(tokenizer, "bos_id", BOS_ID) if bos_id is None else bos_id
-    eos_id = getattr(tokenizer, "eos_id", EOS_ID) if eos_id is None else eos_id
-    pad_id = getattr(tokenizer, "pad_id", PAD_ID) if pad_id is None else pad_id
+    _check_tokenizer(tokenizer)
+    bos_id, eos_id, pad_id = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
     _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
     static = resolve_static_shapes(static_shapes)
     bucket_by = _bucketing(static, bucket_by, bucket_growth, repeat)
     if max_length < 2:
         raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
-    segment, segment_target = _segmenters(tokenizer, sampling_alpha, cache_ids)
+    segmenters = _segmenters(tokenizer, sampling_alpha, cache_ids)
     if input_context is not None:
         batch_tokens = batch_tokens // input_context.num_replicas_in_sync
     if batch_tokens < max_length:
@@ -254,7 +244,7 @@ def make_batches(
     keep = token_pairs.keep_pair(max_length, long_pairs)
     if shuffle and not cache_ids:
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ids = token_pairs.tokenized(pairs, segment, vocab_size, segment_target).filter(
+    ids = token_pairs.tokenized(pairs, tokenizer, vocab_size, segmenters).filter(
         lambda s, t: keep(s, t)["kept"]
     )
     if cache_ids:
@@ -306,14 +296,31 @@ def _bucketing(static, bucket_by, bucket_growth, repeat):
     return bucket_by
 
 
+def _check_tokenizer(tokenizer):
+    """Raises unless `tokenizer` is a `Tokenizer` with the special ids a
+    batch needs."""
+    if not isinstance(tokenizer, Tokenizer):
+        raise ValueError(
+            "`tokenizer` must be a keras_transformer.tokenization.Tokenizer (a "
+            "SentencePieceTokenizer, a MarianTokenizer or a subclass of your own). "
+            f"Received: tokenizer={tokenizer!r}"
+        )
+    for name, value in (("bos_id", tokenizer.bos_id), ("eos_id", tokenizer.eos_id)):
+        if value < 0:
+            raise ValueError(
+                f"`tokenizer` must define `{name}` (batches frame every pair with it). "
+                f"Received: tokenizer.{name}={value}"
+            )
+
+
 def _segmenters(tokenizer, sampling_alpha, cache_ids):
     """The functions that segment sources and targets: the tokenizer's own,
     or its sampled segmentation under `sampling_alpha`."""
     if not isinstance(cache_ids, bool):
         raise ValueError(f"`cache_ids` must be True or False. Received: cache_ids={cache_ids!r}")
     if sampling_alpha is None:
-        return tokenizer, getattr(tokenizer, "tokenize_target", tokenizer)
-    if not callable(getattr(tokenizer, "sample_tokenize", None)):
+        return tokenizer.tokenize, tokenizer.tokenize_target
+    if not tokenizer.samples_segmentations:
         raise ValueError(
             "`sampling_alpha` needs a tokenizer that samples segmentations "
             "(`sample_tokenize`, as SentencePieceTokenizer has). Received: "

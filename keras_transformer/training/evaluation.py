@@ -14,6 +14,7 @@ from keras_transformer.training._distribute import read_int
 from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training.checkpoints import all_finite
 from keras_transformer_runtime import _validation
+from keras_transformer_runtime.runner import Runner
 
 # What `TranslationEvaluator` adds to the logs, in this order.
 SCORES = ("val_bleu", "val_chrf")
@@ -126,10 +127,11 @@ class TranslationEvaluator(keras.callbacks.Callback):
         _validation.check_positive_int(allow_none=True, every=every)
         _validation.check_positive_int(max_sentences=max_sentences, batch_size=batch_size)
         _validation.check_non_negative_int(examples=examples)
-        if not callable(getattr(translator, "translate", None)):
+        if not isinstance(translator, Runner):
             raise ValueError(
-                "`translator` must have a `translate(sentences, batch_size)` method, as "
-                f"keras_transformer.Translator has. Received: translator={translator!r}"
+                "`translator` must be a keras_transformer_runtime.Runner with "
+                "`translate(sentences, batch_size)`, as keras_transformer.Translator is. "
+                f"Received: translator={translator!r}"
             )
         sources, references = list(sources), list(references)
         if not sources or len(sources) != len(references):
@@ -153,8 +155,8 @@ class TranslationEvaluator(keras.callbacks.Callback):
         self._training = False
 
     def set_model(self, model):
-        translated = getattr(self.translator, "model", model)
-        if translated is not model:
+        translated = self.translator.model
+        if translated is not None and translated is not model:
             raise ValueError(
                 "The evaluator's translator must wrap the model being trained, so that it "
                 "translates with the current weights. Build it with Translator(model, ...)."

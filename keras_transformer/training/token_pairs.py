@@ -46,16 +46,15 @@ class PairCounts:
         )
 
 
-def tokenized(pairs, tokenizer, vocab_size, tokenize_target=None):
+def tokenized(pairs, tokenizer, vocab_size, segmenters=None):
     """`(source_ids, target_ids)` int32 vectors of each pair, tokenized a few
-    hundred strings at a time (much faster than one by one): sources by
-    `tokenizer`, targets by `tokenize_target` (default the tokenizer's
-    `tokenize_target` if it has one, else `tokenizer`)."""
-    if tokenize_target is None:
-        tokenize_target = getattr(tokenizer, "tokenize_target", tokenizer)
+    hundred strings at a time (much faster than one by one): by the
+    `segmenters` `(source function, target function)`, by default the
+    tokenizer's `tokenize` and `tokenize_target`."""
+    segment, tokenize_target = segmenters or (tokenizer.tokenize, tokenizer.tokenize_target)
 
     def tokenize(sources, targets):
-        source_ids = tf.cast(tokenizer(sources), tf.int32)
+        source_ids = tf.cast(segment(sources), tf.int32)
         target_ids = tf.cast(tokenize_target(targets), tf.int32)
         if vocab_size is not None:
             message = f"Token ids must be in [0, vocab_size={vocab_size})."

@@ -261,7 +261,7 @@ def train(
         model.optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         checkpoint = training_checkpoint(model, model.optimizer, step)
-    fingerprint = getattr(tokenizer, "fingerprint", None)
+    fingerprint = None if tokenizer is None else tokenizer.fingerprint
     averaged = bool(moving_averages(model.optimizer))
     shapes = batch_shapes_of(train_data, strategy)
     check_run(

@@ -2,17 +2,15 @@
 `Transformer`, in token ids."""
 
 import functools
-import re
 
-import numpy as np
 import tensorflow as tf
 
-from keras_transformer import special_ids
 from keras_transformer.decoding import OutputControls
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import greedy_search
 from keras_transformer.decoding import sample
 from keras_transformer.decoding.controls import NEG_INF
+from keras_transformer.tokenizer import Tokenizer
 from keras_transformer_runtime.results import length_penalty
 from keras_transformer_runtime.settings import DecodingSettings
 
@@ -105,24 +103,11 @@ class ModelSearch:
 
     @functools.cached_property
     def word_starts(self):
-        """NumPy bool `(model's target vocabulary,)`: the pieces that begin a word
-        (SentencePiece's "▁") or a non-word character (punctuation, the
-        special pieces; not byte pieces, which may be inside a word), after
-        which a constraint phrase counts as met (`beam_search(word_starts=)`);
-        None for a tokenizer without `id_to_piece` or without "▁" in its
-        pieces (another convention of word starts), where a phrase counts
-        wherever it occurs."""
-        if not hasattr(self.tokenizer, "id_to_piece"):
-            return None
-        pieces = [self.tokenizer.id_to_piece(i) for i in range(self.output_vocab_size)]
-        if not any(piece[:1] == _WORD_MARK for piece in pieces):
-            return None
-        starts = np.zeros([self.model.target_vocab_size], bool)
-        for i, piece in enumerate(pieces):
-            starts[i] = piece[:1] == _WORD_MARK or not (
-                _WORD_CHARACTER.match(piece) or _BYTE_PIECE.fullmatch(piece)
-            )
-        return starts
+        """NumPy bool `(model's target vocabulary,)`: the tokenizer's
+        `word_starts`, after which a constraint phrase counts as met
+        (`beam_search(word_starts=)`); None where the tokenizer knows no
+        word starts, and a phrase counts wherever it occurs."""
+        return self.tokenizer.word_starts(self.model.target_vocab_size)
 
     def _special_ids(self):
         return dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
@@ -215,39 +200,36 @@ class ModelSearch:
         return tf.where(known[None, :], logits, tf.constant(NEG_INF, logits.dtype))
 
 
-_WORD_MARK = "\u2581"  # SentencePiece's mark of a word's first piece
-_WORD_CHARACTER = re.compile(r"\w")
-_BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
-
-
 def _framing_ids(tokenizer, pad_id):
     """The tokenizer's `(bos_id, eos_id)`, checked against the model's pad."""
-    tokenizer_pad = getattr(tokenizer, "pad_id", pad_id)
-    if tokenizer_pad not in (pad_id, -1):
+    if not isinstance(tokenizer, Tokenizer):
+        raise ValueError(
+            "`tokenizer` must be a keras_transformer.tokenization.Tokenizer (a "
+            "SentencePieceTokenizer, a MarianTokenizer or a subclass of your own). "
+            f"Received: tokenizer={tokenizer!r}"
+        )
+    if tokenizer.pad_id not in (pad_id, -1):
         raise ValueError(
             "The tokenizer and the model must pad with the same id: the tokenizer's "
-            f"pad_id is {tokenizer_pad}. Received: model.pad_id={pad_id}"
+            f"pad_id is {tokenizer.pad_id}. Received: model.pad_id={pad_id}"
         )
-    framing = []
-    for name, default in (("bos_id", special_ids.BOS_ID), ("eos_id", special_ids.EOS_ID)):
-        value = getattr(tokenizer, name, default)
+    for name, value in (("bos_id", tokenizer.bos_id), ("eos_id", tokenizer.eos_id)):
         if value < 0 or value == pad_id:
             raise ValueError(
                 f"The tokenizer must define `{name}` (a piece other than padding). "
                 f"Received: tokenizer.{name}={value}"
             )
-        framing.append(value)
-    return tuple(framing)
+    return tokenizer.bos_id, tokenizer.eos_id
 
 
 def _output_vocab_size(model, tokenizer):
     """How many target ids the translator may emit: the tokenizer's
     vocabulary, which the model's must cover."""
-    vocab_size = getattr(tokenizer, "vocab_size", None)
+    vocab_size = tokenizer.vocab_size
     if vocab_size is None:
         return model.target_vocab_size
-    for side in ("source", "target"):
-        model_size = getattr(model, f"{side}_vocab_size")
+    sizes = {"source": model.source_vocab_size, "target": model.target_vocab_size}
+    for side, model_size in sizes.items():
         if model_size < vocab_size:
             raise ValueError(
                 f"The model's {side} vocabulary ({model_size:,} ids) is smaller than the "

@@ -50,14 +50,13 @@ class Translator(runner.Runner):
     once.
 
     Special ids: sequences are padded with the model's `pad_id`; BOS and
-    EOS are the tokenizer's (`tokenizer.bos_id`, `tokenizer.eos_id`, or
-    `keras_transformer.special_ids` for a tokenizer without them). A
+    EOS are the tokenizer's (`tokenizer.bos_id`, `tokenizer.eos_id`). A
     tokenizer whose `pad_id` differs from the model's is refused.
 
     Args:
         model: a `Transformer`.
-        tokenizer: a `SentencePieceTokenizer` (anything with in-graph
-            `tokenize` and `detokenize`).
+        tokenizer: a `keras_transformer.tokenization.Tokenizer` (a
+            `SentencePieceTokenizer`, a `MarianTokenizer`).
         settings: the `DecodingSettings` (default: the paper's beam search,
             `DecodingSettings()`). Their `max_input_length` and
             `max_output_length` default to the model's `max_length`, which
@@ -337,8 +336,8 @@ class Translator(runner.Runner):
                     "Each of `constraints` must hold at least one character other than "
                     f"spaces. Received: {phrase!r}"
                 )
-        unk_id = getattr(self.tokenizer, "unk_id", None)
-        if not phrases or unk_id is None:
+        unk_id = self.tokenizer.unk_id
+        if not phrases or unk_id < 0:
             return
         pieces = self.tokenizer.tokenize_target(tf.constant(phrases)).to_list()
         for phrase, ids in zip(phrases, pieces, strict=True):

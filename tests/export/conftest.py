@@ -72,7 +72,7 @@ def reverser_export(reverser_translator, tmp_path_factory):
     def path(runner_name):
         def build(directory):
             target = directory / "export" / EXPORT_FILES[runner_name]
-            target.parent.mkdir()
+            target.parent.mkdir(exist_ok=True)
             return writers[runner_name](reverser_translator, target) or target
 
         def load(directory):

@@ -53,7 +53,14 @@ def test_scores_equal_the_teacher_forced_forward_pass(words_tokenizer, tmp_path,
         "quantization": "float32",
         "source_eos": True,
         "model_max_length": 64,
+        "tokenizer": "sentencepiece",
     }
+    # An export written before the tokenizer's kind was recorded still loads.
+    del settings["tokenizer"]
+    with open(tmp_path / "ct2" / SETTINGS_FILE, "w") as f:
+        json.dump(settings, f)
+    earlier = CTranslate2Translator(tmp_path / "ct2").score(sources, targets)
+    assert [s.tokens for s in earlier] == [s.tokens for s in theirs]
 
 
 def test_a_target_is_scored_as_the_translator_truncates_it(words_tokenizer, tmp_path):

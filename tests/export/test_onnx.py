@@ -47,7 +47,7 @@ def test_translates_as_the_translator(
         )
         path = export_onnx(translator, tmp_path / "ende.onnx")
     listing = sorted(os.listdir(os.path.dirname(path)))
-    assert listing == ["ende.onnx", "ende.onnx.json", "ende.onnx.spm"]
+    assert listing == ["ende.onnx", "ende.onnx.json", "ende.onnx.spm.model"]
     sentences = letter_reversal_corpus(60, seed=21)[0]
     sources = ["", "a", *sentences]
     assert_translates_as(translator, ONNXTranslator, path, sources)

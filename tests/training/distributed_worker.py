@@ -29,6 +29,7 @@ import keras  # noqa: E402
 from keras_transformer import Transformer  # noqa: E402
 from keras_transformer import Translator  # noqa: E402
 from keras_transformer import training  # noqa: E402
+from keras_transformer_runtime import Runner  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from tests.training.helpers import NumberTokenizer  # noqa: E402
@@ -64,7 +65,7 @@ def dataset_fn(input_context):
     return dataset.batch(per_replica)
 
 
-class CountingTranslator:
+class CountingTranslator(Runner):
     """A `Translator` that counts its calls."""
 
     def __init__(self, translator):

@@ -6,22 +6,31 @@ import tensorflow as tf
 
 from keras_transformer import Transformer
 from keras_transformer import training
+from keras_transformer.tokenizer import Tokenizer
 from tests.micro import micro_model
 
 # The number tokenizer's ids are the numbers in the text: 0-3 are special.
 TINY_VOCAB = MICRO_VOCAB = 20
 
 
-def number_tokenizer(strings):
-    """ "5 17 3" -> [5, 17, 3]: the ids are written in the text."""
-    return tf.strings.to_number(tf.strings.split(strings), tf.int32)
+class Numbers(Tokenizer):
+    """ "5 17 3" -> [5, 17, 3]: the ids are written in the text (the
+    package's special ids, 0-3)."""
+
+    def tokenize(self, text):
+        return tf.strings.to_number(tf.strings.split(text), tf.int32)
 
 
-def byte_tokenizer(strings):
+class Bytes(Tokenizer):
     """Each UTF-8 byte b -> id 4 + b (ids 0-3 are special)."""
-    return (
-        tf.cast(tf.strings.unicode_decode(strings, "UTF-8", errors="replace"), tf.int32) % 256 + 4
-    )
+
+    def tokenize(self, text):
+        ids = tf.strings.unicode_decode(text, "UTF-8", errors="replace")
+        return tf.cast(ids, tf.int32) % 256 + 4
+
+
+number_tokenizer = Numbers()
+byte_tokenizer = Bytes()
 
 
 def reversal_corpus(n, vocab=TINY_VOCAB, min_len=3, max_len=9, seed=0):
@@ -88,14 +97,11 @@ def train_quietly(model_dir, train_steps, model=None, batches=None, **options):
     return training.train(model, batches, str(model_dir), train_steps=train_steps, **options)
 
 
-class NumberTokenizer:
+class NumberTokenizer(Numbers):
     """`number_tokenizer` with the detokenizer a `Translator` needs: ids
     back to their numbers, up to the first EOS, without special ids."""
 
     vocab_size = TINY_VOCAB
-
-    def tokenize(self, strings):
-        return number_tokenizer(strings)
 
     def detokenize(self, ids):
         ids = tf.convert_to_tensor(ids, tf.int32)

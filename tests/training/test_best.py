@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import training
+from keras_transformer_runtime import Runner
 from tests.micro import micro_model
 from tests.training.helpers import train_quietly
 
@@ -28,7 +29,7 @@ class ScriptedEvaluator(training.TranslationEvaluator):
         return scores
 
 
-class Echo:
+class Echo(Runner):
     def translate(self, sentences, batch_size=64, progress=None):
         return list(sentences)
 

@@ -10,6 +10,7 @@ import pytest
 
 from keras_transformer import training
 from tests.micro import micro_model
+from tests.training.helpers import Numbers
 from tests.training.helpers import train_quietly
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
@@ -54,7 +55,7 @@ def test_a_run_recorded_before_a_setting_existed_has_its_default(tmp_path):
 
 
 def test_resume_with_other_accumulation_or_tokenizer_is_refused(tmp_path):
-    class Tokenizer:
+    class Tokenizer(Numbers):
         fingerprint = "aaaa"
 
     train_quietly(tmp_path, 2, steps_per_checkpoint=2, accumulation_steps=2, tokenizer=Tokenizer())

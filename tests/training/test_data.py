@@ -15,6 +15,7 @@ from keras_transformer.training import make_batches
 from keras_transformer.training import text_pairs_from_files
 from keras_transformer.training import text_pairs_from_lists
 from keras_transformer.training import text_pairs_from_tfds
+from tests.training.helpers import Numbers
 from tests.training.helpers import byte_tokenizer
 from tests.training.helpers import number_tokenizer
 from tests.training.helpers import reversal_corpus
@@ -77,12 +78,9 @@ def test_bos_eos_framing():
     assert source.dtype == np.int32
 
 
-class TwoSidedTokenizer:
+class TwoSidedTokenizer(Numbers):
     """Numbers on the source side; on the target side each number plus 10,
     as a tokenizer with one model per side (`MarianTokenizer`) differs."""
-
-    def __call__(self, strings):
-        return number_tokenizer(strings)
 
     def tokenize_target(self, strings):
         return number_tokenizer(strings) + 10
@@ -100,8 +98,11 @@ def test_targets_are_tokenized_by_the_target_side():
 
 def test_other_special_ids_frame_and_pad():
     pairs = text_pairs_from_lists(["5 6 7", "8"], ["9 10", "11 12 13"])
-    ids = dict(bos_id=1, eos_id=2, pad_id=3)
-    (batch,) = collect(make_batches(pairs, number_tokenizer, 64, 16, shuffle=False, **ids))
+
+    class OtherIds(Numbers):
+        bos_id, eos_id, pad_id = 1, 2, 3
+
+    (batch,) = collect(make_batches(pairs, OtherIds(), 64, 16, shuffle=False))
     source, target_in, target_out = batch
     assert source.tolist() == [[5, 6, 7, 2], [8, 2, 3, 3]]
     assert target_in.tolist() == [[1, 9, 10, 3], [1, 11, 12, 13]]
@@ -275,9 +276,12 @@ def test_cached_ids_tokenize_once_and_still_reshuffle():
     sources, targets = reversal_corpus(200)
     calls = tf.Variable(0)
 
-    def counting_tokenizer(strings):
-        with tf.control_dependencies([calls.assign_add(tf.size(strings))]):
-            return number_tokenizer(strings)
+    class Counting(Numbers):
+        def tokenize(self, text):
+            with tf.control_dependencies([calls.assign_add(tf.size(text))]):
+                return super().tokenize(text)
+
+    counting_tokenizer = Counting()
 
     pairs = text_pairs_from_lists(sources, targets)
     cached = make_batches(pairs, counting_tokenizer, 100, max_length=16, seed=5, cache_ids=True)

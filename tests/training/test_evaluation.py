@@ -10,6 +10,7 @@ import tensorflow as tf
 from keras_transformer import Translator
 from keras_transformer import training
 from keras_transformer.training.evaluation import evaluation_weights
+from keras_transformer_runtime import Runner
 from tests.micro import micro_model
 from tests.training.helpers import NumberTokenizer
 from tests.training.helpers import number_tokenizer
@@ -20,7 +21,7 @@ from tests.training.helpers import train_quietly
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
 
-class Echo:
+class Echo(Runner):
     """A translator stub that answers with fixed texts."""
 
     def __init__(self, outputs):

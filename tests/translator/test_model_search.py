@@ -39,9 +39,10 @@ def test_word_starts_mark_the_pieces_a_word_or_punctuation_begins_with(word_toke
 
 
 def test_word_starts_are_none_without_the_word_mark():
+    from keras_transformer.tokenizer import Tokenizer
     from tests.micro import micro_model
 
-    class Suffixed:  # pieces that mark a word's end, not its start ("Hund@@")
+    class Suffixed(Tokenizer):  # pieces that mark a word's end, not its start ("Hund@@")
         vocab_size, pad_id, bos_id, eos_id = 8, 0, 2, 3
 
         def id_to_piece(self, i):
