@@ -25,11 +25,6 @@ other_backends = pytest.mark.skipif(
 )
 
 
-# TensorFlow's reference is written by a Python process: the tests that
-# compare with it are large (CI runs them on JAX and PyTorch).
-compares = pytest.mark.large
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """TensorFlow's `.keras` files and outputs, written by a subprocess: into
@@ -48,7 +43,7 @@ def reference(tmp_path_factory):
     return directory
 
 
-@compares
+@pytest.mark.large  # compares with TensorFlow's reference
 @other_backends
 def test_layers_and_model_give_tensorflows_outputs_from_one_keras_file(reference):
     differences = backend_cases.compare(reference)
@@ -75,7 +70,7 @@ def guide_function(name):
     raise AssertionError(f"docs/backends.md defines no `{name}`")
 
 
-@compares
+@pytest.mark.large  # compares with TensorFlow's reference
 @other_backends
 def test_documented_loop_translates_with_a_model_trained_on_tensorflow(reference):
     from keras_transformer.special_ids import BOS_ID

@@ -16,9 +16,6 @@ import keras_transformer.translate as translate_cli
 from keras_transformer.export import export_saved_model
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
-# The tests that run an export load the session's exported translator, and
-# are large.
-served = pytest.mark.large
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -36,7 +33,7 @@ def decoded(strings):
     ).tolist()
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_command_line(exported):
     translator, path = exported
     sentences = ["A dog runs.", "", "Two dogs."]
@@ -90,7 +87,7 @@ def cli(monkeypatch, capsysbinary):
     return run
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_command_line_modes(exported, cli, tmp_path):
     translator, path = exported
     sentences = ["A dog runs.", "", "Two dogs."]
@@ -188,7 +185,7 @@ def test_command_line_arguments_out_of_range_are_usage_errors(
     assert f"{argument} must be" in err and accepted in err and f"{argument}={value}" in err
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_command_line_keeps_within_the_exports_limits(micro_translator, tmp_path, cli):
     path = export_saved_model(
         micro_translator, tmp_path, max_batch_size=2, max_input_tokens=12, warmup_sentences=()
@@ -211,7 +208,7 @@ def test_command_line_keeps_within_the_exports_limits(micro_translator, tmp_path
     assert "line 3" in err and "max_input_tokens=12 target tokens" in err
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_command_line_keeps_output_line_i_for_input_line_i(exported, cli):
     translator, path = exported
     # Invalid UTF-8, a lone carriage return inside a line, a CRLF ending.

@@ -15,9 +15,6 @@ from keras_transformer.export import existing_versions
 from keras_transformer.export import export_saved_model
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
-# The tests of an export's contents load the session's exported translator
-# (tracing every signature is the cost), and are large.
-served = pytest.mark.large
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -69,7 +66,7 @@ def decoded(strings):
     ).tolist()
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_every_signature_loads_without_keras_both_ways_and_matches_python(exported, tmp_path):
     translator, path = exported
     text = tf.constant(as_bytes(HOSTILE))
@@ -115,7 +112,7 @@ def test_every_signature_loads_without_keras_both_ways_and_matches_python(export
     assert len(result["results"]["serving_default"]["eager"]["translation"]) == len(HOSTILE)
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
     _, path = exported
     result = load_in_fresh_process(path, {"serving_default": {"text": ["x"]}}, tmp_path)
@@ -131,7 +128,7 @@ def test_only_tensorflow_core_and_text_ops(exported, tmp_path):
     }
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_bad_input_keeps_every_sentence_in_order(exported):
     translator, path = exported
     serve = tf.saved_model.load(path).signatures["serving_default"]
@@ -144,7 +141,7 @@ def test_bad_input_keeps_every_sentence_in_order(exported):
     assert empty["translation"].shape == (0,) and empty["score"].shape == (0,)
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_sixteen_threads_get_the_single_thread_results(exported):
     _, path = exported
     serve = tf.saved_model.load(path).signatures["serving_default"]
@@ -165,7 +162,7 @@ def test_sixteen_threads_get_the_single_thread_results(exported):
     assert results == expected
 
 
-@served
+@pytest.mark.large  # loads the exported translator
 def test_other_signatures_settings_and_warmup(exported):
     translator, path = exported
     loaded = tf.saved_model.load(path)

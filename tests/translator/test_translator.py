@@ -11,10 +11,6 @@ from tests.tokenization.helpers import tokenizer_with_other_ids
 from tests.training.helpers import letter_reversal_corpus
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
-# The tests of what a translator does with a model that knows its task use
-# the trained letter reverser, and are large; the others use an untrained
-# micro model.
-learned = pytest.mark.large
 
 
 def best_ids(translator, sentences):
@@ -35,14 +31,14 @@ def reverser(letter_reverser):
     return {beam: Translator(model, tokenizer, beam_size=beam) for beam in (1, 4)}
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_exact_outputs_on_the_learned_task(reverser, beam_size):
     sources, targets = letter_reversal_corpus(40, seed=1)
     assert reverser[beam_size].translate(sources) == targets
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 def test_scores_and_n_best(reverser):
     sources, _ = letter_reversal_corpus(6, seed=2)
     text = tf.constant(sources)
@@ -58,7 +54,7 @@ def test_scores_and_n_best(reverser):
     assert np.all(best["score"].numpy() >= greedy["score"].numpy() - 1e-4)
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 def test_bad_input_never_crashes_or_drops_a_sentence(trained):
     model, tokenizer = trained
     translator = Translator(model, tokenizer, beam_size=2, max_extra_length=5)
@@ -85,7 +81,7 @@ def test_traces_once_for_any_batch(micro_translator):
     assert serving_default.experimental_get_tracing_count() == traced
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 def test_runs_under_xla_with_the_same_outputs(reverser):
     translator = reverser[4]
     sources, _ = letter_reversal_corpus(7, seed=3)
@@ -210,7 +206,7 @@ def test_score_equals_a_forward_pass_per_pair():
     np.testing.assert_array_equal(graph["token_scores"].numpy()[2, 1:], 0.0)
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_score_of_a_search_output_is_its_search_score(reverser, beam_size):
     sources, targets = letter_reversal_corpus(12, seed=4)
@@ -236,7 +232,7 @@ def test_score_refuses_unpaired_inputs(micro_translator):
         translator.graph.score(tf.constant(["a", "b"]), tf.constant(["a"]))
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained, reverser):
     model, tokenizer = trained
     sources, _ = letter_reversal_corpus(10, seed=5)
@@ -265,7 +261,7 @@ def test_sampling_top_k_one_is_greedy_and_seeds_repeat(trained, reverser):
             hot.translate(sources, seed=seed)
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_prefixes_and_output_length_per_request(trained, reverser, beam_size):
     model, tokenizer = trained
@@ -292,7 +288,7 @@ def test_prefixes_and_output_length_per_request(trained, reverser, beam_size):
     assert any(len(tokenizer([target])[0]) > 2 for target in targets)
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 def test_output_controls_in_the_translator(trained, reverser):
     model, tokenizer = trained
     sources = ["a a a a a a", "b", "c d c d c d"]
@@ -316,7 +312,7 @@ def test_output_controls_in_the_translator(trained, reverser):
         Translator(model, tokenizer, max_output_length=257)
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 def test_alignments_on_the_reversal_task(trained, reverser):
     """Alignments are the argmax of a layer's mean cross-attention (checked
     against `model.attention_scores` for each layer), and on the trained
@@ -387,7 +383,7 @@ def test_token_scores_sum_to_the_searchs_log_probability(micro_translator):
         )
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_banned_phrases_stay_out_of_the_translations(reverser, beam_size):
     translator = reverser[beam_size]
@@ -427,7 +423,7 @@ def test_terms_refuse_other_options_and_encode_as_target_pieces(micro_translator
     assert micro_translator.graph.encode_phrases(tf.constant(["", ""])).numpy().shape == (2, 1, 1)
 
 
-@learned
+@pytest.mark.large  # uses the trained letter reverser
 def test_constraints_appear_in_the_translations(reverser):
     translator = reverser[4]  # at least one more than the constraint tokens
     sources, targets = letter_reversal_corpus(40, seed=23)
