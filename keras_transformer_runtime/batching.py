@@ -3,7 +3,7 @@
 import sys
 import time
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 
 def in_length_order(count, size, run, batch_size, progress=None):
@@ -20,7 +20,7 @@ def in_length_order(count, size, run, batch_size, progress=None):
     >>> in_length_order(3, lambda i: len(texts[i]), lambda c: [texts[i].upper() for i in c], 2)
     ['A B C', 'A', 'A B']
     """
-    _validation.check_positive_int(batch_size=batch_size)
+    validation.check_positive_int(batch_size=batch_size)
     order = sorted(range(count), key=size)
     results = [None] * count
     start_time = time.time()

@@ -25,8 +25,8 @@ inside the model.
 import json
 import os
 
-from keras_transformer_runtime import _validation
 from keras_transformer_runtime import runner
+from keras_transformer_runtime import validation
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import length_penalty
@@ -155,7 +155,7 @@ class ExportedSearchTranslator(runner.Runner):
             ValueError: `n_best` is not 1, or `token_scores` is asked for
                 (the model returns neither).
         """
-        _validation.check_positive_int(batch_size=batch_size)
+        validation.check_positive_int(batch_size=batch_size)
         if n_best != 1 or token_scores:
             raise ValueError(
                 f"{self.name} returns the best translation and its score only: n_best=1, "

@@ -21,7 +21,7 @@ A runner lists what it supports in `methods`; the others raise
 on the host; passed as they are to a graph).
 """
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 TRANSLATE = "translate"
 TRANSLATE_WITH_SCORES = "translate_with_scores"
@@ -73,7 +73,7 @@ class Runner:
 
     def supports(self, method):
         """Whether the runner implements `method` (a name of `METHODS`)."""
-        _validation.check_choice(METHODS, method=method)
+        validation.check_choice(METHODS, method=method)
         return method in self.methods
 
     def _unsupported(self, method):

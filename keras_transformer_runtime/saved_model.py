@@ -19,10 +19,10 @@ import re
 
 import numpy as np
 
-from keras_transformer_runtime import _validation
 from keras_transformer_runtime import glossary
 from keras_transformer_runtime import results
 from keras_transformer_runtime import runner
+from keras_transformer_runtime import validation
 from keras_transformer_runtime.settings import DecodingSettings
 
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -153,7 +153,7 @@ class SavedModelTranslator(runner.Runner):
     def __init__(self, path, version=None):
         self._tf = import_tensorflow()
         if version is not None:
-            _validation.check_non_negative_int(version=version)
+            validation.check_non_negative_int(version=version)
         self.path = resolve_version_dir(path, version)
         self._loaded = self._tf.saved_model.load(self.path)  # owns the variables
         self.signatures = self._loaded.signatures
@@ -207,7 +207,7 @@ class SavedModelTranslator(runner.Runner):
             RefusedRequestError: the export refused an item that alone
                 exceeds a limit; `done` holds the results before it.
         """
-        _validation.check_positive_int(batch_size=batch_size)
+        validation.check_positive_int(batch_size=batch_size)
         truncated = {
             "text": self.settings.max_input_length,
             "source": self.settings.max_input_length,
@@ -255,8 +255,8 @@ class SavedModelTranslator(runner.Runner):
         """`num_samples` random translations of each sentence (the `sample`
         signature), each drawn with a seed derived from `seed`, the draw
         and the request: the same for the same arguments."""
-        _validation.check_positive_int(num_samples=num_samples)
-        _validation.check_non_negative_int(seed=seed)
+        validation.check_positive_int(num_samples=num_samples)
+        validation.check_non_negative_int(seed=seed)
         function = self.signatures["sample"]
 
         def run(number, inputs):

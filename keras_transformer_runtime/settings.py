@@ -7,7 +7,7 @@ reads them back (`from_dict`) and may change some (`replace`).
 
 import dataclasses
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 SEARCHES = ("beam", "sample")
 
@@ -95,11 +95,11 @@ class DecodingSettings:
     repetition_penalty: float = 1.0
 
     def __post_init__(self):
-        _validation.check_choice(SEARCHES, search=self.search)
-        _validation.check_positive_int(beam_size=self.beam_size)
-        _validation.check_non_negative(alpha=self.alpha)
-        _validation.check_non_negative_int(max_extra_length=self.max_extra_length)
-        _validation.check_positive_int(
+        validation.check_choice(SEARCHES, search=self.search)
+        validation.check_positive_int(beam_size=self.beam_size)
+        validation.check_non_negative(alpha=self.alpha)
+        validation.check_non_negative_int(max_extra_length=self.max_extra_length)
+        validation.check_positive_int(
             allow_none=True,
             max_input_length=self.max_input_length,
             max_output_length=self.max_output_length,

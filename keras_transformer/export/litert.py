@@ -28,7 +28,7 @@ from keras_transformer.export.exported_search import SearchModule
 from keras_transformer.export.exported_search import check_exportable
 from keras_transformer.export.exported_search import export_record
 from keras_transformer.export.exported_search import write_model_file
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 from keras_transformer_runtime.exported_search import SIGNATURE
 
 # `None` keeps float32.
@@ -66,7 +66,7 @@ def export_litert(translator, path, quantization=None, overwrite=False):
     >>> LiteRTTranslator("ende.tflite").translate(["A dog runs."])
     ['Ein Hund läuft.']
     """
-    _validation.check_choice(LITERT_QUANTIZATIONS, quantization=quantization)
+    validation.check_choice(LITERT_QUANTIZATIONS, quantization=quantization)
     path = os.fspath(path)
     check_exportable(translator, path, overwrite, "export_litert")
     module = SearchModule(translator, fixed_shapes=False)

@@ -22,7 +22,7 @@ from keras_transformer.export.exported_search import SearchModule
 from keras_transformer.export.exported_search import check_exportable
 from keras_transformer.export.exported_search import export_record
 from keras_transformer.export.exported_search import write_model_file
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 DEFAULT_OPSET = 17
 
@@ -65,7 +65,7 @@ def export_onnx(translator, path, opset=DEFAULT_OPSET, overwrite=False):
     >>> ONNXTranslator("ende.onnx").translate(["A dog runs."])
     ['Ein Hund läuft.']
     """
-    _validation.check_positive_int(opset=opset)
+    validation.check_positive_int(opset=opset)
     tf2onnx = import_tf2onnx()
     path = os.fspath(path)
     check_exportable(translator, path, overwrite, "export_onnx")

@@ -33,7 +33,7 @@ from keras_transformer.translator.signatures import SEED
 from keras_transformer.translator.signatures import SOURCE
 from keras_transformer.translator.signatures import TARGET
 from keras_transformer.translator.signatures import TEXT
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 SETTINGS_FILE = "keras_transformer.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -259,8 +259,8 @@ def export_saved_model(
     """
     export_dir = os.fspath(export_dir)
     if version is not None:
-        _validation.check_positive_int(version=version)
-    _validation.check_positive_int(max_batch_size=max_batch_size, max_input_tokens=max_input_tokens)
+        validation.check_positive_int(version=version)
+    validation.check_positive_int(max_batch_size=max_batch_size, max_input_tokens=max_input_tokens)
     if not all(bool(tf.reduce_all(tf.math.is_finite(w))) for w in translator.model.weights):
         raise ValueError("The model's weights hold NaN or infinite values; nothing exported.")
     if translator.jit_compile:

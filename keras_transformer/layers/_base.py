@@ -9,7 +9,7 @@ from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 # The arguments every encoder/decoder layer and stack takes, documented once
 # and written into each class's docstring by `document_layer_arguments`.
@@ -69,11 +69,11 @@ class TransformerLayerBase(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        _validation.check_positive_int(num_heads=num_heads, d_ff=d_ff)
-        _validation.check_rate(
+        validation.check_positive_int(num_heads=num_heads, d_ff=d_ff)
+        validation.check_rate(
             dropout=dropout, attention_dropout=attention_dropout, relu_dropout=relu_dropout
         )
-        _validation.check_positive_int(allow_none=True, key_dim=key_dim, value_dim=value_dim)
+        validation.check_positive_int(allow_none=True, key_dim=key_dim, value_dim=value_dim)
         super().__init__(**kwargs)
         self.supports_masking = True
         self.num_heads = num_heads
@@ -124,7 +124,7 @@ class TransformerLayerBase(keras.layers.Layer):
     def _head_dims(self, d_model):
         key_dim = self.key_dim
         if key_dim is None:
-            _validation.check_divisible("d_model", d_model, "num_heads", self.num_heads)
+            validation.check_divisible("d_model", d_model, "num_heads", self.num_heads)
             key_dim = d_model // self.num_heads
         return key_dim, self.value_dim or key_dim
 
@@ -216,7 +216,7 @@ class LayerStackBase(TransformerLayerBase):
     """
 
     def __init__(self, num_layers, *layer_arguments, **layer_keyword_arguments):
-        _validation.check_positive_int(num_layers=num_layers)
+        validation.check_positive_int(num_layers=num_layers)
         super().__init__(*layer_arguments, **layer_keyword_arguments)
         self.num_layers = num_layers
 

@@ -5,7 +5,7 @@ import keras
 from keras_transformer.layers._utils import clone_initializer
 from keras_transformer.layers._utils import on_last_axis
 from keras_transformer.layers._utils import sublayer_seed
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -48,8 +48,8 @@ class FeedForward(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        _validation.check_positive_int(d_ff=d_ff)
-        _validation.check_rate(dropout=dropout)
+        validation.check_positive_int(d_ff=d_ff)
+        validation.check_rate(dropout=dropout)
         super().__init__(**kwargs)
         self.d_ff = d_ff
         self.activation = keras.activations.get(activation)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -35,7 +35,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
     """
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
-        _validation.check_positive_int(max_length=max_length)
+        validation.check_positive_int(max_length=max_length)
         super().__init__(**kwargs)
         self.max_length = max_length
         self.initializer = keras.initializers.get(initializer)

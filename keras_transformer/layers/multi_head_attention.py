@@ -17,7 +17,7 @@ from keras_transformer.layers._utils import size
 from keras_transformer.layers._utils import sublayer_seed
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 # Logit of hidden keys: finite, so a row whose keys are all hidden is no NaN.
 _MASKED_LOGIT = -1e9
@@ -131,9 +131,9 @@ class MultiHeadAttention(AttentionDecoding, keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        _validation.check_positive_int(num_heads=num_heads, key_dim=key_dim)
-        _validation.check_rate(dropout=dropout)
-        _validation.check_positive_int(allow_none=True, value_dim=value_dim)
+        validation.check_positive_int(num_heads=num_heads, key_dim=key_dim)
+        validation.check_rate(dropout=dropout)
+        validation.check_positive_int(allow_none=True, value_dim=value_dim)
         _keras_attention_arguments.check_paper_attention(
             attention_axes, sliding_window, flash_attention, use_gate
         )

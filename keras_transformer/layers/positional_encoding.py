@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers._utils import size
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 LAYOUTS = ("interleaved", "concatenated")
 
@@ -49,7 +49,7 @@ class PositionalEncoding(keras.layers.Layer):
             raise ValueError(
                 f"`max_wavelength` must be positive. Received: max_wavelength={max_wavelength!r}"
             )
-        _validation.check_choice(LAYOUTS, layout=layout)
+        validation.check_choice(LAYOUTS, layout=layout)
         super().__init__(**kwargs)
         self.max_wavelength = float(max_wavelength)
         self.layout = layout

@@ -7,7 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.layers._utils import on_last_axis
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 
 def _concrete_values(ids):
@@ -97,7 +97,7 @@ class TokenEmbedding(keras.layers.Layer):
         embeddings_initializer=None,
         **kwargs,
     ):
-        _validation.check_positive_int(vocab_size=vocab_size, d_model=d_model)
+        validation.check_positive_int(vocab_size=vocab_size, d_model=d_model)
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.d_model = d_model

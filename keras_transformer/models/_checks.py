@@ -1,6 +1,6 @@
 """The constructor checks of `Transformer`, on the values it stored."""
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 TIE_EMBEDDINGS = ("all", "target", "none")
 POSITION_ENCODINGS = ("sinusoidal", "learned", "sinusoidal_concatenated")
@@ -23,12 +23,12 @@ def check_arguments(model):
             f"source_vocab_size={model.source_vocab_size}, "
             f"target_vocab_size={model.target_vocab_size}"
         )
-    _validation.check_positive_int(allow_none=True, **_values(model, POSITIVE_INTS))
-    _validation.check_rate(**_values(model, RATES))
+    validation.check_positive_int(allow_none=True, **_values(model, POSITIVE_INTS))
+    validation.check_rate(**_values(model, RATES))
     if model.key_dim is None:
-        _validation.check_divisible("d_model", model.d_model, "num_heads", model.num_heads)
-    _validation.check_choice(TIE_EMBEDDINGS, tie_embeddings=model.tie_embeddings)
-    _validation.check_choice(POSITION_ENCODINGS, position_encoding=model.position_encoding)
+        validation.check_divisible("d_model", model.d_model, "num_heads", model.num_heads)
+    validation.check_choice(TIE_EMBEDDINGS, tie_embeddings=model.tie_embeddings)
+    validation.check_choice(POSITION_ENCODINGS, position_encoding=model.position_encoding)
     if model.tie_embeddings == "all" and model.source_vocab_size != model.target_vocab_size:
         raise ValueError(
             "`tie_embeddings='all'` shares one matrix between source and "

@@ -16,7 +16,7 @@ sentence pairs, such as Multi30k, on a CPU (examples/README.md has its
 results); `tiny` is small enough for unit tests and demos.
 """
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 PRESETS = {
     "tiny": dict(num_layers=2, d_model=64, num_heads=4, d_ff=128, dropout=0.1, max_length=256),
@@ -33,7 +33,7 @@ def preset_arguments(preset, overrides, accepted):
         ValueError: `preset` is not a preset, or an override is not one of
             the `accepted` argument names (the message lists them).
     """
-    _validation.check_choice(tuple(PRESETS), preset=preset)
+    validation.check_choice(tuple(PRESETS), preset=preset)
     unknown = sorted(set(overrides) - set(accepted))
     if unknown:
         raise ValueError(

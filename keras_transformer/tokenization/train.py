@@ -10,7 +10,7 @@ import sentencepiece
 from keras_transformer import _backend
 from keras_transformer.special_ids import SPECIAL_IDS
 from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 MODEL_TYPES = ("bpe", "unigram")
 
@@ -122,8 +122,8 @@ def train_sentencepiece(
 
     >>> tokenizer = train_sentencepiece(["train.en.gz", "train.de.gz"], 37000)
     """
-    _validation.check_positive_int(vocab_size=vocab_size)
-    _validation.check_choice(MODEL_TYPES, model_type=model_type)
+    validation.check_positive_int(vocab_size=vocab_size)
+    validation.check_choice(MODEL_TYPES, model_type=model_type)
     if vocab_size < 260:
         raise ValueError(
             "`vocab_size` must leave room for 4 special ids and 256 byte "

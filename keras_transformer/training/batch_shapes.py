@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ class BatchShapes:
         Returns:
             A `BatchShapes`.
         """
-        _validation.check_positive_int(
+        validation.check_positive_int(
             batch_tokens=batch_tokens, max_length=max_length, max_shapes=max_shapes
         )
         source = np.asarray(source_lengths, np.int64).reshape(-1)

@@ -29,7 +29,7 @@ from keras_transformer.training.checkpoints import average_checkpoints
 from keras_transformer.training.checkpoints import remove_checkpoint
 from keras_transformer.training.checkpoints import write_json_atomically
 from keras_transformer.training.checkpoints import write_weights_on_chief
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 BEST_DIR = "best"
 SCORES_FILE = "scores.json"
@@ -159,10 +159,10 @@ class BestCheckpoints(keras.callbacks.Callback):
                 "`monitor` must name a validation score, e.g. 'val_bleu', 'val_chrf' or "
                 f"'val_loss'. Received: monitor={monitor!r}"
             )
-        _validation.check_non_negative_int(keep=keep)
-        _validation.check_positive_int(allow_none=True, patience=patience)
-        _validation.check_non_negative(min_delta=min_delta)
-        _validation.check_choice(MODES, mode=mode)
+        validation.check_non_negative_int(keep=keep)
+        validation.check_positive_int(allow_none=True, patience=patience)
+        validation.check_non_negative(min_delta=min_delta)
+        validation.check_choice(MODES, mode=mode)
         self.monitor = monitor
         self.mode = score_mode(monitor) if mode == "auto" else mode
         self.keep = keep

@@ -38,7 +38,7 @@ from keras_transformer.training.checkpoints import write_weights_on_chief
 from keras_transformer.training.schedules import DECAYS
 from keras_transformer.training.schedules import BudgetSchedule
 from keras_transformer.training.schedules import adam_optimizer
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 BUDGET_FILE = "budget.json"
 # The averaging checkpoints' own directory in `model_dir`, out of the
@@ -103,14 +103,14 @@ class TimeBudget:
     ):
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
             raise ValueError(f"`seconds` must be a positive number. Received: seconds={seconds!r}")
-        _validation.check_non_negative(reserve_seconds=reserve_seconds)
+        validation.check_non_negative(reserve_seconds=reserve_seconds)
         if not 0 <= warmup_fraction < 1:
             raise ValueError(
                 "`warmup_fraction` must be in [0, 1). Received: "
                 f"warmup_fraction={warmup_fraction!r}"
             )
-        _validation.check_choice(DECAYS, decay=decay)
-        _validation.check_positive_int(averaging_checkpoints=averaging_checkpoints)
+        validation.check_choice(DECAYS, decay=decay)
+        validation.check_positive_int(averaging_checkpoints=averaging_checkpoints)
         if not 0 < averaging_fraction <= 1:
             raise ValueError(
                 "`averaging_fraction` must be in (0, 1]. Received: "
@@ -181,8 +181,8 @@ class ScheduleFitter(keras.callbacks.Callback):
                 "`budget` must be a keras_transformer.training.TimeBudget. "
                 f"Received: budget={budget!r}"
             )
-        _validation.check_positive_int(measure_after=measure_after, every=every)
-        _validation.check_positive_int(allow_none=True, max_steps=max_steps)
+        validation.check_positive_int(measure_after=measure_after, every=every)
+        validation.check_positive_int(allow_none=True, max_steps=max_steps)
         if math.isinf(budget.seconds) and max_steps is None:
             raise ValueError(
                 "A budget without a time limit needs `max_steps`, where the schedule ends. "
@@ -305,7 +305,7 @@ def averaging_checkpoint_paths(model_dir, count):
 
     >>> average_checkpoints(model, averaging_checkpoint_paths("runs/small", 5))
     """
-    _validation.check_positive_int(count=count)
+    validation.check_positive_int(count=count)
     paths = checkpoint_paths(model_dir)
     budget = read_budget(model_dir)
     if budget is None:

@@ -9,7 +9,7 @@ from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
 from keras_transformer.training.metrics import TokenCount
 from keras_transformer.training.schedules import paper_optimizer
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 JIT_COMPILE = ("auto", True, False)
 LEARNING_RATE_SCHEDULES = ("auto", "paper", "budget")
@@ -55,8 +55,8 @@ def compile_for_training(
     >>> model = compile_for_training(Transformer.from_preset("tiny", vocab_size=100))
     >>> model.train_on_batch((source, target_in), target_out)
     """
-    _validation.check_choice(JIT_COMPILE, jit_compile=jit_compile)
-    _validation.check_positive_int(accumulation_steps=accumulation_steps)
+    validation.check_choice(JIT_COMPILE, jit_compile=jit_compile)
+    validation.check_positive_int(accumulation_steps=accumulation_steps)
     if optimizer is None:
         optimizer = paper_optimizer(
             model.d_model, warmup_steps, learning_rate_scale, accumulation_steps, ema_momentum

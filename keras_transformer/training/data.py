@@ -27,7 +27,7 @@ from keras_transformer.training import bucketing
 from keras_transformer.training import token_pairs
 from keras_transformer.training.batch_shapes import BatchShapes
 from keras_transformer.training.devices import recommended_jit_compile
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 LONG_PAIRS = ("drop", "truncate")
 BUCKET_BY = ("auto", "longer_side", "each_side")
@@ -43,7 +43,7 @@ SHAPE_SAMPLE = 100_000
 def resolve_static_shapes(static_shapes):
     """`make_batches`' `static_shapes` as a bool: `"auto"` is whether the
     training step is compiled by XLA here (`recommended_jit_compile`)."""
-    _validation.check_choice(STATIC_SHAPES, static_shapes=static_shapes)
+    validation.check_choice(STATIC_SHAPES, static_shapes=static_shapes)
     return recommended_jit_compile() if static_shapes == "auto" else static_shapes
 
 
@@ -61,7 +61,7 @@ def fit_batch_shapes(
     >>> print(fit_batch_shapes(pairs, tokenizer, batch_tokens=4096, max_length=128))
     24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
-    _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
+    validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
     lengths = _sampled_lengths(pairs, tokenizer, max_length, long_pairs)
     return BatchShapes.fit(lengths[:, 0], lengths[:, 1], batch_tokens, max_length, max_shapes)
 
@@ -215,12 +215,12 @@ def make_batches(
     >>> print(batches.batch_shapes)
     24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
-    _validation.check_positive_int(
+    validation.check_positive_int(
         batch_tokens=batch_tokens, max_length=max_length, max_shapes=max_shapes
     )
     _check_tokenizer(tokenizer)
     bos_id, eos_id, pad_id = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
-    _validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
+    validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
     static = resolve_static_shapes(static_shapes)
     bucket_by = _bucketing(static, bucket_by, bucket_growth, repeat)
     if max_length < 2:
@@ -280,7 +280,7 @@ def make_batches(
 def _bucketing(static, bucket_by, bucket_growth, repeat):
     """`bucket_by` resolved (`"auto"`), after refusing the dynamic-shape
     options with static shapes."""
-    _validation.check_choice(BUCKET_BY, bucket_by=bucket_by)
+    validation.check_choice(BUCKET_BY, bucket_by=bucket_by)
     if bucket_growth is not None and not bucket_growth > 1:
         raise ValueError(
             f"`bucket_growth` must be greater than 1. Received: bucket_growth={bucket_growth!r}"

@@ -8,7 +8,7 @@ import platform
 import warnings
 
 from keras_transformer import _backend
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 STRATEGIES = ("auto", "mirrored", "multiworker", "one_device")
 MIXED_PRECISION = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -33,7 +33,7 @@ def get_strategy(name="auto"):
     """
     import tensorflow as tf
 
-    _validation.check_choice(STRATEGIES, strategy=name)
+    validation.check_choice(STRATEGIES, strategy=name)
     gpus = tf.config.list_logical_devices("GPU")
     if name == "mirrored" or (name == "auto" and len(gpus) > 1):
         return tf.distribute.MirroredStrategy()
@@ -103,7 +103,7 @@ def dtype_policy(mixed_precision="none"):
     >>> dtype_policy("bf16")
     'mixed_bfloat16'
     """
-    _validation.check_choice(("auto", *MIXED_PRECISION), mixed_precision=mixed_precision)
+    validation.check_choice(("auto", *MIXED_PRECISION), mixed_precision=mixed_precision)
     if mixed_precision == "auto":
         return MIXED_PRECISION[recommended_mixed_precision()]
     if (

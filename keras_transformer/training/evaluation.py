@@ -13,7 +13,7 @@ from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import read_int
 from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training.checkpoints import all_finite
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 from keras_transformer_runtime.runner import Runner
 
 # What `TranslationEvaluator` adds to the logs, in this order.
@@ -124,9 +124,9 @@ class TranslationEvaluator(keras.callbacks.Callback):
         verbose=1,
     ):
         _backend.require_tensorflow("training.TranslationEvaluator", "it runs a Translator")
-        _validation.check_positive_int(allow_none=True, every=every)
-        _validation.check_positive_int(max_sentences=max_sentences, batch_size=batch_size)
-        _validation.check_non_negative_int(examples=examples)
+        validation.check_positive_int(allow_none=True, every=every)
+        validation.check_positive_int(max_sentences=max_sentences, batch_size=batch_size)
+        validation.check_non_negative_int(examples=examples)
         if not isinstance(translator, Runner):
             raise ValueError(
                 "`translator` must be a keras_transformer_runtime.Runner with "

@@ -5,7 +5,7 @@ import dataclasses
 import os
 import tempfile
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 # The parts of a `Transformer` that `prepare_fine_tuning` can freeze.
 FREEZABLE = ("embeddings", "encoder", "decoder")
@@ -91,8 +91,8 @@ def prepare_fine_tuning(model, freeze=(), lora_rank=None, lora_alpha=None):
         freeze = [part.strip() for part in freeze.split(",") if part.strip()]
     parts = tuple(freeze)
     for part in parts:
-        _validation.check_choice(FREEZABLE, freeze=part)
-    _validation.check_positive_int(allow_none=True, lora_rank=lora_rank)
+        validation.check_choice(FREEZABLE, freeze=part)
+    validation.check_positive_int(allow_none=True, lora_rank=lora_rank)
     if lora_alpha is not None:
         if lora_rank is None:
             raise ValueError(

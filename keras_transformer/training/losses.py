@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer import _backend
 from keras_transformer.special_ids import PAD_ID
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 if _backend.is_tensorflow():
     from keras_transformer.training import _tensorflow_losses as _kernel
@@ -60,7 +60,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         # The per-token values are already divided by the global count: Keras
         # must only sum them (and not divide again by the number of replicas).
         super().__init__(name=name, reduction="sum", dtype=dtype)
-        _validation.check_rate(label_smoothing=label_smoothing)
+        validation.check_rate(label_smoothing=label_smoothing)
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
 

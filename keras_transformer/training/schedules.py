@@ -6,7 +6,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -37,7 +37,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, d_model=512, warmup_steps=4000, scale=1.0, accumulation_steps=1):
-        _validation.check_positive_int(
+        validation.check_positive_int(
             d_model=d_model, warmup_steps=warmup_steps, accumulation_steps=accumulation_steps
         )
         if not scale > 0:
@@ -112,12 +112,12 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
         decay="linear",
         accumulation_steps=1,
     ):
-        _validation.check_positive_int(
+        validation.check_positive_int(
             total_steps=total_steps,
             max_warmup_steps=max_warmup_steps,
             accumulation_steps=accumulation_steps,
         )
-        _validation.check_choice(DECAYS, decay=decay)
+        validation.check_choice(DECAYS, decay=decay)
         if not peak_learning_rate > 0:
             raise ValueError(
                 f"`peak_learning_rate` must be positive. Received: "
@@ -209,9 +209,9 @@ def adam_optimizer(learning_rate, accumulation_steps=1, ema_momentum=None):
 
     >>> optimizer = adam_optimizer(BudgetSchedule(1e-3, total_steps=2000))
     """
-    _validation.check_positive_int(accumulation_steps=accumulation_steps)
+    validation.check_positive_int(accumulation_steps=accumulation_steps)
     if ema_momentum is not None:
-        _validation.check_rate(ema_momentum=ema_momentum)
+        validation.check_rate(ema_momentum=ema_momentum)
     return keras.optimizers.Adam(
         learning_rate=learning_rate,
         beta_1=0.9,

@@ -53,7 +53,7 @@ from keras_transformer.training.evaluation import ValidateOnAverages
 from keras_transformer.training.watching import check_watched
 from keras_transformer.training.watching import evaluate_now
 from keras_transformer.training.watching import owed_evaluation
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -223,12 +223,12 @@ def train(
     ... )
     >>> [(e["step"], e["val_bleu"]) for e in result.evaluations]
     """
-    _validation.check_positive_int(
+    validation.check_positive_int(
         train_steps=train_steps,
         steps_per_checkpoint=steps_per_checkpoint,
         keep_checkpoints=keep_checkpoints,
     )
-    _validation.check_choice(LEARNING_RATE_SCHEDULES, learning_rate_schedule=learning_rate_schedule)
+    validation.check_choice(LEARNING_RATE_SCHEDULES, learning_rate_schedule=learning_rate_schedule)
     if budget is not None and not isinstance(budget, TimeBudget):
         raise ValueError(
             f"`budget` must be a keras_transformer.training.TimeBudget. Received: budget={budget!r}"

@@ -8,7 +8,7 @@ from keras_transformer.training.evaluation import SCORES
 from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.evaluation import ValidateOnAverages
 from keras_transformer.training.evaluation import evaluation_weights
-from keras_transformer_runtime import _validation
+from keras_transformer_runtime import validation
 
 # The validation logs of `fit` with `validation_data` (`compile_for_training`'s metrics).
 VALIDATION_LOGS = ("val_loss", "val_accuracy", "val_perplexity")
@@ -25,7 +25,7 @@ def check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, b
             )
         if evaluator.every is None:
             evaluator.every = steps_per_checkpoint
-        _validation.check_divisible(
+        validation.check_divisible(
             "evaluator.every", evaluator.every, "steps_per_checkpoint", steps_per_checkpoint
         )
         if tensorboard and evaluator.log_dir is None:

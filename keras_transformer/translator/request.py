@@ -4,8 +4,8 @@ checked once, against each other and the translator's settings."""
 import dataclasses
 import random
 
-from keras_transformer_runtime import _validation
 from keras_transformer_runtime import glossary
+from keras_transformer_runtime import validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +65,7 @@ class TranslationRequest:
                     f"{len(changes['prefixes'])} prefixes for {count} sentences"
                 )
         if request.max_output_length is not None:
-            _validation.check_positive_int(max_output_length=request.max_output_length)
+            validation.check_positive_int(max_output_length=request.max_output_length)
         if request.return_alignments and (request.with_options or sampling):
             raise ValueError(
                 "`return_alignments` works with beam search (or greedy) and no prefixes or "
@@ -90,7 +90,7 @@ class TranslationRequest:
                 f"{settings.search!r}. Received: seed={request.seed!r}"
             )
         if request.seed is not None:
-            _validation.check_non_negative_int(seed=request.seed)
+            validation.check_non_negative_int(seed=request.seed)
         elif sampling:
             changes["seed"] = random.SystemRandom().randrange(2**62)
         return dataclasses.replace(request, **changes)

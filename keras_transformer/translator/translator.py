@@ -10,10 +10,10 @@ from keras_transformer.translator.graph import TranslatorGraph
 from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer.translator.model_search import resolved_settings
 from keras_transformer.translator.request import TranslationRequest
-from keras_transformer_runtime import _validation
 from keras_transformer_runtime import glossary
 from keras_transformer_runtime import results
 from keras_transformer_runtime import runner
+from keras_transformer_runtime import validation
 from keras_transformer_runtime.batching import in_length_order
 
 
@@ -169,8 +169,8 @@ class Translator(runner.Runner):
         (`temperature`, `top_k`, `top_p`, whatever `search` is), as
         `Hypothesis`: the same for the same `seed`, sentences and
         `batch_size`."""
-        _validation.check_positive_int(num_samples=num_samples)
-        _validation.check_non_negative_int(seed=seed)
+        validation.check_positive_int(num_samples=num_samples)
+        validation.check_non_negative_int(seed=seed)
         batch_seeds = np.random.SeedSequence(seed)
 
         def run(text):

@@ -1,4 +1,5 @@
-"""Argument checks shared by the whole package.
+"""Argument checks shared by the whole package, public so that every
+module (and a user's own code) may use them.
 
 Each check takes the arguments by keyword, `check_rate(dropout=dropout)`,
 and raises `ValueError` with a message that names the first bad argument
