@@ -262,6 +262,15 @@ def check_run(
     as JSON, or `None` for batches padded to their own longest): for the
     record only, a resumed run may differ.
 
+    Args:
+        model_dir: the run's directory.
+        model: the `Transformer` to train.
+        accumulation_steps: batches per update.
+        tokenizer_fingerprint: the tokenizer's `fingerprint`, or `None`.
+        uses_ema: whether the optimizer keeps moving averages.
+        record: write the record of a new run (the chief only).
+        batch_shapes: the batches' `BatchShapes`, or `None`.
+
     Raises:
         IncompatibleRunError: listing every difference.
     """

@@ -56,6 +56,17 @@ def fit_batch_shapes(
     `pairs`, tokenized and filtered as `make_batches` does them, with
     batch sizes under `batch_tokens` (per replica).
 
+    Args:
+        pairs: dataset of `(source, target)` scalar strings.
+        tokenizer: the `Tokenizer` of `make_batches`.
+        batch_tokens: the token budget of a batch (per replica).
+        max_length: the longest sequence kept, EOS/BOS included.
+        long_pairs: `"drop"` or `"truncate"`, as `make_batches`.
+        max_shapes: the most shapes.
+
+    Returns:
+        A `BatchShapes`.
+
     Example:
 
     >>> print(fit_batch_shapes(pairs, tokenizer, batch_tokens=4096, max_length=128))

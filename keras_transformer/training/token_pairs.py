@@ -10,7 +10,18 @@ from keras_transformer import _backend
 
 
 def frame(source_ids, target_ids, max_length, long_pairs, bos_id, eos_id):
-    """Adds BOS/EOS; truncates if asked. Returns the three sequences."""
+    """Adds BOS and EOS, truncating first if asked.
+
+    Args:
+        source_ids, target_ids: int32 vectors of one pair.
+        max_length: the longest sequence, BOS or EOS included.
+        long_pairs: `"truncate"` cuts each side to fit; `"drop"` leaves
+            it (the pair was filtered before).
+        bos_id, eos_id: the tokenizer's.
+
+    Returns:
+        `(source + [EOS], [BOS] + target, target + [EOS])`.
+    """
     if long_pairs == "truncate":
         source_ids = source_ids[: max_length - 1]
         target_ids = target_ids[: max_length - 1]

@@ -16,7 +16,21 @@ VALIDATION_LOGS = ("val_loss", "val_accuracy", "val_perplexity")
 
 def check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, best, tensorboard):
     """Checks what `train` is asked to watch, and sets the evaluator's
-    defaults (`every`: each checkpoint; `log_dir`: `model_dir/logs/evaluation`)."""
+    defaults (`every`: each checkpoint; `log_dir`: `model_dir/logs/evaluation`).
+
+    Args:
+        model_dir: the run's directory.
+        steps_per_checkpoint: updates per epoch.
+        validation_data: `fit`'s validation data, or `None`.
+        evaluator: a `TranslationEvaluator`, or `None`.
+        best: a `BestCheckpoints`, or `None`.
+        tensorboard: whether the run writes TensorBoard logs.
+
+    Raises:
+        ValueError: an evaluator or `best` of another type, an evaluator
+            whose `every` is not a multiple of `steps_per_checkpoint`, or a
+            `best.monitor` that the run does not log.
+    """
     if evaluator is not None:
         if not isinstance(evaluator, TranslationEvaluator):
             raise ValueError(
@@ -51,17 +65,31 @@ def check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, b
         )
 
 
-def owed_evaluation(step, evaluations, steps_per_checkpoint, train_steps, evaluator, validation):
+def owed_evaluation(
+    step, evaluations, steps_per_checkpoint, train_steps, evaluator, validation_data
+):
     """What a run resumed at `step` owes: the evaluation an uninterrupted
     run made there, if none is recorded (the run was killed while
-    evaluating, after its checkpoint was written). Returns the set of
-    what to evaluate (`evaluate_now`): `"loss"` with `validation` data,
-    `"translation"` with an evaluator due then; empty when nothing is owed.
+    evaluating, after its checkpoint was written).
 
     Evaluations happen at epoch ends: every `steps_per_checkpoint`
     updates and at `train_steps`; the evaluator's at its `every` and at
     the last update. (A run stopped by its time budget that is resumed
     trains on instead, so its last evaluation comes at the next epoch end.)
+
+    Args:
+        step: the update the run resumes at.
+        evaluations: the recorded evaluations (`evaluations.json`), dicts
+            with a `"step"`.
+        steps_per_checkpoint: updates per epoch.
+        train_steps: the run's last update.
+        evaluator: the `TranslationEvaluator`, or `None`.
+        validation_data: `fit`'s validation data, or `None`.
+
+    Returns:
+        The set of what to evaluate (`evaluate_now`): `"loss"` with
+        validation data, `"translation"` with an evaluator due then; empty
+        when nothing is owed.
     """
     if step == 0 or any(e["step"] == step for e in evaluations):
         return set()
@@ -69,7 +97,7 @@ def owed_evaluation(step, evaluations, steps_per_checkpoint, train_steps, evalua
     if not (last or step % steps_per_checkpoint == 0):
         return set()  # an averaging checkpoint inside an epoch
     owed = set()
-    if validation is not None:
+    if validation_data is not None:
         owed.add("loss")
     if evaluator is not None and (last or step % evaluator.every == 0):
         owed.add("translation")
@@ -77,9 +105,20 @@ def owed_evaluation(step, evaluations, steps_per_checkpoint, train_steps, evalua
 
 
 def evaluate_now(model, step, owed, validation_data, validation_steps, evaluator):
-    """The `val_*` logs the epoch end at `step` gave, for what is `owed`
-    (`owed_evaluation`): `fit`'s validation and the evaluator's scores,
-    on the weights it evaluates (the moving averages, if kept)."""
+    """The `val_*` logs the epoch end at `step` gave, for what is `owed`:
+    `fit`'s validation and the evaluator's scores, on the weights it
+    evaluates (the moving averages, if kept).
+
+    Args:
+        model: the model being trained.
+        step: the update of the epoch end.
+        owed: what `owed_evaluation` returned.
+        validation_data, validation_steps: `fit`'s validation arguments.
+        evaluator: the `TranslationEvaluator`, or `None`.
+
+    Returns:
+        `{"val_<name>": float}`.
+    """
     logs = {}
     if "loss" in owed:
         results = model.evaluate(
