@@ -186,15 +186,13 @@ def test_bad_arguments_and_existing_files(words_tokenizer, tmp_path):
             export_litert(translator, path, overwrite=True)
     assert sorted(os.listdir(tmp_path)) == listing
     assert pathlib.Path(path).read_bytes() == before
-    export_litert(translator, path, quantization="dynamic_int8", overwrite=True)
-    assert LiteRTTranslator(path).quantization == "dynamic_int8"
-    assert sorted(os.listdir(tmp_path)) == ["m.tflite", "m.tflite.json", "m.tflite.spm.model"]
     # An export written before the tokenizers named their files alike
     # (`PATH.spm`) still loads, and an export over it removes the old name.
     translations = LiteRTTranslator(path).translate(["a b", "c"])
     os.rename(f"{path}.spm.model", f"{path}.spm")
     assert LiteRTTranslator(path).translate(["a b", "c"]) == translations
-    export_litert(translator, path, overwrite=True)
+    export_litert(translator, path, quantization="dynamic_int8", overwrite=True)
+    assert LiteRTTranslator(path).quantization == "dynamic_int8"
     assert sorted(os.listdir(tmp_path)) == ["m.tflite", "m.tflite.json", "m.tflite.spm.model"]
     os.remove(f"{path}.json")
     with pytest.raises(ValueError, match="m.tflite.json does not exist"):
