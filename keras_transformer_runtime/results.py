@@ -73,7 +73,10 @@ class Hypothesis:
 
     @property
     def word_scores(self):
-        """`[(word, log_prob)]` from `token_scores` (`word_scores`)."""
+        """`[(word, log_prob)]` from `token_scores` (`word_scores`); empty
+        without token scores."""
+        if not self.token_scores:
+            return []
         return word_scores(self.tokens, self.token_scores)
 
 

@@ -46,3 +46,12 @@ def test_word_scores_sum_each_words_pieces():
     # A first piece without the boundary starts a word; EOS alone: no word.
     assert word_scores(["Hund", "▁x", "</s>"], [-1.0, -2.0, -3.0]) == [("Hund", -1.0), ("x", -2.0)]
     assert word_scores(["</s>"], [-0.5]) == []
+
+
+def test_a_hypothesis_without_token_scores_has_no_word_scores():
+    from keras_transformer_runtime import Hypothesis
+
+    # A SavedModel's serving_default gives text and score only.
+    assert Hypothesis(translation="Ein Hund.", score=-0.5).word_scores == []
+    scored = Hypothesis("Ein Hund.", -0.5, -0.6, ["▁Ein", "▁Hund", ".", "</s>"], [-1, -2, -3, -4])
+    assert scored.word_scores == [("Ein", -1.0), ("Hund.", -5.0)]
