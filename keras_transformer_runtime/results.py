@@ -93,9 +93,14 @@ class RefusedRequestError(ValueError):
     """
 
     def __init__(self, reason, start, end, done):
-        where = f"item {start + 1}" if end - start == 1 else f"items {start + 1}-{end}"
-        super().__init__(f"The export refuses {where}: {reason}")
         self.reason, self.start, self.end, self.done = reason, start, end, done
+        super().__init__(f"The export refuses {self.where('item')}: {reason}")
+
+    def where(self, noun):
+        """The refused items named by `noun`, 1-based: `"line 4"`, `"lines 4-5"`."""
+        if self.end - self.start == 1:
+            return f"{noun} {self.start + 1}"
+        return f"{noun}s {self.start + 1}-{self.end}"
 
 
 WORD_BOUNDARY = "\u2581"
@@ -153,6 +158,33 @@ class AlignedTranslation:
         """`[(word, log_prob)]`: `token_scores` summed over each word's
         pieces (`word_scores`); a low one marks a word to check."""
         return word_scores(self.target_tokens, self.token_scores)
+
+
+def numpy_outputs(outputs):
+    """A signature's outputs (tensors by name) as NumPy arrays by name."""
+    return {key: value.numpy() for key, value in outputs.items()}
+
+
+def scores_signature(n_best, token_scores):
+    """`(signature name, parser)`: the SavedModel signature that answers
+    `translate_with_scores(n_best=, token_scores=)` and the parser of its
+    outputs (`translate_with_alignments` for token scores, else
+    `serving_default` or `n_best`).
+
+    Raises:
+        ValueError: `token_scores` with `n_best` above 1 (the signature
+            gives the best translation's token scores only).
+    """
+    if token_scores and n_best != 1:
+        raise ValueError(
+            "`token_scores` gives the best translation's token scores: it goes with "
+            f"n_best=1. Received: n_best={n_best}"
+        )
+    if token_scores:
+        return "translate_with_alignments", scored_hypotheses
+    if n_best == 1:
+        return "serving_default", best_hypotheses
+    return "n_best", lambda outputs: n_best_hypotheses(outputs, n_best)
 
 
 def text(value):

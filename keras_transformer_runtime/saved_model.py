@@ -231,24 +231,14 @@ class SavedModelTranslator(runner.Runner):
     def _run(self, name, parse):
         """A `run` of `_requests`: signature `name`'s outputs, `parse`d."""
         function = self.signatures[name]
-        return lambda number, inputs: parse(_numpy(function(**inputs)))
+        return lambda number, inputs: parse(results.numpy_outputs(function(**inputs)))
 
     def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):
         """Beam search as exported (`serving_default`, `n_best`; with
         `token_scores`, `translate_with_alignments`, one hypothesis per
         sentence): for each sentence its `n_best` best `Hypothesis`."""
         runner.check_n_best(n_best, self.settings.beam_size)
-        if token_scores and n_best != 1:
-            raise ValueError(
-                "`token_scores` gives the best translation's token scores: it goes with "
-                f"n_best=1. Received: n_best={n_best}"
-            )
-        if token_scores:
-            run = self._run("translate_with_alignments", results.scored_hypotheses)
-        elif n_best == 1:
-            run = self._run("serving_default", results.best_hypotheses)
-        else:
-            run = self._run("n_best", lambda outputs: results.n_best_hypotheses(outputs, n_best))
+        run = self._run(*results.scores_signature(n_best, token_scores))
         return self._requests({"text": list(sentences)}, batch_size, run)
 
     def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
@@ -262,7 +252,9 @@ class SavedModelTranslator(runner.Runner):
         def run(number, inputs):
             draws = [
                 results.best_hypotheses(
-                    _numpy(function(**inputs, seed=self._draw_seed(seed, draw, number)))
+                    results.numpy_outputs(
+                        function(**inputs, seed=self._draw_seed(seed, draw, number))
+                    )
                 )
                 for draw in range(num_samples)
             ]
@@ -298,10 +290,6 @@ class SavedModelTranslator(runner.Runner):
         columns = {"text": sentences, **terms}
         run = self._run("translate_with_constraints", results.constrained_hypotheses)
         return self._requests(columns, batch_size, run)
-
-
-def _numpy(outputs):
-    return {key: value.numpy() for key, value in outputs.items()}
 
 
 def _refused(error, start, end, done):

@@ -133,9 +133,11 @@ class _ServingModule(tf.Module):
         return self.graph.score(self._within_limits(source), self._within_limits(target, "target"))
 
     def signatures(self):
-        """Each signature's concrete function, by the graph function's name
-        (`tokenize` and `detokenize` without limits: they run no model)."""
+        """Each signature's concrete function: the graph's functions, those
+        that run the model behind the request limits (`tokenize` and
+        `detokenize` as they are)."""
         functions = {
+            **self.graph.signature_functions(),
             "serving_default": self.serving_default,
             "n_best": self.n_best,
             "translate_with_options": self.translate_with_options,
@@ -143,8 +145,6 @@ class _ServingModule(tf.Module):
             "translate_with_constraints": self.translate_with_constraints,
             "sample": self.sample,
             "score": self.score,
-            "tokenize": self.graph.tokenize,
-            "detokenize": self.graph.detokenize,
         }
         return {name: function.get_concrete_function() for name, function in functions.items()}
 

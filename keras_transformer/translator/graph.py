@@ -51,6 +51,20 @@ class TranslatorGraph(tf.Module):
         self.sample_ids = tf.function(search.sample_ids, jit_compile=jit_compile)
         self.token_log_probs = tf.function(search.token_log_probs, jit_compile=jit_compile)
 
+    def signature_functions(self):
+        """The graph functions by the name of the signature each serves."""
+        return {
+            "serving_default": self.serving_default,
+            "n_best": self.n_best,
+            "translate_with_options": self.translate_with_options,
+            "translate_with_alignments": self.translate_with_alignments,
+            "translate_with_constraints": self.translate_with_constraints,
+            "sample": self.sample,
+            "score": self.score,
+            "tokenize": self.tokenize,
+            "detokenize": self.detokenize,
+        }
+
     def encode_text(self, text):
         """Strings `(batch,)` to padded source ids `(batch, length)`, each
         truncated to `max_input_length` tokens and ending with EOS."""

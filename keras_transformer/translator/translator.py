@@ -17,10 +17,6 @@ from keras_transformer_runtime import validation
 from keras_transformer_runtime.batching import in_length_order
 
 
-def _numpy(outputs):
-    return {key: value.numpy() for key, value in outputs.items()}
-
-
 def _texts(outputs):
     return [results.text(value) for value in outputs.numpy()]
 
@@ -147,22 +143,11 @@ class Translator(runner.Runner):
         with `token_scores` (one per sentence), each with its tokens and
         their log-probabilities (`translate_with_alignments`)."""
         runner.check_n_best(n_best, self.settings.beam_size)
-        if token_scores and n_best != 1:
-            raise ValueError(
-                "`token_scores` gives the best translation's token scores: it goes with "
-                f"n_best=1. Received: n_best={n_best}"
-            )
-        if token_scores:
-            function, parse = self.graph.translate_with_alignments, results.scored_hypotheses
-        elif n_best == 1:
-            function, parse = self.graph.serving_default, results.best_hypotheses
-        else:
-            function = self.graph.n_best
-
-            def parse(outputs):
-                return results.n_best_hypotheses(outputs, n_best)
-
-        return self._batches(sentences, lambda text: parse(_numpy(function(text))), batch_size)
+        name, parse = results.scores_signature(n_best, token_scores)
+        function = self.graph.signature_functions()[name]
+        return self._batches(
+            sentences, lambda text: parse(results.numpy_outputs(function(text))), batch_size
+        )
 
     def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
         """`num_samples` translations of each sentence drawn at random
@@ -176,7 +161,9 @@ class Translator(runner.Runner):
         def run(text):
             batch_seed = batch_seeds.spawn(1)[0]
             draws = [
-                results.best_hypotheses(_numpy(self.graph.sample(text, _draw_seed(batch_seed))))
+                results.best_hypotheses(
+                    results.numpy_outputs(self.graph.sample(text, _draw_seed(batch_seed)))
+                )
                 for _ in range(num_samples)
             ]
             return [[options[0] for options in row] for row in zip(*draws, strict=True)]
@@ -207,7 +194,7 @@ class Translator(runner.Runner):
             }
             text = tf.constant([sentences[i] for i in chunk], tf.string)
             outputs = self.graph.translate_with_constraints(text, **inputs)
-            return results.constrained_hypotheses(_numpy(outputs))
+            return results.constrained_hypotheses(results.numpy_outputs(outputs))
 
         return in_length_order(len(sentences), lambda i: len(sentences[i]), run, batch_size)
 
@@ -278,7 +265,7 @@ class Translator(runner.Runner):
             return self._batches(
                 request.sentences,
                 lambda text: results.aligned_translations(
-                    _numpy(self.graph.translate_with_alignments(text))
+                    results.numpy_outputs(self.graph.translate_with_alignments(text))
                 ),
                 batch_size,
                 progress,
@@ -372,7 +359,7 @@ class Translator(runner.Runner):
                 tf.constant([sources[i] for i in chunk], tf.string),
                 tf.constant([targets[i] for i in chunk], tf.string),
             )
-            return results.target_scores(_numpy(outputs))
+            return results.target_scores(results.numpy_outputs(outputs))
 
         def size(i):
             return len(sources[i]) + len(targets[i])
