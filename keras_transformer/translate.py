@@ -305,13 +305,9 @@ def main(argv=None):
         for line in output_lines(args, error.done):
             out.write(line.encode("utf-8") + b"\n")
         out.flush()
-        where = (
-            f"line {error.start + 1}"
-            if error.end - error.start == 1
-            else f"lines {error.start + 1}-{error.end}"
-        )
         print(
-            f"error: The export refuses {where}: {error.reason} The lines before were written.",
+            f"error: The export refuses {error.where('line')}: {error.reason} "
+            "The lines before were written.",
             file=sys.stderr,
         )
         return 1

@@ -244,12 +244,8 @@ class CTranslate2Translator(runner.Runner):
 
     def describe(self):
         """The export's directory, quantization and decoding settings."""
-        return "\n".join(
-            [
-                f"CTranslate2 model: {self.model_dir}",
-                f"quantization: {self.quantization}",
-                "decoding settings: " + json.dumps(self.settings.to_dict(), sort_keys=True),
-            ]
+        return runner.export_description(
+            f"CTranslate2 model: {self.model_dir}", self.quantization, self.settings
         )
 
     def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):

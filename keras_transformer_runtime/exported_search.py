@@ -137,12 +137,8 @@ class ExportedSearchTranslator(runner.Runner):
 
     def describe(self):
         """The model file, its quantization and decoding settings."""
-        return "\n".join(
-            [
-                f"{self.runtime} model: {self.path}",
-                f"quantization: {self.quantization}",
-                "decoding settings: " + json.dumps(self.settings.to_dict(), sort_keys=True),
-            ]
+        return runner.export_description(
+            f"{self.runtime} model: {self.path}", self.quantization, self.settings
         )
 
     def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=16):

@@ -21,6 +21,8 @@ A runner lists what it supports in `methods`; the others raise
 on the host; passed as they are to a graph).
 """
 
+import json
+
 from keras_transformer_runtime import validation
 
 TRANSLATE = "translate"
@@ -44,6 +46,18 @@ def check_n_best(n_best, beam_size):
             f"`n_best` must be between 1 and the beam size ({beam_size}). "
             f"Received: n_best={n_best!r}"
         )
+
+
+def export_description(label, quantization, settings):
+    """`describe`'s text for an export run on the host: what it is, the
+    weights' type, the decoding settings."""
+    return "\n".join(
+        [
+            label,
+            f"quantization: {quantization}",
+            "decoding settings: " + json.dumps(settings.to_dict(), sort_keys=True),
+        ]
+    )
 
 
 class Runner:
