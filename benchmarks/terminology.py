@@ -10,7 +10,7 @@ of at least four letters for even-numbered sentences, two adjacent words
 for odd ones (seeded choice; punctuation stripped). The rows translate the
 whole test set in batches of 64 with the run's beam size and alpha:
 `Translator.translate` (beam search), `translate(constraints=...)`
-(dynamic beam allocation, `decoding.constrained`), and
+(dynamic beam allocation, `decoding.terminology`, `ConstrainedBeamSearch`), and
 `translate_with_constraints` with no constraint at all (the constrained
 signature's overhead alone). Each time is the faster of two passes after
 a warm-up pass; a constraint counts as met if the translation contains

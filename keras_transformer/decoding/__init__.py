@@ -1,7 +1,11 @@
 """In-graph greedy search, beam search and sampling over a next-token
-function and a cache, one module per strategy around one shared loop.
+function and a cache: a `SearchRequest` (what to decode) and a
+`SearchStrategy` (`GreedySearch`, `Sampling`, `BeamSearch`,
+`ConstrainedBeamSearch`: how), one module per strategy around one shared
+loop (`loop`); `greedy_search`, `sample` and `beam_search` are the same as
+functions, and `strategies.from_settings` chooses a translator's.
 
-All three know nothing of the model. They call
+All of them know nothing of the model. They call
 
     logits, cache = tokens_to_logits(token_ids, cache, index)
 
@@ -38,10 +42,28 @@ sentence may also have its own, smaller limit (`length_limits`, e.g. its
 source length + 50); when it is reached, only EOS may follow.
 """
 
-from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.beam_search import BeamSearch
+from keras_transformer.decoding.constrained_beam_search import ConstrainedBeamSearch
 from keras_transformer.decoding.controls import OutputControls
-from keras_transformer.decoding.greedy import greedy_search
-from keras_transformer.decoding.sampling import sample
+from keras_transformer.decoding.functions import beam_search
+from keras_transformer.decoding.functions import greedy_search
+from keras_transformer.decoding.functions import sample
+from keras_transformer.decoding.greedy import GreedySearch
+from keras_transformer.decoding.sampling import Sampling
+from keras_transformer.decoding.search import SearchRequest
+from keras_transformer.decoding.search import SearchStrategy
 from keras_transformer_runtime.results import length_penalty
 
-__all__ = ["OutputControls", "beam_search", "greedy_search", "length_penalty", "sample"]
+__all__ = [
+    "BeamSearch",
+    "ConstrainedBeamSearch",
+    "GreedySearch",
+    "OutputControls",
+    "Sampling",
+    "SearchRequest",
+    "SearchStrategy",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+    "sample",
+]

@@ -1,29 +1,21 @@
 """Beam search with GNMT's length penalty (Vaswani et al., 2017, §6.1)."""
 
+import dataclasses
 from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer import _backend
-from keras_transformer.decoding import constrained
-from keras_transformer.decoding.banned import NO_TOKEN
-from keras_transformer.decoding.constraints import forced_tokens
-from keras_transformer.decoding.constraints import only_token
-from keras_transformer.decoding.constraints import with_prefix
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.loop import check_two_part_cache
 from keras_transformer.decoding.loop import controlled
 from keras_transformer.decoding.loop import drops_finished_rows
 from keras_transformer.decoding.loop import rows_of
-from keras_transformer.decoding.loop import searched_sentences
 from keras_transformer.decoding.loop import segmented_loop
-from keras_transformer.decoding.loop import sentence_limits
 from keras_transformer.decoding.loop import written_rows
+from keras_transformer.decoding.output_rules import forced_tokens
+from keras_transformer.decoding.output_rules import only_token
+from keras_transformer.decoding.search import SearchStrategy
 from keras_transformer.decoding.top_k import best_extensions
-from keras_transformer.decoding.top_k import log_normalizer
-from keras_transformer.special_ids import BOS_ID
-from keras_transformer.special_ids import EOS_ID
-from keras_transformer.special_ids import PAD_ID
 from keras_transformer_runtime.results import length_penalty
 
 
@@ -42,11 +34,6 @@ class BeamState(NamedTuple):
     cache: dict  # "per_hypothesis": rows * k, in parent order; "per_sentence": rows
     sentences: dict  # per row: `searched_sentences` and "max_penalty" (at the limit)
     results: dict  # "ids" (batch, num_results, width), "scores": of sentences that left
-
-
-def _none_of(ids, excluded):
-    """Bool, the shape of `ids`: which are none of the ints `excluded`."""
-    return tf.logical_not(tf.reduce_any(tf.equal(ids[..., None], excluded), axis=-1))
 
 
 def _reorder_hypotheses(cache, beams, beam_size, sentences=None):
@@ -98,26 +85,8 @@ def _without_done(state, done, beam_size, num_results):
     )
 
 
-@_backend.tensorflow_only("decoding.beam_search", "a tf.while_loop")
-def beam_search(
-    tokens_to_logits,
-    cache,
-    batch_size,
-    max_length,
-    beam_size=4,
-    alpha=0.6,
-    length_limits=None,
-    num_results=1,
-    bos_id=BOS_ID,
-    eos_id=EOS_ID,
-    pad_id=PAD_ID,
-    controls=None,
-    prefix=None,
-    resize_cache=None,
-    banned=None,
-    constraints=None,
-    word_starts=None,
-):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BeamSearch(SearchStrategy):
     """Beam search with GNMT's length penalty (§6.1: beam 4, alpha 0.6).
 
     Keeps `beam_size` live hypotheses per sentence; a hypothesis that emits
@@ -125,141 +94,144 @@ def beam_search(
     sentence stops when it hits its length limit, or when it has
     `num_results` finished hypotheses and no live one can still beat the
     worst of them (log-probabilities only fall, and the penalty is largest
-    at the limit). The loop stops when every sentence has stopped.
+    at the limit). The loop stops when every sentence has stopped. A beam
+    of 1 is exactly greedy search.
 
-    Args:
-        tokens_to_logits: the next-token function (module docstring); it
-            sees `batch_size * beam_size` rows, beams of a sentence together.
-        cache: the initial cache, batch `batch_size`, a dict with
-            `"per_hypothesis"` (repeated per beam, reordered with the beams)
-            and `"per_sentence"` (left as it is).
-        batch_size: number of sentences (int or scalar tensor).
-        max_length: size of the output buffer (EOS included).
+    The request's `tokens_to_logits` sees `batch_size * beam_size` rows,
+    the beams of a sentence together; its cache has `"per_hypothesis"`
+    (repeated per beam, reordered with the beams) and `"per_sentence"`
+    (left as it is); `controls` and `banned` apply to every hypothesis
+    (the scores are then under the controlled distribution).
+
+    Attributes:
         beam_size: hypotheses kept per sentence, 4 in the paper.
         alpha: length-penalty exponent, 0.6 in the paper (0: none).
-        length_limits: optional per-sentence limits `(batch,)`, each at
-            most `max_length`.
         num_results: how many finished hypotheses to return, best first
             (at most `beam_size`).
-        bos_id: the first decoder input.
-        eos_id: the token that ends a hypothesis.
-        pad_id: what follows EOS in the output.
-        controls: optional `OutputControls`, applied to every hypothesis;
-            the scores are then under the controlled distribution.
-        prefix: optional forced start of every sentence's hypotheses, as
-            for `greedy_search`.
-        resize_cache: optional, grows the per-hypothesis cache in segments,
-            as for `greedy_search`.
-        banned: optional phrases no hypothesis may contain, as for
-            `greedy_search`.
-        constraints: optional int32 `(batch, constraints, length)`, in
-            `banned`'s layout: phrases every output must contain, by
-            dynamic beam allocation (`decoding.constrained`). An output
-            that cannot meet them within its limit is the best of those
-            that meet the most (`constrained.missing` counts them).
-        word_starts: optional bool `(vocab,)`, with `constraints`: the
-            tokens that begin a word (or are punctuation). A phrase then
-            counts as met only where one of them, or EOS, follows it (so
-            `"Hund"` is not met by `"Hunde"`); None: wherever it occurs.
-
-    Returns:
-        `(ids, scores)`: int32 `(batch, num_results, max_length)` and
-        float32 length-penalized scores `(batch, num_results)`.
 
     Example:
 
-    >>> ids, scores = beam_search(step_fn, cache, batch_size=2, max_length=20)
+    >>> ids, scores = BeamSearch(beam_size=4, num_results=2).search(request)
     >>> best = ids[:, 0]
     """
-    if not 1 <= num_results <= beam_size:
-        raise ValueError(
-            f"`num_results` must be in [1, beam_size={beam_size}]. "
-            f"Received: num_results={num_results}"
-        )
-    check_two_part_cache(cache, "beam_search")
-    k = beam_size
-    limits = sentence_limits(batch_size, max_length, length_limits)
-    prefix, limits = with_prefix(prefix, limits, batch_size, max_length, pad_id)
-    width = tf.convert_to_tensor(max_length) + 1  # BOS + tokens
-    empty = tf.fill([batch_size, k, width], pad_id)
-    initial = BeamState(
-        step=tf.constant(0),
-        alive_ids=tf.concat([tf.fill([batch_size, k, 1], bos_id), empty[:, :, 1:]], 2),
-        # Only the first beam is live at the start; the others are copies.
-        alive_log_probs=tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1]),
-        finished_ids=empty,
-        finished_scores=tf.fill([batch_size, k], NEG_INF),
-        parents=tf.tile(tf.range(k)[None, :], [batch_size, 1]),
-        cache={
-            **cache,
-            # Each sentence's rows `k` times, by a gather: ONNX runtimes
-            # reshape a cache of zero positions wrongly (`tf.repeat`'s
-            # reshape, whose 0 means "keep" in ONNX).
-            "per_hypothesis": rows_of(cache["per_hypothesis"], tf.repeat(tf.range(batch_size), k)),
-        },
-        sentences={
-            **searched_sentences(batch_size, limits, prefix, banned),
-            **(
-                {}
-                if constraints is None
-                else {"constraints": tf.convert_to_tensor(constraints, tf.int32)}
-            ),
-            "max_penalty": length_penalty(tf.cast(limits, tf.float32), alpha),
-        },
-        results={
-            "ids": empty[:, :num_results],
-            "scores": tf.fill([batch_size, num_results], NEG_INF),
-        },
-    )
-    drop_done = drops_finished_rows()
-    closing = None  # what may follow a constraint phrase (EOS too); None: anything
-    if word_starts is not None and constraints is not None:
-        closing = constrained.closing_tokens(word_starts, eos_id)
-        # What a hypothesis ending with a phrase proposes next: no special token.
-        specials = [eos_id, pad_id, bos_id]
-        word_starts = tf.logical_and(word_starts, _none_of(tf.range(tf.size(closing)), specials))
 
-    def sentence_done(state):
+    beam_size: int = 4
+    alpha: float = 0.6
+    num_results: int = 1
+
+    def __post_init__(self):
+        if not 1 <= self.num_results <= self.beam_size:
+            raise ValueError(
+                f"`num_results` must be in [1, beam_size={self.beam_size}]. "
+                f"Received: num_results={self.num_results}"
+            )
+
+    def outputs(self, request, seed=None):
+        return self.search(request)
+
+    def search(self, request):
+        """`(ids, scores)`: int32 `(batch, num_results, max_length)` and
+        float32 length-penalized scores `(batch, num_results)`."""
+        check_two_part_cache(request.cache, "beam_search")
+        drop_done = drops_finished_rows()
+
+        def cond(end, state):
+            going = tf.logical_not(tf.reduce_all(self._sentence_done(state)))
+            return tf.logical_and(state.step < end, going)
+
+        final = segmented_loop(
+            cond,
+            lambda state: self._step(request, self._arranged(state, drop_done)),
+            self._initial(request),
+            request.max_length,
+            request.resize_cache,
+            drop_done,
+        )
+        results = _results_of(final, tf.range(tf.shape(final.parents)[0]), self.num_results)
+        return results["ids"][:, :, 1:], results["scores"]
+
+    def _initial(self, request):
+        batch_size, k, pad_id = request.batch_size, self.beam_size, request.pad_id
+        prefix, limits = request.prefix_and_limits()
+        width = tf.convert_to_tensor(request.max_length) + 1  # BOS + tokens
+        empty = tf.fill([batch_size, k, width], pad_id)
+        cache = request.cache
+        return BeamState(
+            step=tf.constant(0),
+            alive_ids=tf.concat([tf.fill([batch_size, k, 1], request.bos_id), empty[:, :, 1:]], 2),
+            # Only the first beam is live at the start; the others are copies.
+            alive_log_probs=tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1]),
+            finished_ids=empty,
+            finished_scores=tf.fill([batch_size, k], NEG_INF),
+            parents=tf.tile(tf.range(k)[None, :], [batch_size, 1]),
+            cache={
+                **cache,
+                # Each sentence's rows `k` times, by a gather: ONNX runtimes
+                # reshape a cache of zero positions wrongly (`tf.repeat`'s
+                # reshape, whose 0 means "keep" in ONNX).
+                "per_hypothesis": rows_of(
+                    cache["per_hypothesis"], tf.repeat(tf.range(batch_size), k)
+                ),
+            },
+            sentences={
+                **request.sentences(limits, prefix),
+                **self._own_sentence_inputs(),
+                "max_penalty": length_penalty(tf.cast(limits, tf.float32), self.alpha),
+            },
+            results={
+                "ids": empty[:, : self.num_results],
+                "scores": tf.fill([batch_size, self.num_results], NEG_INF),
+            },
+        )
+
+    def _own_sentence_inputs(self):
+        """Per-sentence inputs of this kind of beam search, besides the
+        request's: none."""
+        return {}
+
+    def _sentence_done(self, state):
         reached_limit = state.step >= state.sentences["limits"]
         # alive and finished are sorted, best first
         best_possible = state.alive_log_probs[:, 0] / state.sentences["max_penalty"]
-        worst_kept = state.finished_scores[:, num_results - 1]
+        worst_kept = state.finished_scores[:, self.num_results - 1]
         return tf.logical_or(reached_limit, worst_kept >= best_possible)
 
-    def cond(end, state):
-        return tf.logical_and(state.step < end, tf.logical_not(tf.reduce_all(sentence_done(state))))
-
-    def arranged(state):
+    def _arranged(self, state, drop_done):
         """`state` with its cache reordered for the hypotheses chosen last
-        step and, outside XLA, without the sentences that are done."""
+        step and, with `drop_done` (outside XLA), without the sentences
+        that are done."""
+        k = self.beam_size
 
         def reordered():
             return state._replace(cache=_reorder_hypotheses(state.cache, state.parents, k))
 
         if not drop_done:
             return reordered()
-        done = sentence_done(state)
+        done = self._sentence_done(state)
         return tf.cond(
-            tf.reduce_any(done), lambda: _without_done(state, done, k, num_results), reordered
+            tf.reduce_any(done),
+            lambda: _without_done(state, done, k, self.num_results),
+            reordered,
         )
 
-    def _step(state):
+    def _step(self, request, state):
         """One step from `state`, whose cache is already reordered for its
         `parents`: the reordering gather comes first in a step, so that XLA
         fuses it with `tokens_to_logits`'s write into one pass over the
         cache."""
+        k, eos_id = self.beam_size, request.eos_id
         step, limits, prefix = state.step, state.sentences["limits"], state.sentences.get("prefix")
-        rows = tf.shape(state.alive_log_probs)[0]
+        rows, width = tf.shape(state.alive_log_probs)[0], tf.shape(state.alive_ids)[2]
         tokens = tf.reshape(tf.gather(state.alive_ids, step, axis=2), [-1, 1])  # (rows * k, 1)
-        logits, cache = tokens_to_logits(tokens, state.cache, step)
+        logits, cache = request.tokens_to_logits(tokens, state.cache, step)
         logits = tf.cast(logits, tf.float32)
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
         forced, forced_token = forced_tokens(prefix, step)
-        if (controls is not None and controls.active) or "banned" in state.sentences:
+        if request.controlled():
             banned = state.sentences.get("banned")
             logits = controlled(
                 logits,
-                controls,
+                request.controls,
                 {} if banned is None else {"banned": tf.repeat(banned, k, axis=0)},
                 tf.reshape(state.alive_ids, [rows * k, width]),
                 step,
@@ -274,17 +246,23 @@ def beam_search(
         # and BOS, with log-probability alive + logits - normalizer. 2k of
         # them: enough for k live ones even if k of them end here.
         top_log_probs, top_indices = best_extensions(
-            logits, state.alive_log_probs, 2 * k, only, never=(pad_id, bos_id)
+            logits, state.alive_log_probs, 2 * k, only, never=(request.pad_id, request.bos_id)
         )  # (rows, 2k)
-        top_beams, top_tokens = top_indices // vocab, top_indices % vocab
-        if "constraints" in state.sentences:
-            top = (top_log_probs, top_beams, top_tokens)
-            return constrained_step(state, logits, only, top, cache)
+        top = (top_log_probs, top_indices // vocab, top_indices % vocab)
+        return self._chosen(request, state, logits, only, top)._replace(step=step + 1, cache=cache)
+
+    def _chosen(self, request, state, logits, only, top):
+        """The next live and finished hypotheses from the `top` `(log_probs,
+        beams, tokens)` `(rows, 2k)` extensions (`logits` and `only` are
+        for the kinds of beam search that look further)."""
+        k, step = self.beam_size, state.step
+        top_log_probs, top_beams, top_tokens = top
+        width = tf.shape(state.alive_ids)[2]
         column = tf.equal(tf.range(width), step + 1)[None, None, :]
         top_ids = tf.where(
             column, top_tokens[:, :, None], tf.gather(state.alive_ids, top_beams, batch_dims=1)
         )  # (rows, 2k, width)
-        ends = tf.equal(top_tokens, eos_id)
+        ends = tf.equal(top_tokens, request.eos_id)
 
         # The k best candidates that go on.
         live_log_probs, live = tf.math.top_k(tf.where(ends, NEG_INF, top_log_probs), k)
@@ -293,91 +271,20 @@ def beam_search(
         # An ending counts only if it ranks among the k best candidates, so
         # that a beam of 1 is exactly greedy search.
         in_beam = tf.range(2 * k)[None, :] < k
-        new_scores = tf.where(
-            tf.logical_and(ends, in_beam),
-            top_log_probs / length_penalty(tf.cast(step + 1, tf.float32), alpha),
-            NEG_INF,
-        )
-        new_scores = tf.where(sentence_done(state)[:, None], NEG_INF, new_scores)  # stopped
+        new_scores = self._finished_scores(state, top_log_probs, tf.logical_and(ends, in_beam))
         finished_scores, keep = tf.math.top_k(tf.concat([state.finished_scores, new_scores], 1), k)
         finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], 1), keep, batch_dims=1)
         return state._replace(
-            step=step + 1,
             alive_ids=tf.gather(top_ids, live, batch_dims=1),
             alive_log_probs=live_log_probs,
             finished_ids=finished_ids,
             finished_scores=finished_scores,
             parents=tf.gather(top_beams, live, batch_dims=1),
-            cache=cache,
         )
 
-    def constrained_step(state, logits, only, top, cache):
-        """`_step`'s choices under positive constraints (`constrained`):
-        the best extensions and each hypothesis' proposals, live slots by
-        dynamic beam allocation, endings only with every constraint met
-        (but at the limit), finished ones ranked by constraints missed."""
-        step, limits = state.step, state.sentences["limits"]
-        phrases = state.sentences["constraints"]
-        vocab = tf.shape(logits)[-1]
-        active = tf.reduce_sum(tf.cast(tf.not_equal(phrases, NO_TOKEN), tf.int32), axis=[1, 2])
-        log_probs = logits - log_normalizer(logits)[..., None]
-        held = constrained.status(phrases, state.alive_ids, step, closing)
-        allowed = tf.logical_not(only.where)
-        proposed = [
-            constrained.proposals(held, log_probs, state.alive_log_probs, allowed),
-            constrained.own_proposals(
-                held,
-                log_probs,
-                state.alive_log_probs,
-                allowed,
-                _none_of(tf.range(vocab), [pad_id, bos_id]),
-                word_starts,
-                eos_id,
-            ),
-        ]
-        scores, beams, tokens = (tf.concat(parts, 1) for parts in zip(top, *proposed, strict=True))
-        valid = constrained.first_of_each(beams * vocab + tokens, scores > NEG_INF / 2)
-        counts, banks = constrained.met_counts(phrases, held, beams, tokens, closing)
-        ends = tf.equal(tokens, eos_id)
-        at_limit = (step + 1 >= limits)[:, None]
-        # Counts include the rows of no constraint, always met.
-        every = tf.shape(phrases)[1]
-        may_end = tf.logical_or(tf.equal(counts, every), at_limit)
-        scores = tf.where(tf.logical_and(valid, tf.logical_or(may_end, ~ends)), scores, NEG_INF)
-        column = tf.equal(tf.range(width), step + 1)[None, None, :]
-        ids = tf.where(
-            column, tokens[:, :, None], tf.gather(state.alive_ids, beams, batch_dims=1)
-        )  # (rows, candidates, width)
-        live_log_probs, live = constrained.allocated(
-            tf.where(ends, NEG_INF, scores), banks, active, k
-        )
-        # An ending counts if it ranks among the k best of its bank.
-        in_bank = constrained.bank_ranks(scores, counts) < k
-        new_scores = tf.where(
-            tf.logical_and(ends, in_bank),
-            scores / length_penalty(tf.cast(step + 1, tf.float32), alpha),
-            NEG_INF,
-        )
-        new_scores = tf.where(sentence_done(state)[:, None], NEG_INF, new_scores)  # stopped
-        all_scores = tf.concat([state.finished_scores, new_scores], 1)
-        all_ids = tf.concat([state.finished_ids, ids], 1)
-        met = tf.reduce_sum(
-            tf.cast(constrained.contained(phrases, all_ids, step + 1, closing), tf.int32), axis=-1
-        )
-        missing = tf.where(all_scores > NEG_INF / 2, every - met, every + 1)  # empty: last
-        keep = constrained.ranked(all_scores, missing, k)
-        return state._replace(
-            step=step + 1,
-            alive_ids=tf.gather(ids, live, batch_dims=1),
-            alive_log_probs=live_log_probs,
-            finished_ids=tf.gather(all_ids, keep, batch_dims=1),
-            finished_scores=tf.gather(all_scores, keep, batch_dims=1),
-            parents=tf.gather(beams, live, batch_dims=1),
-            cache=cache,
-        )
-
-    final = segmented_loop(
-        cond, lambda state: _step(arranged(state)), initial, max_length, resize_cache, drop_done
-    )
-    results = _results_of(final, tf.range(tf.shape(final.parents)[0]), num_results)
-    return results["ids"][:, :, 1:], results["scores"]
+    def _finished_scores(self, state, log_probs, ending):
+        """The length-penalized scores of the candidates `ending` here
+        (`NEG_INF` for the others, and for sentences already done)."""
+        penalty = length_penalty(tf.cast(state.step + 1, tf.float32), self.alpha)
+        scores = tf.where(ending, log_probs / penalty, NEG_INF)
+        return tf.where(self._sentence_done(state)[:, None], NEG_INF, scores)

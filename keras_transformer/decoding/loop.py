@@ -9,12 +9,11 @@ import tensorflow as tf
 
 from keras_transformer import _backend
 from keras_transformer.decoding.banned import without_banned
-from keras_transformer.decoding.constraints import forced_tokens
-from keras_transformer.decoding.constraints import never_chosen
-from keras_transformer.decoding.constraints import only_eos_at_limit
-from keras_transformer.decoding.constraints import only_forced
-from keras_transformer.decoding.constraints import outside_prefix
-from keras_transformer.decoding.constraints import with_prefix
+from keras_transformer.decoding.output_rules import forced_tokens
+from keras_transformer.decoding.output_rules import never_chosen
+from keras_transformer.decoding.output_rules import only_eos_at_limit
+from keras_transformer.decoding.output_rules import only_forced
+from keras_transformer.decoding.output_rules import outside_prefix
 from keras_transformer.decoding.top_k import log_normalizer
 
 
@@ -235,33 +234,19 @@ def _without_finished(state):
     return TokenState(state.step, *kept, results=_rows_left(state, leaving))
 
 
-def one_token_at_a_time(
-    tokens_to_logits,
-    cache,
-    batch_size,
-    max_length,
-    pick,
-    *,
-    length_limits,
-    bos_id,
-    eos_id,
-    pad_id,
-    controls,
-    prefix,
-    resize_cache,
-    banned=None,
-):
-    """The loop of greedy search and sampling: `pick(logits, step,
-    sentences)` chooses the next token `(rows,)` of each row from its
-    logits `(rows, vocab)` (after the output controls and banned phrases,
-    and the rules of `constraints`: never PAD or BOS, only EOS at the
-    limit, a forced prefix), `sentences` `(rows,)`
-    being each row's sentence in the batch; returns `(ids, scores)`.
+def one_token_at_a_time(request, pick):
+    """The loop of greedy search and sampling over a `SearchRequest`:
+    `pick(logits, step, sentences)` chooses the next token `(rows,)` of
+    each row from its logits `(rows, vocab)` (after the output controls
+    and banned phrases, and the rules of `output_rules`: never PAD or BOS,
+    only EOS at the limit, a forced prefix), `sentences` `(rows,)` being
+    each row's sentence in the batch; returns `(ids, scores)`.
 
     Outside XLA, the rows of finished sentences are dropped as they finish
     (with the cache's, every tensor of which must have the batch first)."""
-    limits = sentence_limits(batch_size, max_length, length_limits)
-    prefix, limits = with_prefix(prefix, limits, batch_size, max_length, pad_id)
+    batch_size, max_length = request.batch_size, request.max_length
+    bos_id, eos_id, pad_id = request.bos_id, request.eos_id, request.pad_id
+    prefix, limits = request.prefix_and_limits()
     sequences = tf.concat(
         [tf.fill([batch_size, 1], bos_id), tf.fill([batch_size, max_length], pad_id)], 1
     )  # (batch, BOS + max_length tokens)
@@ -279,11 +264,18 @@ def one_token_at_a_time(
         # A gather (not a slice at a tensor offset) keeps the shape static
         # under XLA.
         tokens = tf.gather(state.sequences, step, axis=1)[:, None]  # (rows, 1)
-        logits, cache = tokens_to_logits(tokens, state.cache, step)
+        logits, cache = request.tokens_to_logits(tokens, state.cache, step)
         logits = tf.cast(logits, tf.float32)
         forced, forced_token = forced_tokens(sentences.get("prefix"), step)
         logits = controlled(
-            logits, controls, sentences, state.sequences, step, sentences["limits"], eos_id, forced
+            logits,
+            request.controls,
+            sentences,
+            state.sequences,
+            step,
+            sentences["limits"],
+            eos_id,
+            forced,
         )
         normalizer = log_normalizer(logits)
         logits = never_chosen(logits, (pad_id, bos_id))
@@ -307,10 +299,10 @@ def one_token_at_a_time(
         sequences=sequences,
         finished=tf.zeros([batch_size], tf.bool),
         scores=tf.zeros([batch_size], tf.float32),
-        cache=cache,
-        sentences=searched_sentences(batch_size, limits, prefix, banned),
+        cache=request.cache,
+        sentences=request.sentences(limits, prefix),
         results={"sequences": sequences, "scores": tf.zeros([batch_size], tf.float32)},
     )
-    final = segmented_loop(cond, body, initial, max_length, resize_cache, drop_finished)
+    final = segmented_loop(cond, body, initial, max_length, request.resize_cache, drop_finished)
     results = _rows_left(final, tf.range(tf.shape(final.finished)[0]))
     return results["sequences"][:, 1:], results["scores"]

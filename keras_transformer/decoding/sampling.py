@@ -1,38 +1,19 @@
 """Sampling: each next token drawn at random, with temperature, top-k and
 top-p (nucleus) filtering, statelessly from a seed."""
 
+import dataclasses
 from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer import _backend
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.loop import one_token_at_a_time
-from keras_transformer.special_ids import BOS_ID
-from keras_transformer.special_ids import EOS_ID
-from keras_transformer.special_ids import PAD_ID
+from keras_transformer.decoding.search import OneOutput
 from keras_transformer_runtime.settings import check_sampling
 
 
-@_backend.tensorflow_only("decoding.sample", "a tf.while_loop")
-def sample(
-    tokens_to_logits,
-    cache,
-    batch_size,
-    max_length,
-    seed,
-    temperature=1.0,
-    top_k=0,
-    top_p=1.0,
-    length_limits=None,
-    bos_id=BOS_ID,
-    eos_id=EOS_ID,
-    pad_id=PAD_ID,
-    controls=None,
-    prefix=None,
-    resize_cache=None,
-    banned=None,
-):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sampling(OneOutput):
     """Draws each next token at random until every sentence has ended.
 
     The next token is drawn from the model's distribution sharpened or
@@ -47,46 +28,40 @@ def sample(
     key `(seed, i)`, each row independently. Under XLA the same holds, but
     XLA's random numbers differ from TensorFlow's kernels, so its draws do.
 
-    Args:
-        tokens_to_logits, cache, batch_size, max_length, length_limits,
-        bos_id, eos_id, pad_id, controls, prefix, resize_cache, banned: as for
-            `greedy_search`.
-        seed: an integer or int32/int64 scalar tensor.
+    Attributes:
         temperature: a positive float.
         top_k: a non-negative int.
         top_p: a float in (0, 1].
-
-    Returns:
-        `(ids, scores)` as for `greedy_search`; the scores are the model's
-        log-probabilities of the drawn tokens (before temperature and
-        filtering, after `controls`), so that samples can be ranked or filtered by them.
+        alpha: the length penalty of the scores `outputs` reports.
 
     Example:
 
-    >>> ids, scores = sample(step_fn, cache, 2, 20, seed=7, top_p=0.9)
+    >>> ids, log_probs = Sampling(top_p=0.9).search(request, seed=7)
     """
-    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
-    seed = tf.cast(seed, tf.int64)
 
-    def draw(logits, step, sentences):
-        key = tf.stack([seed, tf.cast(step, tf.int64)])
-        return _draw(logits, _Noise(key, batch_size, sentences), temperature, top_k, top_p)
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
 
-    return one_token_at_a_time(
-        tokens_to_logits,
-        cache,
-        batch_size,
-        max_length,
-        draw,
-        length_limits=length_limits,
-        bos_id=bos_id,
-        eos_id=eos_id,
-        pad_id=pad_id,
-        controls=controls,
-        prefix=prefix,
-        resize_cache=resize_cache,
-        banned=banned,
-    )
+    draws_at_random = True
+
+    def __post_init__(self):
+        check_sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+
+    def search(self, request, seed=None):
+        """`(ids (batch, max_length), log_probs (batch,))`: the draws with
+        `seed` (an integer or int32/int64 scalar tensor; None: 0) and the
+        model's log-probabilities of the drawn tokens (before temperature
+        and filtering, after the request's controls), so that samples can
+        be ranked or filtered by them."""
+        seed = tf.cast(0 if seed is None else seed, tf.int64)
+
+        def draw(logits, step, sentences):
+            key = tf.stack([seed, tf.cast(step, tf.int64)])
+            noise = _Noise(key, request.batch_size, sentences)
+            return _draw(logits, noise, self.temperature, self.top_k, self.top_p)
+
+        return one_token_at_a_time(request, draw)
 
 
 class _Noise(NamedTuple):

@@ -6,9 +6,9 @@ import math
 
 import tensorflow as tf
 
-from keras_transformer.decoding.constraints import masked
-from keras_transformer.decoding.constraints import never_chosen
 from keras_transformer.decoding.controls import NEG_INF
+from keras_transformer.decoding.output_rules import masked
+from keras_transformer.decoding.output_rules import never_chosen
 
 
 def log_normalizer(logits):

@@ -10,7 +10,7 @@ calls them from Python.
 
 import tensorflow as tf
 
-from keras_transformer.decoding import constrained
+from keras_transformer.decoding import terminology
 from keras_transformer.decoding.banned import NO_TOKEN
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
@@ -47,6 +47,7 @@ class TranslatorGraph(tf.Module):
         self.model, self.tokenizer, self.settings = search.model, search.tokenizer, search.settings
         self.pad_id, self.bos_id, self.eos_id = search.pad_id, search.bos_id, search.eos_id
         self.jit_compile = jit_compile
+        self.best_ids = tf.function(search.best_ids, jit_compile=jit_compile)
         self.search_ids = tf.function(search.search_ids, jit_compile=jit_compile)
         self.sample_ids = tf.function(search.sample_ids, jit_compile=jit_compile)
         self.token_log_probs = tf.function(search.token_log_probs, jit_compile=jit_compile)
@@ -106,14 +107,6 @@ class TranslatorGraph(tf.Module):
         # At least one column, for a batch without phrases.
         return tf.concat([tf.fill(tf.concat([tf.shape(right)[:2], [1]], 0), NO_TOKEN), right], 2)
 
-    def _best_ids(self, source, seed, options=None):
-        """One output per sentence from the settings' search: `(ids
-        (batch, 1, length), scores (batch, 1))`; `seed` is used by
-        sampling only."""
-        if self.settings.search == "sample":
-            return self.sample_ids(source, seed, options)
-        return self.search_ids(source, 1, options)
-
     def _pieces(self, ids):
         """Padded ids to their pieces, `""` at padding."""
         return tf.where(tf.not_equal(ids, self.pad_id), self.tokenizer.id_to_string(ids), "")
@@ -126,7 +119,7 @@ class TranslatorGraph(tf.Module):
         """`{"translation": (batch,) strings, "score": (batch,) float32}`,
         the score being the length-penalized log-probability. With
         `search="sample"`, a sample drawn with seed 0 (see `sample`)."""
-        return self._best(*self._best_ids(self.encode_text(text), tf.constant(0, tf.int64)))
+        return self._best(*self.best_ids(self.encode_text(text), tf.constant(0, tf.int64)))
 
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
@@ -150,7 +143,7 @@ class TranslatorGraph(tf.Module):
     def options_with_seed(self, text, prefix, max_output_length, seed):
         """`translate_with_options` with sampling's `seed`."""
         options = {"prefix": self.encode_prefix(prefix), "max_output_length": max_output_length}
-        return self._best(*self._best_ids(self.encode_text(text), seed, options))
+        return self._best(*self.best_ids(self.encode_text(text), seed, options))
 
     @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
     def translate_with_constraints(self, text, constraints, banned):
@@ -161,7 +154,7 @@ class TranslatorGraph(tf.Module):
         the tokenizer segments it alone, contiguous; a constraint is met
         only where a word's start, punctuation or the end follows it
         (`"Hund"` is met by "Hund." but not by "Hunde"). Constraints use
-        beam search with dynamic beam allocation (`decoding.constrained`);
+        beam search with dynamic beam allocation (`ConstrainedBeamSearch`);
         banned phrases apply as the output controls do.
 
         Returns:
@@ -174,8 +167,8 @@ class TranslatorGraph(tf.Module):
         phrases["banned"] = self.encode_phrases(banned)
         ids, scores = self.search_ids(self.encode_text(text), 1, phrases)
         starts = self.search.word_starts
-        closing = None if starts is None else constrained.closing_tokens(starts, self.eos_id)
-        missing = constrained.missing(phrases["constraints"], ids, closing)[:, 0]
+        closing = None if starts is None else terminology.closing_tokens(starts, self.eos_id)
+        missing = terminology.missing(phrases["constraints"], ids, closing)[:, 0]
         return {**self._best(ids, scores), "constraints_met": tf.equal(missing, 0)}
 
     @tf.function(input_signature=[TEXT])
@@ -190,7 +183,7 @@ class TranslatorGraph(tf.Module):
         "target_tokens": (batch, target_len), "source_tokens": (batch,
         source_len)}` (pieces, `""` at padding)."""
         source = self.encode_text(text)
-        ids, scores = self._best_ids(source, tf.constant(0, tf.int64))
+        ids, scores = self.best_ids(source, tf.constant(0, tf.int64))
         ids = ids[:, 0]
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), 1))
         ids = ids[:, :width]

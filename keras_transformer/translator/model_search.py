@@ -6,12 +6,10 @@ import functools
 import tensorflow as tf
 
 from keras_transformer.decoding import OutputControls
-from keras_transformer.decoding import beam_search
-from keras_transformer.decoding import greedy_search
-from keras_transformer.decoding import sample
+from keras_transformer.decoding import SearchRequest
+from keras_transformer.decoding import strategies
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.tokenizer import Tokenizer
-from keras_transformer_runtime.results import length_penalty
 from keras_transformer_runtime.settings import DecodingSettings
 
 
@@ -33,6 +31,9 @@ class ModelSearch:
         settings: the `DecodingSettings`, lengths resolved.
         alignment_layer: the decoder layer whose cross-attention aligns.
 
+    `strategy` is the search the settings choose (`decoding.strategies`):
+    what `best_ids` runs.
+
     Example:
 
     >>> search = ModelSearch(model, tokenizer, DecodingSettings(max_input_length=256,
@@ -48,22 +49,19 @@ class ModelSearch:
         self.pad_id = model.pad_id
         self.bos_id, self.eos_id = _framing_ids(tokenizer, model.pad_id)
         self.output_vocab_size = _output_vocab_size(model, tokenizer)
+        self.strategy = strategies.from_settings(settings)
         self.controls = OutputControls(
             min_length=settings.min_length,
             no_repeat_ngram_size=settings.no_repeat_ngram_size,
             repetition_penalty=settings.repetition_penalty,
         )
 
-    def _start(self, source, options):
-        """What every search needs for `source` ids: `{"batch_size",
-        "limits"` (per sentence)`, "max_length"` (the buffer)`, "cache",
-        "tokens_to_logits", "options"}`; `options` holds the optional
-        `"prefix"` ids, a request's `"max_output_length"` (<= 0: the
-        translator's), and `"constraints"` and `"banned"` phrases
-        (`decoding.banned`'s layout); with constraints, beam search runs
-        even for `beam_size=1`."""
+    def _request(self, source, options):
+        """The `SearchRequest` of `source` ids; `options` holds the
+        optional `"prefix"` ids, a request's `"max_output_length"` (<= 0:
+        the translator's), and `"banned"` phrases (`decoding.banned`'s
+        layout)."""
         model = self.model
-        options = dict(options or {})
         source_mask = tf.not_equal(source, self.pad_id)
         source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
         most = self.settings.max_output_length
@@ -85,88 +83,60 @@ class ModelSearch:
             logits, cache = model.decode_step(token_ids, cache, index)
             return self._tokenizer_ids_only(logits[:, -1]), cache
 
-        return {
-            "batch_size": tf.shape(source)[0],
-            "limits": limits,
-            "max_length": max_length,
+        return SearchRequest(
+            tokens_to_logits,
             # Empty: the searches grow it (`resize_cache`).
-            "cache": model.init_cache(encoder_output, source_mask, max_length=0),
-            "tokens_to_logits": tokens_to_logits,
-            "search_options": dict(
-                controls=self.controls,
-                prefix=options.get("prefix"),
-                resize_cache=model.resize_cache,
-                banned=options.get("banned"),
-            ),
-            "constraints": options.get("constraints"),
-        }
+            model.init_cache(encoder_output, source_mask, max_length=0),
+            tf.shape(source)[0],
+            max_length,
+            length_limits=limits,
+            bos_id=self.bos_id,
+            eos_id=self.eos_id,
+            pad_id=self.pad_id,
+            controls=self.controls,
+            prefix=options.get("prefix"),
+            resize_cache=model.resize_cache,
+            banned=options.get("banned"),
+        )
 
     @functools.cached_property
     def word_starts(self):
         """NumPy bool `(model's target vocabulary,)`: the tokenizer's
         `word_starts`, after which a constraint phrase counts as met
-        (`beam_search(word_starts=)`); None where the tokenizer knows no
-        word starts, and a phrase counts wherever it occurs."""
+        (`ConstrainedBeamSearch.word_starts`); None where the tokenizer
+        knows no word starts, and a phrase counts wherever it occurs."""
         return self.tokenizer.word_starts(self.model.target_vocab_size)
 
-    def _special_ids(self):
-        return dict(bos_id=self.bos_id, eos_id=self.eos_id, pad_id=self.pad_id)
-
-    def _penalized(self, ids, log_probs):
-        """Single-hypothesis outputs as `(ids (batch, 1, length), scores
-        (batch, 1))`, the scores length-penalized like beam search's."""
-        lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), axis=1)
-        return ids[:, None], (
-            log_probs / length_penalty(tf.cast(lengths, tf.float32), self.settings.alpha)
-        )[:, None]
+    def best_ids(self, source, seed, options=None):
+        """One output per sentence from the settings' strategy (`seed` is
+        read by sampling only), as `search_ids` returns it for
+        `num_results=1`; `options` as for `search_ids`, but constraints."""
+        return self.strategy.outputs(self._request(source, dict(options or {})), seed)
 
     def search_ids(self, source, num_results, options=None):
         """Beam search (greedy for `beam_size=1`) of `source` ids: the
         `num_results` best outputs per sentence, best first, `(ids (batch,
         num_results, length), scores (batch, num_results))`, the scores
-        length-penalized log-probabilities. `options` as for `_start`."""
-        start = self._start(source, options)
-        common = (start["tokens_to_logits"], start["cache"], start["batch_size"])
-        if self.settings.beam_size == 1 and start["constraints"] is None:
-            ids, log_probs = greedy_search(
-                *common,
-                start["max_length"],
-                length_limits=start["limits"],
-                **self._special_ids(),
-                **start["search_options"],
-            )
-            return self._penalized(ids, log_probs)
-        return beam_search(
-            *common,
-            start["max_length"],
-            beam_size=self.settings.beam_size,
-            alpha=self.settings.alpha,
-            length_limits=start["limits"],
-            num_results=num_results,
-            constraints=start["constraints"],
-            word_starts=None if start["constraints"] is None else self.word_starts,
-            **self._special_ids(),
-            **start["search_options"],
+        length-penalized log-probabilities. `options` holds the optional
+        `"prefix"` ids, a request's `"max_output_length"` (<= 0: the
+        translator's), and `"constraints"` and `"banned"` phrases
+        (`decoding.banned`'s layout); with constraints, beam search runs
+        even for `beam_size=1`."""
+        options = dict(options or {})
+        request = self._request(source, options)
+        if options.get("constraints") is None:
+            return strategies.beam_from_settings(self.settings, num_results).outputs(request)
+        search = strategies.constrained_from_settings(
+            self.settings, options["constraints"], self.word_starts, num_results
         )
+        return search.outputs(request)
 
     def sample_ids(self, source, seed, options=None):
-        """One output per sentence drawn at random with `seed`, as
-        `search_ids` returns it for `num_results=1`."""
-        start = self._start(source, options)
-        ids, log_probs = sample(
-            start["tokens_to_logits"],
-            start["cache"],
-            start["batch_size"],
-            start["max_length"],
-            seed,
-            temperature=self.settings.temperature,
-            top_k=self.settings.top_k,
-            top_p=self.settings.top_p,
-            length_limits=start["limits"],
-            **self._special_ids(),
-            **start["search_options"],
-        )
-        return self._penalized(ids, log_probs)
+        """One output per sentence drawn at random with `seed` (the
+        settings' temperature, top-k and top-p), as `search_ids` returns it
+        for `num_results=1`."""
+        request = self._request(source, dict(options or {}))
+        return strategies.sampling_from_settings(self.settings).outputs(request, seed)
 
     def token_log_probs(self, source, target):
         """The log-probability `(batch, target_len)` of each token of

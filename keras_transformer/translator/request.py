@@ -45,9 +45,10 @@ class TranslationRequest:
         return self.constraints is not None or self.banned is not None
 
     @classmethod
-    def checked(cls, settings, sentences, **options):
+    def checked(cls, strategy, sentences, **options):
         """The request for `sentences` and `options` (the keyword arguments
-        of `Translator.translate`), for a translator with `settings`.
+        of `Translator.translate`), for a translator whose settings choose
+        the search `strategy` (a `decoding.SearchStrategy`).
 
         Raises:
             ValueError: an option out of range, or options that do not go
@@ -55,7 +56,7 @@ class TranslationRequest:
         """
         request = cls(list(sentences), **options)
         count = len(request.sentences)
-        sampling = settings.search == "sample"
+        sampling = strategy.draws_at_random
         changes = {}
         if request.prefixes is not None:
             changes["prefixes"] = list(request.prefixes)
@@ -69,7 +70,7 @@ class TranslationRequest:
         if request.return_alignments and (request.with_options or sampling):
             raise ValueError(
                 "`return_alignments` works with beam search (or greedy) and no prefixes or "
-                f"max_output_length. Received: search={settings.search!r}, "
+                f"max_output_length. Received: {strategy}, "
                 f"{request._options_received()}"
             )
         if request.with_terms:
@@ -81,13 +82,13 @@ class TranslationRequest:
                 raise ValueError(
                     "`constraints` and `banned` work with beam search (or greedy) and no "
                     f"prefixes, max_output_length or return_alignments. Received: "
-                    f"search={settings.search!r}, {request._options_received()}, "
+                    f"{strategy}, {request._options_received()}, "
                     f"return_alignments={request.return_alignments}"
                 )
         if request.seed is not None and not sampling:
             raise ValueError(
                 f"`seed` is for search='sample'; this translator's search is "
-                f"{settings.search!r}. Received: seed={request.seed!r}"
+                f"{strategy}. Received: seed={request.seed!r}"
             )
         if request.seed is not None:
             validation.check_non_negative_int(seed=request.seed)

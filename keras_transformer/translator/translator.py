@@ -246,7 +246,7 @@ class Translator(runner.Runner):
         ['Ein Hund rennt.']
         """
         request = TranslationRequest.checked(
-            self.settings,
+            self.search.strategy,
             sentences,
             prefixes=prefixes,
             max_output_length=max_output_length,
@@ -275,7 +275,7 @@ class Translator(runner.Runner):
     def _translate_plain(self, request, batch_size, progress):
         """`translate` with the settings' search, prefixes and length cap."""
         sentences, prefixes = request.sentences, request.prefixes
-        sampling = self.settings.search == "sample"
+        sampling = self.search.strategy.draws_at_random
         batch_seeds = np.random.SeedSequence(request.seed or 0)
 
         def run(chunk):

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import beam_search
-from keras_transformer.decoding import constrained
+from keras_transformer.decoding import terminology
 from keras_transformer.decoding.banned import right_aligned
 from keras_transformer.special_ids import EOS_ID
 from tests.decoding.test_search import markov
@@ -59,8 +59,8 @@ def exhaustive_search(alpha, constraints, word_starts=None):
     phrases = right_aligned(constraints)
     search = dict(beam_size=81, alpha=alpha, length_limits=limits, constraints=phrases)
     ids, scores = beam_search(step, cache, 3, 5, word_starts=word_starts, **search)
-    closing = None if word_starts is None else constrained.closing_tokens(word_starts, EOS_ID)
-    missing = constrained.missing(phrases, ids, closing).numpy()
+    closing = None if word_starts is None else terminology.closing_tokens(word_starts, EOS_ID)
+    missing = terminology.missing(phrases, ids, closing).numpy()
     starts = None if word_starts is None else {int(i) for i in np.flatnonzero(word_starts)}
     for b in range(3):
         missed, best_score, best_tokens = brute_force_best(
@@ -94,20 +94,20 @@ def test_wide_beam_meets_constraints_at_word_boundaries(alpha):
     step, cache = markov(3)
     anywhere, _ = beam_search(step, cache, 3, 5, **search)
     assert any(strip(anywhere[b, 0].numpy()) != strip(ids[b, 0].numpy()) for b in range(3))
-    closing = constrained.closing_tokens(starts, EOS_ID)
-    assert constrained.missing(search["constraints"], anywhere, closing).numpy().max() > 0
+    closing = terminology.closing_tokens(starts, EOS_ID)
+    assert terminology.missing(search["constraints"], anywhere, closing).numpy().max() > 0
 
 
 def test_missing_counts_a_phrase_only_before_a_boundary():
     starts = np.array([False, False, False, False, True, False])
-    closing = constrained.closing_tokens(starts, EOS_ID)
+    closing = terminology.closing_tokens(starts, EOS_ID)
     phrases = right_aligned([[[5, 5]]] * 4)
     ids = tf.constant(
         [[[5, 5, 1, EOS_ID]], [[5, 5, 4, EOS_ID]], [[1, 5, 5, EOS_ID]], [[5, 5, 5, 1]]]
     )
-    assert constrained.missing(phrases, ids, closing).numpy()[:, 0].tolist() == [1, 0, 0, 1]
+    assert terminology.missing(phrases, ids, closing).numpy()[:, 0].tolist() == [1, 0, 0, 1]
     # Without boundaries, anywhere.
-    assert constrained.missing(phrases, ids).numpy()[:, 0].tolist() == [0, 0, 0, 0]
+    assert terminology.missing(phrases, ids).numpy()[:, 0].tolist() == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("phrase", [[4, 1, 5, 4], [4, 1, 5, 4, 1]])
@@ -120,7 +120,7 @@ def test_a_long_phrase_is_met_with_fewer_slots_than_banks(phrase, beam_size):
     step, cache = markov(3)
     phrases = right_aligned([[phrase]] * 3)
     ids, _ = beam_search(step, cache, 3, 12, beam_size=beam_size, constraints=phrases)
-    assert (constrained.missing(phrases, ids).numpy() == 0).all()
+    assert (terminology.missing(phrases, ids).numpy() == 0).all()
 
 
 @pytest.mark.parametrize("beam_size", [4, 8])
@@ -130,7 +130,7 @@ def test_small_beams_meet_every_constraint(beam_size):
     step, cache = markov(3)
     phrases = right_aligned(CONSTRAINTS[:2] + [[[4, 1], [5]]])
     ids, _ = beam_search(step, cache, 3, 10, beam_size=beam_size, constraints=phrases)
-    assert (constrained.missing(phrases, ids).numpy() == 0).all()
+    assert (terminology.missing(phrases, ids).numpy() == 0).all()
 
     @tf.function(jit_compile=True)
     def compiled():

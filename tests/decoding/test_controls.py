@@ -136,8 +136,8 @@ def test_vocabulary_masks_are_constants_where_the_vocabulary_size_is_static():
     """`never_chosen` and `only_eos_at_limit` hide the same tokens whether
     the vocabulary size is static (a constant mask, no ops per step) or
     only known when the graph runs (the mask built by ops)."""
-    from keras_transformer.decoding.constraints import never_chosen
-    from keras_transformer.decoding.constraints import only_eos_at_limit
+    from keras_transformer.decoding.output_rules import never_chosen
+    from keras_transformer.decoding.output_rules import only_eos_at_limit
 
     logits = tf.constant(np.random.default_rng(0).normal(size=(3, 7)), tf.float32)
     limits = tf.constant([2, 5, 9])

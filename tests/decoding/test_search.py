@@ -285,8 +285,8 @@ def test_best_extensions_under_a_one_token_rule(vocab):
     search equals a full top-k over logits masked in full, as NumPy masks
     them. 31 puts one real token in the padded last chunk; the rule's
     tokens include the first and the last one."""
-    from keras_transformer.decoding.constraints import only_token
     from keras_transformer.decoding.controls import NEG_INF
+    from keras_transformer.decoding.output_rules import only_token
     from keras_transformer.decoding.top_k import best_extensions
 
     rng = np.random.default_rng(vocab)

@@ -1,0 +1,123 @@
+"""What every search decodes (`SearchRequest`) and what every strategy
+does with it (`SearchStrategy`): the searches are objects around the one
+loop of `decoding.loop`, chosen once (`decoding.strategies`)."""
+
+import abc
+import dataclasses
+from typing import Any
+from typing import Callable
+
+import tensorflow as tf
+
+from keras_transformer.decoding.loop import searched_sentences
+from keras_transformer.decoding.loop import sentence_limits
+from keras_transformer.decoding.output_rules import with_prefix
+from keras_transformer.special_ids import BOS_ID
+from keras_transformer.special_ids import EOS_ID
+from keras_transformer.special_ids import PAD_ID
+from keras_transformer_runtime.results import length_penalty
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SearchRequest:
+    """One search's inputs, the same whichever strategy runs it.
+
+    Attributes:
+        tokens_to_logits: the next-token function (`decoding`'s module
+            docstring).
+        cache: the initial cache, batch `batch_size` (two parts for beam
+            search and for `resize_cache`).
+        batch_size: number of sentences (int or scalar tensor).
+        max_length: size of the output buffer, the most tokens any sentence
+            may get (EOS included).
+        length_limits: optional per-sentence limits `(batch,)`, each at
+            most `max_length`.
+        bos_id: the first decoder input.
+        eos_id: the token that ends a sentence.
+        pad_id: what follows EOS in the output.
+        controls: optional `OutputControls` (a minimum length, no repeated
+            n-grams, a repetition penalty); the scores are then
+            log-probabilities under the controlled distribution.
+        prefix: optional int32 `(batch, prefix_len)`, padded with `pad_id`:
+            each sentence's output starts with its prefix (forced, scored,
+            not subject to `controls`), and the search goes on from there;
+            a sentence's limit is raised to leave room for EOS after it.
+        resize_cache: optional `resize_cache(per_hypothesis, length)`: the
+            cache's `"per_hypothesis"` part holding `length` positions
+            (the first ones kept, new ones empty), e.g.
+            `Transformer.resize_cache`. With it the search grows the cache
+            in `CACHE_SEGMENTS` steps up to `max_length`, so that early
+            steps attend to, write and move a shorter cache; `cache` must
+            then have the two parts, and may hold any number of positions.
+        banned: optional int32 `(batch, phrases, length)`: token sequences
+            no output contains (`decoding.banned`: right-aligned, padded
+            on the left with -1; `banned.right_aligned` builds it). They
+            apply as the `controls` do (a prefix is exempt).
+
+    Example:
+
+    >>> request = SearchRequest(step_fn, cache, batch_size=2, max_length=20)
+    >>> ids, scores = BeamSearch(beam_size=4).search(request)
+    """
+
+    tokens_to_logits: Callable
+    cache: Any
+    batch_size: Any
+    max_length: Any
+    length_limits: Any = None
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    pad_id: int = PAD_ID
+    controls: Any = None
+    prefix: Any = None
+    resize_cache: Callable = None
+    banned: Any = None
+
+    def prefix_and_limits(self):
+        """`(prefix, limits)`: the prefix as the searches force it (or
+        None) and each sentence's limit `(batch,)`, capped by the buffer
+        and raised to leave room for EOS after its prefix."""
+        limits = sentence_limits(self.batch_size, self.max_length, self.length_limits)
+        return with_prefix(self.prefix, limits, self.batch_size, self.max_length, self.pad_id)
+
+    def sentences(self, limits, prefix):
+        """The per-sentence inputs, which leave the loop with their rows."""
+        return searched_sentences(self.batch_size, limits, prefix, self.banned)
+
+    def controlled(self):
+        """Whether any output control or banned phrase applies."""
+        return (self.controls is not None and self.controls.active) or self.banned is not None
+
+
+class SearchStrategy(abc.ABC):
+    """How a search chooses tokens. Every strategy turns a `SearchRequest`
+    into ranked outputs (`outputs`); `draws_at_random` says whether two
+    runs may differ (then `seed` decides)."""
+
+    draws_at_random = False
+
+    @abc.abstractmethod
+    def outputs(self, request, seed=None):
+        """`(ids (batch, n, length), scores (batch, n))`: each sentence's
+        outputs, best first, scored by length-penalized log-probability
+        (GNMT's penalty with the strategy's `alpha`), as beam search ranks
+        them. `seed` (an integer scalar) is read by strategies that draw at
+        random."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OneOutput(SearchStrategy):
+    """A strategy with one output per sentence, chosen token by token;
+    `alpha` is only the length penalty its `outputs` report scores with."""
+
+    alpha: float = 0.6
+
+    @abc.abstractmethod
+    def search(self, request, seed=None):
+        """`(ids (batch, max_length), log_probs (batch,))`."""
+
+    def outputs(self, request, seed=None):
+        ids, log_probs = self.search(request, seed)
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, request.pad_id), tf.int32), axis=1)
+        penalty = length_penalty(tf.cast(lengths, tf.float32), self.alpha)
+        return ids[:, None], (log_probs / penalty)[:, None]
