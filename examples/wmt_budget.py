@@ -37,7 +37,9 @@ def beam_cost(beam_size):
 
 
 class Stopwatch:
-    """The wall time of each stage, and what is left of --budget_minutes."""
+    """The wall time of each stage, and what is left of --budget_minutes:
+    the run's one clock, from `started` (training's `TimeBudget` counts
+    from it too)."""
 
     def __init__(self, budget_minutes=None, started=None):
         now = time.time()
@@ -54,11 +56,15 @@ class Stopwatch:
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - start
 
+    def elapsed(self):
+        """Seconds since the run started."""
+        return time.time() - self.started
+
     def left(self):
         """Seconds left of the budget (`None` without one)."""
         if self.budget is None:
             return None
-        return self.budget - (time.time() - self.started)
+        return self.budget - self.elapsed()
 
 
 def after_training_seconds(config, evaluator, data):
@@ -127,6 +133,16 @@ class ReserveForLaterStages(keras.callbacks.Callback):
         self.update()
 
 
+def budget_plan(config):
+    """How training spends its `TimeBudget`: --warmup_fraction, and
+    --average_last checkpoints over the last --averaging_fraction."""
+    return training.BudgetPlan(
+        warmup_fraction=config.warmup_fraction,
+        averaging_checkpoints=config.average_last,
+        averaging_fraction=config.averaging_fraction,
+    )
+
+
 def training_budget(config, stopwatch, later_stages):
     """The `TimeBudget` of training and the callbacks that keep its reserve
     (`later_stages()` estimates the seconds of the stages after it): `(None,
@@ -135,12 +151,9 @@ def training_budget(config, stopwatch, later_stages):
     limit = training_seconds(config, stopwatch)
     if limit is None and config.learning_rate_schedule != "budget":
         return None, []
-    budget = training.TimeBudget(
-        math.inf if limit is None else limit,
-        warmup_fraction=config.warmup_fraction,
-        averaging_checkpoints=config.average_last,
-        averaging_fraction=config.averaging_fraction,
-    )
+    # On the stopwatch's clock: training may run until `limit` from now.
+    seconds = math.inf if limit is None else stopwatch.elapsed() + limit
+    budget = training.TimeBudget(seconds, started=stopwatch.started)
     if stopwatch.budget is None:
         return budget, []
     left = stopwatch.left()

@@ -98,7 +98,7 @@ def main(argv=None, started=None):
             "precision": model.dtype_policy.name,
             "weights": weights,
             "stage_seconds": stopwatch.seconds,
-            "minutes": (time.time() - stopwatch.started) / 60,
+            "minutes": stopwatch.elapsed() / 60,
         },
     )
     return scores

@@ -16,6 +16,7 @@ import keras_transformer as kt
 from keras_transformer import training
 
 from wmt_budget import after_training_seconds
+from wmt_budget import budget_plan
 from wmt_budget import training_budget
 from wmt_config import STATIC_SHAPES
 from wmt_config import model_arguments_of
@@ -308,6 +309,7 @@ def training_stage(config, model, tokenizer, data, stopwatch):
         ema_momentum=config.ema_momentum,
         learning_rate_schedule=config.learning_rate_schedule,
         budget=budget,
+        budget_plan=budget_plan(config),
         evaluator=evaluator,
         best=best,
         tokenizer=tokenizer,

@@ -41,7 +41,8 @@ _TENSORFLOW_PARTS = {
     "bucket_boundaries": ("bucketing", "tf.data"),
     "ScheduleFitter": ("budget", "tf.train checkpoints"),
     "TimeBudget": ("budget", "tf.train checkpoints"),
-    "averaging_checkpoint_paths": ("budget", "tf.train checkpoints"),
+    "averaging_checkpoint_paths": ("averaging", "tf.train checkpoints"),
+    "BudgetPlan": ("budget", "tf.train checkpoints"),
     "read_budget": ("budget", "tf.train checkpoints"),
     "IncompatibleRunError": ("checkpoints", "tf.train checkpoints"),
     "average_checkpoints": ("checkpoints", "tf.train checkpoints"),
@@ -56,9 +57,9 @@ _TENSORFLOW_PARTS = {
     "text_pairs_from_tfds": ("text_pairs", "tf.data"),
     "PairCounts": ("token_pairs", "tf.data and the TF Text tokenizer"),
     "count_pairs": ("token_pairs", "tf.data and the TF Text tokenizer"),
-    "NoTrainingDataError": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
-    "TrainingDivergedError": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
-    "TrainResult": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
+    "NoTrainingDataError": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
+    "TrainingDivergedError": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
+    "TrainResult": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
     "train": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
 }
 _parts = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS)
@@ -67,6 +68,7 @@ __getattr__, __dir__ = _parts.get, _parts.names
 __all__ = [
     "BatchShapes",
     "BestCheckpoints",
+    "BudgetPlan",
     "BudgetSchedule",
     "FREEZABLE",
     "FineTuningSetup",

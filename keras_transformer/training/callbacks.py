@@ -2,11 +2,12 @@
 
 import math
 import time
+from typing import NamedTuple
 
 import keras
 
 from keras_transformer.training._distribute import read_int
-from keras_transformer.training.budget import keep_for_averaging
+from keras_transformer.training.averaging import keep_for_averaging
 from keras_transformer.training.checkpoints import all_finite
 
 
@@ -40,6 +41,15 @@ class LogRates(keras.callbacks.Callback):
         logs["learning_rate"] = float(self.model.optimizer.learning_rate)
 
 
+class FitOutcome(NamedTuple):
+    """How `fit` ended, as `CheckpointAndStop` saw it."""
+
+    batches: int  # training batches run by this call of `fit`
+    diverged_at: int | None  # the update at which the loss or weights went non-finite
+    out_of_time: bool  # the budget stopped training
+    last_saved: str | None  # the last checkpoint this call wrote
+
+
 class CheckpointAndStop(keras.callbacks.Callback):
     """Writes a checkpoint at the end of every epoch (one checkpoint
     interval of `train`) in which a batch was trained on and the weights
@@ -53,7 +63,9 @@ class CheckpointAndStop(keras.callbacks.Callback):
       is then `True`).
 
     It also keeps the updates the `fitter` (a `ScheduleFitter`) wants for
-    averaging, in `model_dir/averaging` (`keep_for_averaging`).
+    averaging, in `model_dir/averaging` (`keep_for_averaging`). After
+    `fit`, `save_last` checkpoints an update inside an interval, and
+    `outcome()` says how training ended.
 
     Args:
         manager: the run's `tf.train.CheckpointManager`.
@@ -123,7 +135,7 @@ class CheckpointAndStop(keras.callbacks.Callback):
             self.model_dir,
             self._updates(),
             self.fitter.averaging_from(),
-            self.fitter.budget.averaging_checkpoints,
+            self.fitter.plan.averaging_checkpoints,
         )
 
     def _finite_or_stop(self):
@@ -134,3 +146,22 @@ class CheckpointAndStop(keras.callbacks.Callback):
         self.diverged_at = self._updates()
         self.model.stop_training = True
         return False
+
+    def save_last(self, trained_weights):
+        """After `fit`: checkpoints the last update if `fit` ended inside an
+        interval (the epoch ends are saved already) and the model holds the
+        weights as trained (`trained_weights`: not moving averages, nor the
+        best weights early stopping restored); a non-finite one counts as
+        diverged instead."""
+        final = self._updates()
+        if self.diverged_at is not None or read_int(self.step) == final or not trained_weights:
+            return
+        if all_finite(self.model.trainable_weights):
+            self.step.assign(final)
+            self.last_saved = self.manager.save(checkpoint_number=final)
+        else:
+            self.diverged_at = final
+
+    def outcome(self):
+        """The `FitOutcome` of the last `fit`."""
+        return FitOutcome(self.batches, self.diverged_at, self.out_of_time, self.last_saved)

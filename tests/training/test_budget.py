@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import training
+from keras_transformer.training import BudgetPlan
 from keras_transformer.training import BudgetSchedule
 from keras_transformer.training import ScheduleFitter
 from keras_transformer.training import TimeBudget
@@ -104,7 +105,8 @@ def fake_model(iterations):
 
 
 def run_budget(monkeypatch, tmp_path, seconds_per_step, updates, max_steps=None, **options):
-    """Drives a `ScheduleFitter` of a `TimeBudget(**options)` through
+    """Drives a `ScheduleFitter` of a `TimeBudget(**options)` (and a
+    default `BudgetPlan`) through
     `updates` updates that each take `seconds_per_step` of a fake clock;
     returns the fitter and the updates it wanted checkpointed."""
     clock = FakeClock()
@@ -179,10 +181,6 @@ def test_one_clock_from_when_the_budget_began_less_the_reserve(monkeypatch):
         (dict(seconds=0), "seconds"),
         (dict(seconds=True), "seconds"),
         (dict(reserve_seconds=-1), "reserve_seconds"),
-        (dict(warmup_fraction=1.0), "warmup_fraction"),
-        (dict(decay="step"), "decay"),
-        (dict(averaging_checkpoints=0), "averaging_checkpoints"),
-        (dict(averaging_fraction=0.0), "averaging_fraction"),
     ],
 )
 def test_bad_budget_arguments(kwargs, name):
@@ -190,12 +188,35 @@ def test_bad_budget_arguments(kwargs, name):
         TimeBudget(**{"seconds": 60, **kwargs})
 
 
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(warmup_fraction=1.0), "warmup_fraction"),
+        (dict(decay="step"), "decay"),
+        (dict(averaging_checkpoints=0), "averaging_checkpoints"),
+        (dict(averaging_fraction=0.0), "averaging_fraction"),
+    ],
+)
+def test_bad_plan_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        BudgetPlan(**kwargs)
+
+
+def test_train_refuses_a_plan_of_another_type(tmp_path):
+    with pytest.raises(ValueError, match="budget_plan"):
+        train_quietly(tmp_path, 2, budget=TimeBudget(60), budget_plan={"warmup_fraction": 0.1})
+
+
 def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
     # The time budget is ample, so `train_steps` ends the run: the
     # schedule reaches zero there and the averaging checkpoints lie in its
     # last 20%, whatever the machine's speed.
     result = train_quietly(
-        tmp_path, 30, steps_per_checkpoint=10, budget=TimeBudget(3600, averaging_checkpoints=3)
+        tmp_path,
+        30,
+        steps_per_checkpoint=10,
+        budget=TimeBudget(3600),
+        budget_plan=BudgetPlan(averaging_checkpoints=3),
     )
     schedule = training.read_budget(str(tmp_path))
     assert result.budget == schedule and schedule["total_steps"] == 30
@@ -209,8 +230,14 @@ def test_averaging_checkpoints_are_kept_apart_from_the_rotation(tmp_path):
     # 50 updates, the window their last 20% (41-50): 5 averaging
     # checkpoints every 2 updates, whatever `keep_checkpoints` keeps of
     # the regular ones (here the last 2, at 40 and 50).
-    budget = TimeBudget(3600, averaging_checkpoints=5)
-    train_quietly(tmp_path, 50, steps_per_checkpoint=10, keep_checkpoints=2, budget=budget)
+    train_quietly(
+        tmp_path,
+        50,
+        steps_per_checkpoint=10,
+        keep_checkpoints=2,
+        budget=TimeBudget(3600),
+        budget_plan=BudgetPlan(averaging_checkpoints=5),
+    )
     assert training.read_budget(str(tmp_path))["averaging_from"] == 41
     regular = [int(p.rsplit("-", 1)[1]) for p in training.checkpoint_paths(str(tmp_path))]
     assert regular == [40, 50]
