@@ -32,7 +32,7 @@ def check_exportable(translator, path, overwrite, export):
     name) cannot write `translator` to `path` (a sampling translator, NaN
     or infinite weights, a directory), and a `FileExistsError` if `path`
     exists and not `overwrite`."""
-    if translator.search.strategy.draws_at_random:
+    if translator.model_search.strategy.draws_at_random:
         raise ValueError(
             f"{export} exports beam search and greedy search (beam_size=1), not sampling. "
             "Received: a translator with search='sample'"

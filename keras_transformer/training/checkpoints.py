@@ -36,10 +36,11 @@ class IncompatibleRunError(ValueError):
     restored into; the message lists what differs."""
 
 
-def evaluated_weights(model):
+def averaged_weights(model):
     """`model.weights`, with the optimizer's moving average in place of
     each trainable weight when it keeps them (`use_ema=True`): the weights
-    that evaluation scores and an export should use."""
+    that evaluation scores and an export should use (`averaged_weights_in`
+    puts them into the model for a block)."""
     averages = moving_averages(getattr(model, "optimizer", None))
     if not averages:
         return list(model.weights)
@@ -63,16 +64,16 @@ def training_checkpoint(model, optimizer=None, step=None):
     if optimizer is not None:
         objects["optimizer_weights"] = list(optimizer.variables)
         if moving_averages(optimizer):
-            objects["averaged_weights"] = evaluated_weights(model)
+            objects["averaged_weights"] = averaged_weights(model)
     if step is not None:
         objects["step"] = step
     return tf.train.Checkpoint(**objects)
 
 
 def write_weights(model, prefix):
-    """Writes `evaluated_weights(model)` as a checkpoint at `prefix` (read
+    """Writes `averaged_weights(model)` as a checkpoint at `prefix` (read
     it with `average_checkpoints`); returns the path written."""
-    checkpoint = tf.train.Checkpoint(model_weights=evaluated_weights(model))
+    checkpoint = tf.train.Checkpoint(model_weights=averaged_weights(model))
     checkpoint.save_counter  # noqa: B018 (created on access; written like `save`'s)
     return checkpoint.write(prefix)
 

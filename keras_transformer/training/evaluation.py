@@ -21,10 +21,11 @@ SCORES = ("val_bleu", "val_chrf")
 
 
 @contextlib.contextmanager
-def evaluation_weights(model):
+def averaged_weights_in(model):
     """Puts the weights to evaluate into `model` for the duration of the
-    block: the optimizer's moving averages when it keeps them
-    (`use_ema=True`); otherwise the block runs on the weights as they are.
+    block (`checkpoints.averaged_weights`'s): the optimizer's moving
+    averages when it keeps them (`use_ema=True`); otherwise the block runs
+    on the weights as they are.
     The trained weights are back afterwards, also after an error."""
     averages = moving_averages(getattr(model, "optimizer", None))
     if not averages:
@@ -52,7 +53,7 @@ class ValidateOnAverages(keras.callbacks.Callback):
 
     def on_test_begin(self, logs=None):
         self._swapped = contextlib.ExitStack()
-        self._swapped.enter_context(evaluation_weights(self.model))
+        self._swapped.enter_context(averaged_weights_in(self.model))
 
     def on_test_end(self, logs=None):
         if self._swapped is not None:
@@ -202,8 +203,8 @@ class TranslationEvaluator(keras.callbacks.Callback):
         values = [0.0] * len(SCORES)
         if is_chief(strategy):
             progress = f"evaluating at step {step}" if self.verbose else None
-            weights = evaluation_weights(self.model) if self._training else contextlib.nullcontext()
-            with weights:
+            training = self._training
+            with averaged_weights_in(self.model) if training else contextlib.nullcontext():
                 hypotheses = self.translator.translate(self.sources, self.batch_size, progress)
             values = self._score(hypotheses)
             self._write_summaries(step, values, hypotheses)

@@ -7,7 +7,7 @@ from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.evaluation import SCORES
 from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.evaluation import ValidateOnAverages
-from keras_transformer.training.evaluation import evaluation_weights
+from keras_transformer.training.evaluation import averaged_weights_in
 from keras_transformer_runtime import validation
 
 # The validation logs of `fit` with `validation_data` (`compile_for_training`'s metrics).
@@ -131,6 +131,6 @@ def evaluate_now(model, step, owed, validation_data, validation_steps, evaluator
         logs.update({f"val_{name}": float(value) for name, value in results.items()})
     if "translation" in owed:
         evaluator.set_model(model)
-        with evaluation_weights(model):
+        with averaged_weights_in(model):
             logs.update(evaluator.evaluate(step))
     return logs

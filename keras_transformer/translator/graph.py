@@ -30,7 +30,7 @@ class TranslatorGraph(tf.Module):
     graph per signature (see `Translator` for the decoding).
 
     Args:
-        search: the `ModelSearch` (model, tokenizer, settings).
+        model_search: the `ModelSearch` (model, tokenizer, settings).
         jit_compile: compile the searches with XLA.
         name: the module's name.
 
@@ -41,9 +41,9 @@ class TranslatorGraph(tf.Module):
     <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'Ein Hund l\\xc3\\xa4uft.'])>
     """
 
-    def __init__(self, search, jit_compile=False, name=None):
+    def __init__(self, model_search, jit_compile=False, name=None):
         super().__init__(name=name)
-        self.search = search
+        search = self.model_search = model_search
         self.model, self.tokenizer, self.settings = search.model, search.tokenizer, search.settings
         self.pad_id, self.bos_id, self.eos_id = search.pad_id, search.bos_id, search.eos_id
         self.jit_compile = jit_compile
@@ -166,7 +166,7 @@ class TranslatorGraph(tf.Module):
         phrases = {"constraints": self.encode_phrases(constraints)}
         phrases["banned"] = self.encode_phrases(banned)
         ids, scores = self.search_ids(self.encode_text(text), 1, phrases)
-        starts = self.search.word_starts
+        starts = self.model_search.word_starts
         closing = None if starts is None else terminology.closing_tokens(starts, self.eos_id)
         missing = terminology.missing(phrases["constraints"], ids, closing)[:, 0]
         return {**self._best(ids, scores), "constraints_met": tf.equal(missing, 0)}
@@ -192,8 +192,8 @@ class TranslatorGraph(tf.Module):
         return {
             "translation": self.tokenizer.detokenize(ids),
             "score": scores[:, 0],
-            "alignments": self.search.alignments(source, target)[:, :-1],
-            "token_scores": self.search.token_log_probs(source, ids),
+            "alignments": self.model_search.alignments(source, target)[:, :-1],
+            "token_scores": self.model_search.token_log_probs(source, ids),
             "target_tokens": self._pieces(ids),
             "source_tokens": self._pieces(source),
         }

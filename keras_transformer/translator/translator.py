@@ -105,10 +105,11 @@ class Translator(runner.Runner):
         self.alignment_layer = alignment_layer
         self.model = model
         self.tokenizer = tokenizer
-        self.search = ModelSearch(model, tokenizer, self.settings, alignment_layer)
-        self.pad_id, self.bos_id, self.eos_id = model.pad_id, self.search.bos_id, self.search.eos_id
+        self.model_search = ModelSearch(model, tokenizer, self.settings, alignment_layer)
+        self.pad_id = model.pad_id
+        self.bos_id, self.eos_id = self.model_search.bos_id, self.model_search.eos_id
         self.jit_compile = jit_compile
-        self.graph = TranslatorGraph(self.search, jit_compile=jit_compile, name=name)
+        self.graph = TranslatorGraph(self.model_search, jit_compile=jit_compile, name=name)
 
     def without_xla(self):
         """This translator with its search as a plain graph (`jit_compile`
@@ -246,7 +247,7 @@ class Translator(runner.Runner):
         ['Ein Hund rennt.']
         """
         request = TranslationRequest.checked(
-            self.search.strategy,
+            self.model_search.strategy,
             sentences,
             prefixes=prefixes,
             max_output_length=max_output_length,
@@ -275,7 +276,7 @@ class Translator(runner.Runner):
     def _translate_plain(self, request, batch_size, progress):
         """`translate` with the settings' search, prefixes and length cap."""
         sentences, prefixes = request.sentences, request.prefixes
-        sampling = self.search.strategy.draws_at_random
+        sampling = self.model_search.strategy.draws_at_random
         batch_seeds = np.random.SeedSequence(request.seed or 0)
 
         def run(chunk):

@@ -279,5 +279,5 @@ def test_token_scores_sum_to_each_hypothesis_log_probability(words_tokenizer, tm
     best = scored[0][0]
     ids = [[tokenizer.piece_to_id(p) for p in best.tokens]]
     source = translator.graph.encode_text(tf.constant(sentences[:1]))
-    expected = translator.search.token_log_probs(source, tf.constant(ids, tf.int32))
+    expected = translator.model_search.token_log_probs(source, tf.constant(ids, tf.int32))
     np.testing.assert_allclose(best.token_scores, expected.numpy()[0], atol=1e-4)

@@ -62,7 +62,7 @@ def test_translates_as_the_translator_in_builtin_operators_only(
     # Tokens and log-probabilities: the search's ids, scored teacher-forced.
     source_ids = translator.graph.encode_text(tf.constant(sources))
     ids = translator.graph.search_ids(source_ids, 1)[0][:, 0].numpy()
-    log_probs = translator.search.token_log_probs(source_ids, ids).numpy().sum(axis=1)
+    log_probs = translator.model_search.token_log_probs(source_ids, ids).numpy().sum(axis=1)
     for row, log_prob, hypothesis in zip(ids, log_probs, hypotheses, strict=True):
         length = list(row).index(tokenizer.eos_id) + 1
         assert hypothesis.tokens == [tokenizer.id_to_piece(i) for i in row[:length]]

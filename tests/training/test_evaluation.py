@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from keras_transformer import Translator
 from keras_transformer import training
-from keras_transformer.training.evaluation import evaluation_weights
+from keras_transformer.training.evaluation import averaged_weights_in
 from keras_transformer_runtime import Runner
 from tests.micro import micro_model
 from tests.training.helpers import NumberTokenizer
@@ -93,7 +93,7 @@ def test_evaluates_the_moving_averages_and_keeps_the_trained_weights():
     averages = training._keras_internals.moving_averages(optimizer)
     for average, value in zip(averages, trained, strict=True):
         average.assign(value + 1.0)
-    with evaluation_weights(model):
+    with averaged_weights_in(model):
         inside = [w.numpy() for w in model.trainable_variables]
     for a, b, c in zip(inside, trained, model.trainable_variables, strict=True):
         np.testing.assert_array_equal(a, b + 1.0)
