@@ -37,7 +37,6 @@ float32 SavedModel through the session loader does.
 """
 
 import argparse
-import gzip
 import json
 import os
 import subprocess
@@ -45,6 +44,8 @@ import sys
 import time
 
 from script_workers import scratch_directory
+
+from keras_transformer_runtime import text_files
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -57,12 +58,6 @@ MODEL_SETTINGS = (
     "position_encoding",
     "max_length",
 )
-
-
-def read_lines(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def load_run(run_dir):
@@ -173,7 +168,7 @@ def worker(row, path, work, single):
         translate = keras_int8_translate(path)
     else:
         translate = ct2_translate(path, how)
-    sources = read_lines(os.path.join(work, "sources.txt"))
+    sources = text_files.read_lines(os.path.join(work, "sources.txt"))
     outputs, batch_speed = timed(translate, sources, 64)
     _, single_speed = timed(translate, sources[:single], 1)
     with open(os.path.join(work, "result.json"), "w") as f:
@@ -226,7 +221,7 @@ def parsed(parser):
 
 def read_test_set(args):
     """`(sources, references)`, the first `--max_sentences` if given."""
-    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
+    sources, references = text_files.read_lines(args.test_src), text_files.read_lines(args.test_ref)
     if args.max_sentences:
         sources, references = sources[: args.max_sentences], references[: args.max_sentences]
     return sources, references

@@ -21,11 +21,12 @@ merged model; its validation BLEU during training is the unmerged one's).
 """
 
 import argparse
-import gzip
 import json
 import os
 import subprocess
 import sys
+
+from keras_transformer_runtime import text_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "examples", "wmt_ende.py")
@@ -36,12 +37,6 @@ VARIANTS = {
     "lora": ["--lora_rank", "8", "--learning_rate_scale", "0.5"],
     "frozen_embeddings_encoder": ["--freeze", "embeddings,encoder", "--learning_rate_scale", "0.1"],
 }
-
-
-def read_lines(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
 
 
 def in_domain(source, word):
@@ -55,8 +50,8 @@ def split_stage(data_dir, work, word):
     os.makedirs(out, exist_ok=True)
     counts = {}
     for split, name in SPLITS.items():
-        sources = read_lines(os.path.join(data_dir, f"{name}.en.gz"))
-        targets = read_lines(os.path.join(data_dir, f"{name}.de.gz"))
+        sources = text_files.read_lines(os.path.join(data_dir, f"{name}.en.gz"))
+        targets = text_files.read_lines(os.path.join(data_dir, f"{name}.de.gz"))
         for part in ("general", "domain"):
             keep = [(in_domain(s, word)) == (part == "domain") for s in sources]
             for lang, lines in (("en", sources), ("de", targets)):
@@ -150,8 +145,8 @@ def main():
         )  # fmt: skip
     tests = {
         part: (
-            read_lines(os.path.join(work, "data", f"{part}.test.en")),
-            read_lines(os.path.join(work, "data", f"{part}.test.de")),
+            text_files.read_lines(os.path.join(work, "data", f"{part}.test.en")),
+            text_files.read_lines(os.path.join(work, "data", f"{part}.test.de")),
         )
         for part in ("domain", "general")
     }

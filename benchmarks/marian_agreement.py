@@ -27,12 +27,13 @@ prints one table:
 """
 
 import argparse
-import gzip
 import os
 import sys
 import time
 
 from script_workers import scratch_directory
+
+from keras_transformer_runtime import text_files
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
@@ -47,11 +48,6 @@ AWKWARD = [
     ">>xxx<< an unknown code",
     "ÄÖÜ ß é É ñ ç",
 ]
-
-
-def read_lines(path):
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
 
 
 def agreement(ours, theirs):
@@ -82,12 +78,12 @@ def main():
     from tests.pretrained.marian_directory import searched
     from tests.pretrained.marian_directory import write_marian_directory
 
-    train_en = read_lines(os.path.join(args.data_dir, "train.en.gz"))
-    train_de = read_lines(os.path.join(args.data_dir, "train.de.gz"))
-    val_en = read_lines(os.path.join(args.data_dir, "val.en.gz"))
-    val_de = read_lines(os.path.join(args.data_dir, "val.de.gz"))
-    test_en = read_lines(os.path.join(args.data_dir, "test_2016_flickr.en.gz"))
-    test_de = read_lines(os.path.join(args.data_dir, "test_2016_flickr.de.gz"))
+    train_en = text_files.read_lines(os.path.join(args.data_dir, "train.en.gz"))
+    train_de = text_files.read_lines(os.path.join(args.data_dir, "train.de.gz"))
+    val_en = text_files.read_lines(os.path.join(args.data_dir, "val.en.gz"))
+    val_de = text_files.read_lines(os.path.join(args.data_dir, "val.de.gz"))
+    test_en = text_files.read_lines(os.path.join(args.data_dir, "test_2016_flickr.en.gz"))
+    test_de = text_files.read_lines(os.path.join(args.data_dir, "test_2016_flickr.de.gz"))
     work = scratch_directory("marian_agreement-")
     directory = os.path.join(work, "marian")
     started = time.time()

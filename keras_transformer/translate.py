@@ -62,6 +62,7 @@ import sys
 
 from keras_transformer_runtime import glossary as phrases
 from keras_transformer_runtime import runner as methods
+from keras_transformer_runtime import text_files
 from keras_transformer_runtime.ctranslate2 import MAX_SEED
 from keras_transformer_runtime.results import RefusedRequestError
 
@@ -75,13 +76,8 @@ MODES = {
 
 
 def read_lines(stream):
-    """The lines of a binary stream as bytes, split on `\\n` only (a lone
-    `\\r` stays inside its line; a final `\\r\\n` loses its `\\r`)."""
-    data = stream.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the newline that ends the last line
-    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+    """The lines of a binary stream as bytes (`text_files.split_lines`)."""
+    return text_files.split_lines(stream.read())
 
 
 def invalid_utf8(lines):

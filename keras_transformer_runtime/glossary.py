@@ -12,6 +12,8 @@ the translation (`Translator.translate(..., constraints=...)`, the
 import re
 import unicodedata
 
+from keras_transformer_runtime import text_files
+
 # What separates phrases in the constraint strings of the serving signature.
 PHRASE_SEPARATOR = "|||"
 
@@ -103,24 +105,23 @@ class Glossary:
 
     @classmethod
     def from_tsv(cls, path):
-        """The glossary in the tab-separated file `path`.
+        """The glossary in the tab-separated file `path` (plain or `.gz`,
+        read as `text_files` reads text).
 
         Raises:
             ValueError: a line that is not `source<TAB>target`, naming it.
         """
         entries = []
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                line = line.rstrip("\n").rstrip("\r")
-                if not line.strip() or line.lstrip().startswith("#"):
-                    continue
-                fields = line.split("\t")
-                if len(fields) != 2:
-                    raise ValueError(
-                        f"{path}:{number}: a glossary line is 'source<TAB>target'. "
-                        f"Received: {len(fields) - 1} tabs in {line!r}"
-                    )
-                entries.append(tuple(fields))
+        for number, line in enumerate(text_files.iter_lines(path), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            fields = line.split("\t")
+            if len(fields) != 2:
+                raise ValueError(
+                    f"{path}:{number}: a glossary line is 'source<TAB>target'. "
+                    f"Received: {len(fields) - 1} tabs in {line!r}"
+                )
+            entries.append(tuple(fields))
         try:
             return cls(entries)
         except ValueError as error:

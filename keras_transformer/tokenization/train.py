@@ -1,6 +1,5 @@
 """Training a shared SentencePiece vocabulary (the paper's ~37,000 BPE)."""
 
-import gzip
 import io
 import os
 import re
@@ -10,6 +9,7 @@ import sentencepiece
 from keras_transformer import _backend
 from keras_transformer.special_ids import SPECIAL_IDS
 from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
+from keras_transformer_runtime import text_files
 from keras_transformer_runtime import validation
 
 MODEL_TYPES = ("bpe", "unigram")
@@ -38,10 +38,7 @@ def _is_path(item):
 
 
 def _read_lines(path):
-    opener = gzip.open if os.fspath(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            yield line.rstrip("\n")
+    return text_files.iter_lines(path, errors="replace")
 
 
 def _sentences(inputs):

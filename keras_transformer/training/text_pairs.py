@@ -2,11 +2,10 @@
 `(source, target)` scalar strings, from two aligned lists, from two files
 (plain or `.gz`, one sentence a line), or from a TFDS translation set."""
 
-import gzip
-
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer_runtime import text_files
 
 
 @_backend.tensorflow_only("training.text_pairs_from_lists", "tf.data")
@@ -27,15 +26,8 @@ def text_pairs_from_lists(sources, targets):
     )
 
 
-def _count_lines(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return sum(1 for _ in f)
-
-
 def _lines(path):
-    compression = "GZIP" if str(path).endswith(".gz") else None
-    return tf.data.TextLineDataset(str(path), compression_type=compression)
+    return tf.data.TextLineDataset(str(path), compression_type=text_files.compression_type(path))
 
 
 @_backend.tensorflow_only("training.text_pairs_from_files", "tf.data")
@@ -52,7 +44,8 @@ def text_pairs_from_files(source_path, target_path, check_alignment=True):
     >>> pairs = text_pairs_from_files("train.en.gz", "train.de.gz")
     """
     if check_alignment:
-        source_lines, target_lines = _count_lines(source_path), _count_lines(target_path)
+        source_lines = text_files.count_lines(source_path)
+        target_lines = text_files.count_lines(target_path)
         if source_lines != target_lines:
             raise ValueError(
                 "Parallel files must have the same number of lines. Received: "
