@@ -41,13 +41,14 @@ from ctranslate2_translation import argument_parser  # noqa: E402
 from ctranslate2_translation import ct2_translate  # noqa: E402
 from ctranslate2_translation import load_run  # noqa: E402
 from ctranslate2_translation import parsed  # noqa: E402
-from ctranslate2_translation import read_lines  # noqa: E402
 from ctranslate2_translation import read_test_set  # noqa: E402
 from ctranslate2_translation import run_row  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
 from ctranslate2_translation import saved_model_translate  # noqa: E402
 from ctranslate2_translation import timed  # noqa: E402
 from script_workers import scratch_directory  # noqa: E402
+
+from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 
 BATCH = 16
 # Row name: (export key, how the worker runs it).

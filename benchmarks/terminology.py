@@ -29,8 +29,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ctranslate2_translation import load_run  # noqa: E402
-from ctranslate2_translation import read_lines  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
+
+from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 
 
 def reference_constraints(references, seed=0):
