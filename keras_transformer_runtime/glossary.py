@@ -80,23 +80,30 @@ class Glossary:
     def __init__(self, entries):
         self.entries = {}
         for source, target in entries:
-            source, target = source.strip(), target.strip()
-            if not source or not target:
-                raise ValueError(
-                    "A glossary entry needs a source term and a target term. "
-                    f"Received: {source!r} -> {target!r}"
-                )
-            if PHRASE_SEPARATOR in target:
-                raise ValueError(
-                    f"A target term may not hold {PHRASE_SEPARATOR!r}. Received: {target!r}"
-                )
-            key = _normalized(source)
-            if self.entries.get(key, target) != target:
-                raise ValueError(
-                    f"The source term {source!r} is given twice, with the targets "
-                    f"{self.entries[key]!r} and {target!r}."
-                )
-            self.entries[key] = target
+            self._add(source, target)
+        self._compile()
+
+    def _add(self, source, target):
+        """Adds one entry, checked (see the class's `Raises`)."""
+        source, target = source.strip(), target.strip()
+        if not source or not target:
+            raise ValueError(
+                "A glossary entry needs a source term and a target term. "
+                f"Received: {source!r} -> {target!r}"
+            )
+        if PHRASE_SEPARATOR in target:
+            raise ValueError(
+                f"A target term may not hold {PHRASE_SEPARATOR!r}. Received: {target!r}"
+            )
+        key = _normalized(source)
+        if self.entries.get(key, target) != target:
+            raise ValueError(
+                f"The source term {source!r} is given twice, with the targets "
+                f"{self.entries[key]!r} and {target!r}."
+            )
+        self.entries[key] = target
+
+    def _compile(self):
         # Longest first, so that a longer term wins over one inside it.
         terms = sorted(self.entries, key=len, reverse=True)
         self._pattern = (
@@ -109,9 +116,13 @@ class Glossary:
         read as `text_files` reads text).
 
         Raises:
-            ValueError: a line that is not `source<TAB>target`, naming it.
+            ValueError: a line that is not `source<TAB>target`, an empty
+                term, or a source term given again with another target,
+                naming the file and the line (and the earlier line).
+            UnicodeDecodeError: the file is not UTF-8.
         """
-        entries = []
+        glossary = cls([])
+        first_lines = {}
         for number, line in enumerate(text_files.iter_lines(path), 1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
@@ -121,11 +132,15 @@ class Glossary:
                     f"{path}:{number}: a glossary line is 'source<TAB>target'. "
                     f"Received: {len(fields) - 1} tabs in {line!r}"
                 )
-            entries.append(tuple(fields))
-        try:
-            return cls(entries)
-        except ValueError as error:
-            raise ValueError(f"{path}: {error}") from None
+            key = _normalized(fields[0].strip())
+            try:
+                glossary._add(*fields)
+            except ValueError as error:
+                earlier = f" (first given on line {first_lines[key]})" if key in first_lines else ""
+                raise ValueError(f"{path}:{number}: {error}{earlier}") from None
+            first_lines.setdefault(key, number)
+        glossary._compile()
+        return glossary
 
     def __len__(self):
         return len(self.entries)

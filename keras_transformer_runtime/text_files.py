@@ -1,9 +1,11 @@
 """Text files as every part of the package reads them: plain, or gzip by
 a `.gz` suffix; UTF-8; lines split on `\\n` only (a lone `\\r` stays inside
 its line, a final `\\r\\n` loses its `\\r`), so that line `i` of two
-parallel files stays a pair. `tf.data.TextLineDataset`, which reads
-training pairs, splits the same lines (it drops every `\\r`, also one
-inside a line).
+parallel files stays a pair; a UTF-8 byte-order mark at the start (as
+Windows editors save UTF-8) is not part of the first line.
+`tf.data.TextLineDataset`, which reads training pairs, splits the same
+lines (it drops every `\\r`, also one inside a line, and keeps a
+byte-order mark).
 
 Example:
 
@@ -15,6 +17,7 @@ import gzip
 import os
 
 GZIP_SUFFIX = ".gz"
+BYTE_ORDER_MARK = "\ufeff".encode()
 
 
 def is_gzip(path):
@@ -34,7 +37,7 @@ def open_binary(path):
 
 def split_lines(data):
     """The lines of `data` (bytes), split as the module says."""
-    lines = data.split(b"\n")
+    lines = data.removeprefix(BYTE_ORDER_MARK).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
     return [line[:-1] if line.endswith(b"\r") else line for line in lines]
@@ -44,7 +47,8 @@ def iter_lines(path, errors="strict"):
     """The lines of the file at `path`, one at a time, as strings
     (`errors`: as for `bytes.decode`, e.g. `"replace"`)."""
     with open_binary(path) as f:
-        for line in f:  # binary files iterate over `\n`-ended lines only
+        for number, line in enumerate(f):  # binary files iterate over `\n`-ended lines only
+            line = line.removeprefix(BYTE_ORDER_MARK) if number == 0 else line
             line = line[:-1] if line.endswith(b"\n") else line
             line = line[:-1] if line.endswith(b"\r") else line
             yield line.decode("utf-8", errors)

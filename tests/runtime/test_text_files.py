@@ -36,6 +36,13 @@ def test_a_last_line_without_a_newline_is_a_line(tmp_path):
     assert text_files.split_lines(b"a\nb") == [b"a", b"b"]
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffeins\nzwei\n".encode())
+    assert text_files.read_lines(path) == ["eins", "zwei"]
+    assert text_files.split_lines(path.read_bytes()) == [b"eins", b"zwei"]
+
+
 def test_invalid_utf8_is_an_error_unless_replaced(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"ok\n\xff\n")
