@@ -17,13 +17,15 @@ DIR` is its command line.
 import json
 import os
 import shutil
-import tempfile
 
 import keras
 import numpy as np
 
 from keras_transformer import _backend
+from keras_transformer.export.versions import owned_staging_dir
+from keras_transformer.export.versions import remove_stale_staging
 from keras_transformer.export.versions import swap_in
+from keras_transformer.export.versions import unmark
 from keras_transformer_runtime.ctranslate2 import SETTINGS_FILE
 from keras_transformer_runtime.ctranslate2 import import_ctranslate2
 
@@ -94,7 +96,9 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
     spec.optimize(quantization=quantization)
     parent = os.path.dirname(os.path.abspath(output_dir))
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(output_dir)}.tmp-")
+    prefix = f".{os.path.basename(output_dir)}.tmp-"
+    remove_stale_staging(parent, prefix)  # of exports that were killed
+    staging = owned_staging_dir(parent, prefix)
     try:
         spec.save(staging)
         translator.tokenizer.save_assets(staging)
@@ -109,7 +113,8 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
         with open(os.path.join(staging, SETTINGS_FILE), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2, sort_keys=True)
             f.write("\n")
-        swap_in(staging, output_dir, aside_prefix=f".{os.path.basename(output_dir)}.tmp-old-")
+        unmark(staging)
+        swap_in(staging, output_dir, aside_prefix=f"{prefix}old-")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output_dir

@@ -6,12 +6,13 @@ of the model file with its tokenizer and settings beside it (the layout is
 import json
 import os
 import shutil
-import tempfile
 
 import keras
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.export.versions import owned_staging_dir
+from keras_transformer.export.versions import remove_stale_staging
 from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer_runtime.exported_search import EARLIER_SENTENCEPIECE_SUFFIX
 from keras_transformer_runtime.exported_search import OUTPUT_IDS
@@ -109,11 +110,13 @@ def write_model_file(path, translator, record, write_model):
     a staging directory beside `path` and renamed into place, the model
     file last, so that a crash leaves the old files or the new ones, not
     half a file; tokenizer files of another kind from an earlier export to
-    `path` are removed."""
+    `path` are removed, and so are the staging directories of earlier
+    exports to `path` that were killed."""
     path = os.path.abspath(os.fspath(path))
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=f".{name}.tmp-")
+    remove_stale_staging(parent, f".{name}.tmp-")
+    staging = owned_staging_dir(parent, f".{name}.tmp-")
     try:
         write_model(os.path.join(staging, name))
         written = translator.tokenizer.save_assets(staging, tokenizer_prefix(path))

@@ -63,10 +63,39 @@ def remove_stale(export_dir):
 
 def new_staging_dir(export_dir, version):
     """A fresh hidden directory to write version `version` into."""
-    staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{version}-", dir=export_dir)
+    return owned_staging_dir(export_dir, f"{STAGING_PREFIX}{version}-")
+
+
+def owned_staging_dir(parent, prefix):
+    """A fresh directory `prefix<random>` in `parent`, marked with the host
+    and process that write it, so that `remove_stale_staging` can tell
+    when that process died (killed, or out of memory: no `finally` runs).
+    Call `unmark` before the directory itself becomes the export."""
+    staging = tempfile.mkdtemp(prefix=prefix, dir=parent)
     with open(os.path.join(staging, _OWNER_FILE), "w") as f:
         f.write(_owner())
     return staging
+
+
+def unmark(staging):
+    """Removes `owned_staging_dir`'s mark from `staging`."""
+    os.remove(os.path.join(staging, _OWNER_FILE))
+
+
+def remove_stale_staging(parent, prefix):
+    """Removes the directories `prefix*` in `parent` that
+    `owned_staging_dir` made for a process that is gone (on another host:
+    a day old). Directories without its mark (a swap's copy of the old
+    export, set aside) are left as they are. Returns their names."""
+    removed = []
+    for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        path = os.path.join(parent, name)
+        if not name.startswith(prefix) or not os.path.isfile(os.path.join(path, _OWNER_FILE)):
+            continue
+        if not _is_alive(_read_owner(path), time.time() - os.path.getmtime(path)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 @contextlib.contextmanager

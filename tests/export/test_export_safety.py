@@ -147,3 +147,47 @@ def test_an_xla_translator_is_exported_without_xla(translator, tmp_path):
     assert serve(text=tf.constant(SENTENCES))["translation"].numpy().tolist() == (
         expected.numpy().tolist()
     )
+
+
+def killed_staging(parent, prefix):
+    """What a killed export leaves: its marked staging directory, half
+    written, of a process that has ended."""
+    staging = parent / f"{prefix}killed"
+    staging.mkdir(parents=True)
+    (staging / "owner").write_text(f"{socket.gethostname()} {dead_pid()}")
+    (staging / "half-written").write_bytes(b"\0" * 1000)
+    return staging
+
+
+def test_a_model_file_export_removes_what_a_killed_one_left(translator, tmp_path):
+    """LiteRT and ONNX write one model file through a staging directory:
+    a later export removes the staging directories of killed ones, and
+    leaves a live export's and anything unmarked alone."""
+    from keras_transformer.export.exported_search import write_model_file
+
+    path = tmp_path / "model.tflite"
+    killed = killed_staging(tmp_path, ".model.tflite.tmp-")
+    live = tmp_path / ".model.tflite.tmp-live"
+    live.mkdir()
+    (live / "owner").write_text(f"{socket.gethostname()} {os.getpid()}")
+    unmarked = tmp_path / ".model.tflite.tmp-old-x"  # no owner: not a staging directory
+    unmarked.mkdir()
+    other = killed_staging(tmp_path, ".other.tflite.tmp-")  # another file's
+
+    write_model_file(
+        path, translator, {"runtime": "test"}, lambda f: pathlib.Path(f).write_bytes(b"m")
+    )
+    assert path.read_bytes() == b"m"
+    assert not killed.exists()
+    assert live.exists() and unmarked.exists() and other.exists()
+
+
+def test_a_ctranslate2_export_removes_what_a_killed_one_left(translator, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from keras_transformer.export import export_ctranslate2
+
+    killed = killed_staging(tmp_path, ".ct2.tmp-")
+    export_ctranslate2(translator, tmp_path / "ct2")
+    assert not killed.exists()
+    assert sorted(os.listdir(tmp_path)) == ["ct2"]
+    assert "owner" not in os.listdir(tmp_path / "ct2")  # the mark never reaches the export
