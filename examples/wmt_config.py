@@ -84,6 +84,12 @@ class RunConfig:
     data_url: str | None = setting(
         None, "where --data's missing files are downloaded from", "data", shown="the corpus's URL"
     )
+    data_digests: bool = setting(
+        True,
+        "check each --data file's text against the corpus's SHA-256 (off: a mirror's "
+        "files, used knowingly)",
+        "data",
+    )
     train_src: str | None = data_file("training", "sources")
     train_tgt: str | None = data_file("training", "targets")
     valid_src: str | None = data_file("validation", "sources")

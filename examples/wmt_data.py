@@ -73,7 +73,9 @@ def _fetch_corpus(config):
     print(f"data: {config.data} in {config.data_dir} ({corpus.note})")
     languages = (config.source_lang, config.target_lang)
     try:
-        wmt_corpora.fetch(corpus, config.data_dir, languages, config.data_url)
+        wmt_corpora.fetch(
+            corpus, config.data_dir, languages, config.data_url, check_digests=config.data_digests
+        )
     except wmt_corpora.CorpusError as error:
         sys.exit(f"data: {error}")
 

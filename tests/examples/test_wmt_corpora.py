@@ -4,7 +4,10 @@ files are used and a missing one stops with the URL and the directory."""
 
 import dataclasses
 import gzip
+import hashlib
 import os
+import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -15,18 +18,36 @@ pytestmark = pytest.mark.tensorflow_only  # the example is TensorFlow's
 
 corpora = load_example("wmt_corpora")
 LINES = {"train": 300, "valid": 20, "test": 10}
-# The layout of the real corpus, with fewer lines.
-CORPUS = dataclasses.replace(corpora.CORPORA["multi30k"], lines=LINES)
 
 
-def write_mirror(directory, lines=LINES):
-    """`{split}.{language}.gz` files of line-numbered sentences."""
+def text(role, language, count):
+    return "".join(f"{language} {role} sentence {i}\n" for i in range(count)).encode()
+
+
+# The layout of the real corpus, with fewer lines and the digests of these.
+CORPUS = dataclasses.replace(
+    corpora.CORPORA["multi30k"],
+    lines=LINES,
+    digests={
+        corpora.CORPORA["multi30k"].file_name(role, language): hashlib.sha256(
+            text(role, language, count)
+        ).hexdigest()
+        for role, count in LINES.items()
+        for language in ("en", "de")
+    },
+)
+
+
+def write_mirror(directory, lines=LINES, swap=False):
+    """`{split}.{language}.gz` files of line-numbered sentences (with
+    `swap`, each language's file holds the other's text)."""
     directory.mkdir(parents=True, exist_ok=True)
     for role, count in lines.items():
-        for language in ("en", "de"):
-            text = "".join(f"{language} {role} sentence {i}\n" for i in range(count))
+        for language, written in (
+            (("en", "de"), ("de", "en")) if swap else (("en", "en"), ("de", "de"))
+        ):
             name = CORPUS.file_name(role, language)
-            (directory / name).write_bytes(gzip.compress(text.encode()))
+            (directory / name).write_bytes(gzip.compress(text(role, written, count)))
     return directory.as_uri()
 
 
@@ -74,6 +95,73 @@ def test_a_wrong_line_count_names_the_file_and_both_counts(tmp_path):
     bad = write_mirror(tmp_path / "local", {**LINES, "valid": 19})
     with pytest.raises(corpora.CorpusError, match="has 19 lines.*delete it to download it again"):
         corpora.fetch(CORPUS, str(tmp_path / "local"), ("en", "de"), bad)
+
+
+def test_a_file_of_the_right_length_but_the_wrong_text_is_refused(tmp_path):
+    """`train.de.gz` holding the English side has the right line count;
+    its digest names it, unless the user accepts a mirror's files."""
+    url, data = write_mirror(tmp_path / "mirror", swap=True), tmp_path / "data"
+    with pytest.raises(corpora.CorpusError) as refused:
+        corpora.fetch(CORPUS, str(data), ("en", "de"), url)
+    expected = CORPUS.digests["train.en.gz"]
+    found = hashlib.sha256(text("train", "de", 300)).hexdigest()
+    assert "train.en.gz is not multi30k's train.en.gz" in str(refused.value)
+    assert expected in str(refused.value) and found in str(refused.value)
+    assert "--no-data_digests" in str(refused.value)
+    assert not data.exists() or os.listdir(data) == []  # nothing written
+
+    paths = corpora.fetch(CORPUS, str(data), ("en", "de"), url, check_digests=False)
+    assert len(os.listdir(data)) == 6 and os.path.exists(paths["train"][0])
+    # A local file with the wrong text: refused on the next run, with the way out.
+    with pytest.raises(corpora.CorpusError, match="delete it to download it again"):
+        corpora.fetch(CORPUS, str(data), ("en", "de"), url)
+
+
+def test_part_files_of_killed_downloads_are_removed(tmp_path):
+    url, data = write_mirror(tmp_path / "mirror"), tmp_path / "data"
+    data.mkdir()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    stale = data / f"train.en.gz.part-{ended.pid}"
+    stale.write_bytes(b"half")
+    running = data / f"val.de.gz.part-{os.getppid()}"  # a running process's: left alone
+    running.write_bytes(b"in progress")
+    corpora.fetch(CORPUS, str(data), ("en", "de"), url)
+    assert not stale.exists() and running.exists()
+
+
+SIGTERM_DURING_DOWNLOAD = """
+import os, signal, sys, urllib.request
+sys.path.insert(0, {examples!r})
+import wmt_corpora
+
+class Slow:
+    headers = {{"Content-Length": "1000000"}}
+    def __enter__(self): return self
+    def __exit__(self, *exc): return False
+    def read(self, size):
+        os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` or a scheduler would
+        return b"x" * size
+
+urllib.request.urlopen = lambda url, timeout: Slow()
+try:
+    wmt_corpora._download("https://example.org/train.en.gz", {path!r}, 5)
+except wmt_corpora.Terminated as error:
+    print("terminated:", error)
+print("handler restored:", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+"""
+
+
+def test_sigterm_during_a_download_leaves_no_part_file(tmp_path):
+    from tests.examples.helpers import EXAMPLES
+
+    path = str(tmp_path / "train.en.gz")
+    code = SIGTERM_DURING_DOWNLOAD.format(examples=EXAMPLES, path=path)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "terminated: stopped by SIGTERM" in done.stdout
+    assert "handler restored: True" in done.stdout
+    assert os.listdir(tmp_path) == []
 
 
 def test_offline_and_absent_stops_at_once_naming_the_url_and_the_directory(tmp_path):
