@@ -185,13 +185,25 @@ class SavedModelTranslator(runner.Runner):
     def _token_counts(self, texts, truncated_to=None):
         """Each text's tokens as the export counts them against
         `max_input_tokens`: its pieces and EOS, at most `truncated_to`."""
-        counts = []
+        counts = [length + 1 for length in self._lengths(texts)]
+        return [min(count, truncated_to) for count in counts] if truncated_to else counts
+
+    def _phrase_token_counts(self, joined):
+        """Each sentence's phrase tokens (its phrases joined by `|||`), as
+        the export counts them against `max_input_tokens`: whole, no EOS
+        (pieces of the source's vocabulary: the target's, where it
+        differs, is the export's own)."""
+        phrases = [glossary.split(value) for value in joined]
+        lengths = iter(self._lengths([p for sentence in phrases for p in sentence]))
+        return [sum(next(lengths) for _ in sentence) for sentence in phrases]
+
+    def _lengths(self, texts):
+        """Each text's pieces (the `tokenize` signature)."""
+        lengths = []
         for start in range(0, len(texts), TOKENIZE_BATCH):
             chunk = self._strings(texts[start : start + TOKENIZE_BATCH])
-            for length in self.signatures["tokenize"](text=chunk)["lengths"].numpy():
-                count = int(length) + 1
-                counts.append(min(count, truncated_to) if truncated_to else count)
-        return counts
+            lengths += [int(n) for n in self.signatures["tokenize"](text=chunk)["lengths"].numpy()]
+        return lengths
 
     def _strings(self, texts):
         return self._tf.constant(list(texts), self._tf.string)
@@ -201,7 +213,8 @@ class SavedModelTranslator(runner.Runner):
         inputs by name) over requests within the export's limits: `columns`
         are the signature's inputs by name, one value per item, the limits
         counting the tokens of the texts, sources and targets; the results
-        of every request, concatenated.
+        of every request, concatenated (`constraints` and `banned`, each
+        sentence's phrases joined, count their phrases' tokens).
 
         Raises:
             RefusedRequestError: the export refused an item that alone
@@ -214,8 +227,9 @@ class SavedModelTranslator(runner.Runner):
         }
         counts = [
             self._token_counts(values, truncated.get(name))
-            for name, values in columns.items()
             if name in ("text", "source", "target")
+            else self._phrase_token_counts(values)
+            for name, values in columns.items()
         ]
         costs = list(zip(*counts, strict=True))
         batches = batches_within(costs, batch_size, **self.limits)

@@ -25,9 +25,11 @@ from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
 from keras_transformer.export.versions import swap_in
+from keras_transformer.export.versions import unmark
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
+from keras_transformer.translator.signatures import PHRASE_SEPARATOR
 from keras_transformer.translator.signatures import PREFIX
 from keras_transformer.translator.signatures import SEED
 from keras_transformer.translator.signatures import SOURCE
@@ -41,6 +43,7 @@ DEFAULT_WARMUP = ("A man is riding a bicycle.", "", "Two dogs play in the snow."
 # Request limits of the translation signatures: what one request may cost.
 DEFAULT_MAX_BATCH_SIZE = 256
 DEFAULT_MAX_INPUT_TOKENS = 16_384
+DEFAULT_MAX_PHRASES = 32
 
 
 class _ServingModule(tf.Module):
@@ -98,6 +101,57 @@ class _ServingModule(tf.Module):
         with tf.control_dependencies(checks):
             return tf.identity(text)
 
+    def _phrases_within_limits(self, phrases, name):
+        """`phrases` (each sentence's, joined by `|||`), after assertions
+        that the request is within the limits: each sentence has at most
+        `max_phrases` phrases, each phrase at most the longest output's
+        tokens (`max_output_length - 1`, room for EOS), and all of them,
+        counted whole, at most `max_input_tokens`. The searches keep
+        phrases whole, and a constrained step's cost grows with the square
+        of a phrase's length: truncated counts would not bound it."""
+        batch = tf.size(phrases)
+        split = tf.strings.strip(tf.strings.split(tf.reshape(phrases, [-1]), PHRASE_SEPARATOR))
+        lengths = tf.cast(
+            self.translator.tokenizer.tokenize_target(split.flat_values).row_lengths(), tf.int64
+        )
+        counted = tf.RaggedTensor.from_row_splits(
+            tf.cast(lengths > 0, tf.int64), split.row_splits, validate=False
+        )
+        per_sentence = tf.reduce_max(tf.concat([tf.reduce_sum(counted, axis=1), [0]], 0))
+        longest = tf.reduce_max(tf.concat([lengths, [0]], 0))
+        most_phrases = self.limits["max_phrases"]
+        most_tokens = self.translator.settings.max_output_length - 1
+        max_tokens = self.limits["max_input_tokens"]
+        checks = [
+            tf.debugging.assert_less_equal(
+                tf.cast(batch, tf.int64),
+                tf.cast(self.limits["max_batch_size"], tf.int64),
+                message=(
+                    f"A request may hold at most max_batch_size={self.limits['max_batch_size']} "
+                    "sentences."
+                ),
+            ),
+            tf.debugging.assert_less_equal(
+                per_sentence,
+                tf.cast(most_phrases, tf.int64),
+                message=f"A request may hold at most max_phrases={most_phrases} {name} phrases "
+                "per sentence.",
+            ),
+            tf.debugging.assert_less_equal(
+                longest,
+                tf.cast(most_tokens, tf.int64),
+                message=f"A request may hold at most {most_tokens} target tokens in one {name} "
+                "phrase (the longest output, EOS aside).",
+            ),
+            tf.debugging.assert_less_equal(
+                tf.reduce_sum(lengths),
+                tf.cast(max_tokens, tf.int64),
+                message=f"A request may hold at most max_input_tokens={max_tokens} {name} tokens.",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            return tf.identity(phrases)
+
     @tf.function(input_signature=[TEXT])
     def serving_default(self, text):
         return self.graph.serving_default(self._within_limits(text))
@@ -116,8 +170,8 @@ class _ServingModule(tf.Module):
     def translate_with_constraints(self, text, constraints, banned):
         return self.graph.translate_with_constraints(
             self._within_limits(text),
-            self._within_limits(constraints, "target"),
-            self._within_limits(banned, "target"),
+            self._phrases_within_limits(constraints, "constraints"),
+            self._phrases_within_limits(banned, "banned"),
         )
 
     @tf.function(input_signature=[TEXT])
@@ -175,6 +229,7 @@ def export_saved_model(
     warmup_sentences=DEFAULT_WARMUP,
     max_batch_size=DEFAULT_MAX_BATCH_SIZE,
     max_input_tokens=DEFAULT_MAX_INPUT_TOKENS,
+    max_phrases=DEFAULT_MAX_PHRASES,
 ):
     """Exports `translator` to `export_dir/<version>/` for TF Serving.
 
@@ -224,7 +279,11 @@ def export_saved_model(
     A request over `max_batch_size` sentences or `max_input_tokens` source
     tokens (after truncation to the translator's `max_input_length`), or
     as many target tokens, fails with `InvalidArgument` naming the limit,
-    instead of exhausting the server's memory. The decoding settings and
+    instead of exhausting the server's memory; so does one whose
+    terminology phrases (`translate_with_constraints`) exceed
+    `max_input_tokens` tokens in all (counted whole: the search keeps
+    phrases whole), `max_phrases` phrases for a sentence, or, in one
+    phrase, the tokens the longest output can hold. The decoding settings and
     the limits are fixed at export; they are recorded in the SavedModel
     (`settings_json`) and in `assets.extra/keras_transformer.json` (see
     `python -m keras_transformer.translate --export_dir D --info`). A
@@ -243,7 +302,10 @@ def export_saved_model(
             not pay for graph initialization); empty for no warm-up file.
         max_batch_size: the most sentences a translation request may hold.
         max_input_tokens: the most source tokens (EOS included) a
-            translation request may hold.
+            translation request may hold, and the most constraint and
+            banned tokens.
+        max_phrases: the most constraint (and banned) phrases one
+            sentence of a `translate_with_constraints` request may have.
 
     Returns:
         The path of the version directory.
@@ -260,14 +322,20 @@ def export_saved_model(
     export_dir = os.fspath(export_dir)
     if version is not None:
         validation.check_positive_int(version=version)
-    validation.check_positive_int(max_batch_size=max_batch_size, max_input_tokens=max_input_tokens)
+    validation.check_positive_int(
+        max_batch_size=max_batch_size, max_input_tokens=max_input_tokens, max_phrases=max_phrases
+    )
     if not all(bool(tf.reduce_all(tf.math.is_finite(w))) for w in translator.model.weights):
         raise ValueError("The model's weights hold NaN or infinite values; nothing exported.")
     if translator.jit_compile:
         translator = translator.without_xla()
     os.makedirs(export_dir, exist_ok=True)
     remove_stale(export_dir)
-    limits = {"max_batch_size": max_batch_size, "max_input_tokens": max_input_tokens}
+    limits = {
+        "max_batch_size": max_batch_size,
+        "max_input_tokens": max_input_tokens,
+        "max_phrases": max_phrases,
+    }
     with claimed_version(export_dir, version) as version:
         final = os.path.join(export_dir, str(version))
         if os.path.exists(final) and not overwrite:
@@ -287,7 +355,7 @@ def export_saved_model(
 def _write_export(translator, directory, version, limits, warmup_sentences):
     module = _ServingModule(translator, limits)
     tf.saved_model.save(module, directory, signatures=module.signatures())
-    os.remove(os.path.join(directory, "owner"))  # the staging marker is not part of it
+    unmark(directory)  # the staging marker is not part of the export
     extra = os.path.join(directory, "assets.extra")
     tf.io.gfile.makedirs(extra)
     with open(os.path.join(extra, SETTINGS_FILE), "w") as f:

@@ -103,7 +103,9 @@ def test_a_failed_overwrite_keeps_the_old_version(translator, tmp_path, monkeypa
 def test_requests_over_the_limits_are_refused_with_the_limit(translator, tmp_path):
     # The two sentences, each with its EOS, are exactly the token limit.
     tokens = sum(len(ids) + 1 for ids in translator.tokenizer(SENTENCES).to_list())
-    path = export(translator, tmp_path / "models", max_batch_size=2, max_input_tokens=tokens)
+    path = export(
+        translator, tmp_path / "models", max_batch_size=2, max_input_tokens=tokens, max_phrases=2
+    )
     serve = tf.saved_model.load(path).signatures["serving_default"]
     assert serve(text=tf.constant(SENTENCES))["translation"].shape == (2,)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size=2"):
@@ -112,6 +114,51 @@ def test_requests_over_the_limits_are_refused_with_the_limit(translator, tmp_pat
         serve(text=tf.constant([" ".join(SENTENCES * 2)]))
     settings = json.loads(pathlib.Path(path, "assets.extra", "keras_transformer.json").read_text())
     assert (settings["max_batch_size"], settings["max_input_tokens"]) == (2, tokens)
+    assert settings["max_phrases"] == 2
+
+
+def pieces(translator, text):
+    return len(translator.tokenizer.tokenize_target(tf.constant([text])).to_list()[0])
+
+
+@pytest.mark.large  # traces a SavedModel
+def test_terminology_phrases_are_counted_whole_and_bounded(translator, tmp_path):
+    """Constraint phrases are kept whole by the search, whose step costs
+    the square of a phrase's length: a long phrase passed a limit that
+    counted it truncated. Now the export refuses a phrase longer than an
+    output, more than `max_phrases` per sentence, or more phrase tokens
+    than `max_input_tokens`; and the client batches by phrase tokens."""
+    from keras_transformer_runtime import SavedModelTranslator
+
+    phrase = "a b c d e f g"
+    tokens = 2 * pieces(translator, phrase) - 1  # one phrase fits, two do not
+    path = export(translator, tmp_path / "models", max_input_tokens=tokens, max_phrases=2)
+    constrained = tf.saved_model.load(path).signatures["translate_with_constraints"]
+
+    def ask(constraints, banned=("",), text=("a b",)):
+        return constrained(
+            text=tf.constant(list(text)),
+            constraints=tf.constant(list(constraints)),
+            banned=tf.constant(list(banned)),
+        )
+
+    assert ask(["a ||| b"])["translation"].shape == (1,)
+    longest = translator.settings.max_output_length - 1
+    long_phrase = " ".join(["a"] * (longest + 1))
+    assert pieces(translator, long_phrase) > longest
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"{longest} target tokens in one"):
+        ask([long_phrase])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_phrases=2 banned phrases"):
+        ask([""], banned=["a ||| b ||| c"])
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=f"max_input_tokens={tokens} constraints"
+    ):
+        ask([f"{phrase} ||| {phrase}"])
+
+    # Each sentence fits alone; together their phrases would not.
+    client = SavedModelTranslator(path)
+    found = client.translate_with_constraints(["a b", "c d"], [[phrase], [phrase]], batch_size=64)
+    assert len(found) == 2
 
 
 def test_non_finite_weights_are_not_exported(translator, tmp_path):
