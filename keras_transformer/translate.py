@@ -45,7 +45,8 @@ as the search ranks them):
   constraints and none of its banned phrases (`translate_with_constraints`;
   a warning names the lines whose limit came first). `--glossary FILE`
   (`source term<TAB>target term` lines) gives each input line the target
-  terms of the source terms it contains as constraints.
+  terms of the source terms it contains as constraints, in either mode
+  (with `--mode constrain`, after the line's own).
 * `--mode score`: each input line is `source<TAB>target`; one output line
   per input line, `score<TAB>log_prob<TAB>token_scores`, the last the
   space-separated log-probabilities of the target's tokens (EOS's last).
@@ -223,7 +224,11 @@ def run(runner, args, lines, glossary):
             terms = [[phrases.split(methods.as_text(f)) for f in row[1:]] for row in rows]
         else:
             rows = [[line] for line in lines]
-            terms = [[glossary.constraints(methods.as_text(line)), []] for line in lines]
+            terms = [[[], []] for _ in lines]
+        if glossary is not None:  # the glossary's terms join each line's own constraints
+            for row, (constraints, _) in zip(rows, terms, strict=True):
+                matched = glossary.constraints(methods.as_text(row[0]))
+                constraints += [term for term in matched if term not in constraints]
         found = runner.translate_with_constraints(
             [row[0] for row in rows], [t[0] for t in terms], [t[1] for t in terms], **size
         )

@@ -229,3 +229,29 @@ def test_command_line_line_handling():
     assert translate_cli.read_lines(stream) == [b"a", b"b \r c", b"", b"last"]
     assert translate_cli.invalid_utf8([b"ok", b"\xff", "é".encode()]) == [2]
     assert translate_cli.one_line("Ein Hund\nläuft\r\nschnell\u2028.") == "Ein Hund läuft schnell ."
+
+
+class RecordingRunner:
+    """A runner that records what `translate_with_constraints` is asked."""
+
+    def translate_with_constraints(self, sentences, constraints, banned, batch_size=64):
+        from keras_transformer_runtime.results import Hypothesis
+
+        self.asked = (sentences, constraints, banned)
+        return [Hypothesis("", 0.0, constraints_met=True) for _ in sentences]
+
+
+def test_a_glossary_joins_the_constraints_of_constrain_mode(tmp_path):
+    """`--mode constrain --glossary FILE` used only the lines' own
+    constraints: the glossary's terms were silently dropped."""
+    from keras_transformer_runtime.glossary import Glossary
+
+    glossary = Glossary([("dog", "Hund"), ("park", "Park")])
+    lines = [b"A dog in the park.\tHund ||| rennt\tlaeuft", b"A cat.\tKatze", b"The dog.\t"]
+    runner = RecordingRunner()
+    args = translate_cli.make_parser().parse_args(["--export_dir", "x", "--mode", "constrain"])
+    translate_cli.run(runner, args, lines, glossary)
+    sentences, constraints, banned = runner.asked
+    assert sentences == [b"A dog in the park.", b"A cat.", b"The dog."]
+    assert constraints == [["Hund", "rennt", "Park"], ["Katze"], ["Hund"]]
+    assert banned == [["laeuft"], [], []]
