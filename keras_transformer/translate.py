@@ -229,9 +229,16 @@ def run(runner, args, lines, glossary):
             for row, (constraints, _) in zip(rows, terms, strict=True):
                 matched = glossary.constraints(methods.as_text(row[0]))
                 constraints += [term for term in matched if term not in constraints]
-        found = runner.translate_with_constraints(
-            [row[0] for row in rows], [t[0] for t in terms], [t[1] for t in terms], **size
-        )
+        try:
+            found = runner.translate_with_constraints(
+                [row[0] for row in rows], [t[0] for t in terms], [t[1] for t in terms], **size
+            )
+        except RefusedRequestError as error:
+            if glossary is not None:  # where the refused line's terms came from
+                line_terms = terms[error.start][0]
+                named = [f"{t!r} ({glossary.where(t)})" for t in line_terms if glossary.where(t)]
+                error.reason += f" Its --glossary terms: {', '.join(named) or 'none'}."
+            raise
         unmet = [number for number, h in enumerate(found, 1) if not h.constraints_met]
         if unmet:
             print(

@@ -16,6 +16,12 @@ from keras_transformer_runtime import text_files
 
 # What separates phrases in the constraint strings of the serving signature.
 PHRASE_SEPARATOR = "|||"
+# How an export refuses constraints its target vocabulary cannot write
+# (the phrases follow it in the error).
+UNWRITABLE_CONSTRAINT = (
+    "A constraint must be written with the target vocabulary; these hold characters it "
+    "lacks (they would come out as unknown pieces, which translations drop):"
+)
 
 
 def phrase_lists(name, phrases, count):
@@ -79,6 +85,7 @@ class Glossary:
 
     def __init__(self, entries):
         self.entries = {}
+        self.path, self._lines = None, {}
         for source, target in entries:
             self._add(source, target)
         self._compile()
@@ -139,8 +146,16 @@ class Glossary:
                 earlier = f" (first given on line {first_lines[key]})" if key in first_lines else ""
                 raise ValueError(f"{path}:{number}: {error}{earlier}") from None
             first_lines.setdefault(key, number)
+            glossary._lines.setdefault(fields[1].strip(), number)
+        glossary.path = path
         glossary._compile()
         return glossary
+
+    def where(self, target):
+        """Where the target term `target` was read: `"FILE:LINE"`, or
+        `None` for a glossary not read from a file."""
+        number = self._lines.get(target)
+        return None if number is None else f"{self.path}:{number}"
 
     def __len__(self):
         return len(self.entries)

@@ -13,6 +13,7 @@ A SavedModel is a program that can read and write files: load only
 exports you trust.
 """
 
+import functools
 import json
 import os
 import re
@@ -232,15 +233,26 @@ class SavedModelTranslator(runner.Runner):
             for name, values in columns.items()
         ]
         costs = list(zip(*counts, strict=True))
-        batches = batches_within(costs, batch_size, **self.limits)
         done = []
-        for number, (start, end) in enumerate(batches):
-            inputs = {name: self._strings(values[start:end]) for name, values in columns.items()}
-            try:
-                done += run(number, inputs)
-            except self._tf.errors.InvalidArgumentError as error:
-                raise _refused(error, start, end, done) from None
+        for number, (start, end) in enumerate(batches_within(costs, batch_size, **self.limits)):
+            done += self._request(columns, start, end, functools.partial(run, number), done)
         return done
+
+    def _request(self, columns, start, end, run, done):
+        """`run`'s results for items `start` to `end` of `columns`; a
+        request the export refuses is split in halves and tried again
+        (where the client's counts differ from the export's, or one item
+        is refused for itself), so that only an item refused alone raises
+        `RefusedRequestError`, naming it."""
+        inputs = {name: self._strings(values[start:end]) for name, values in columns.items()}
+        try:
+            return run(inputs)
+        except self._tf.errors.InvalidArgumentError as error:
+            if end - start == 1:
+                raise _refused(error, start, end, done) from None
+        middle = (start + end) // 2
+        first = self._request(columns, start, middle, run, done)
+        return first + self._request(columns, middle, end, run, done + first)
 
     def _run(self, name, parse):
         """A `run` of `_requests`: signature `name`'s outputs, `parse`d."""
@@ -309,7 +321,17 @@ class SavedModelTranslator(runner.Runner):
 def _refused(error, start, end, done):
     """A `RefusedRequestError` for items `start` to `end` (0-based) that
     the export refused with `error`, after the results `done`."""
-    # The graph's assertion message names the limit; the rest is a trace.
+    # The graph's assertion message names the limit, or the constraints it
+    # cannot write; the rest is a trace.
     found = re.search(r"A request may hold at most [^.]*\.", error.message)
-    reason = found.group(0) if found else error.message.strip().splitlines()[0]
+    unwritable = re.search(
+        re.escape(glossary.UNWRITABLE_CONSTRAINT) + r"\] \[(.*?)\]\n", error.message
+    )
+    if found:
+        reason = found.group(0)
+    elif unwritable:
+        phrases = unwritable.group(1).replace('\\"', '"')  # joined by |||, as printed
+        reason = f"{glossary.UNWRITABLE_CONSTRAINT} {phrases}"
+    else:
+        reason = error.message.strip().splitlines()[0]
     return results.RefusedRequestError(reason, start, end, done)

@@ -22,6 +22,7 @@ from keras_transformer.translator.signatures import SEED
 from keras_transformer.translator.signatures import SOURCE
 from keras_transformer.translator.signatures import TARGET
 from keras_transformer.translator.signatures import TEXT
+from keras_transformer.translator.signatures import UNWRITABLE_CONSTRAINT
 from keras_transformer_runtime.results import length_penalty
 
 
@@ -150,7 +151,10 @@ class TranslatorGraph(tf.Module):
         """Like `serving_default`, with terminology: each sentence's
         `constraints` (a string of phrases joined by `|||`, `""` for
         none) must appear in its translation, and its `banned` phrases
-        must not. Phrases are matched as target pieces, each segmented as
+        must not; a constraint with characters the target vocabulary
+        cannot write (which would come out as unknown pieces that
+        translations drop, and count as met) fails the request with
+        `InvalidArgument` naming it. Phrases are matched as target pieces, each segmented as
         the tokenizer segments it alone, contiguous; a constraint is met
         only where a word's start, punctuation or the end follows it
         (`"Hund"` is met by "Hund." but not by "Hunde"). Constraints use
@@ -163,13 +167,35 @@ class TranslatorGraph(tf.Module):
             where the length limit came first: the translation is then the
             best of those that meet the most)`}`.
         """
-        phrases = {"constraints": self.encode_phrases(constraints)}
+        phrases = {"constraints": self.encode_phrases(self._writable(constraints))}
         phrases["banned"] = self.encode_phrases(banned)
         ids, scores = self.search_ids(self.encode_text(text), 1, phrases)
         starts = self.model_search.word_starts
         closing = None if starts is None else terminology.closing_tokens(starts, self.eos_id)
         missing = terminology.missing(phrases["constraints"], ids, closing)[:, 0]
         return {**self._best(ids, scores), "constraints_met": tf.equal(missing, 0)}
+
+    def _writable(self, constraints):
+        """`constraints` (strings of phrases joined by `|||`), after an
+        assertion that the target vocabulary writes every phrase: none
+        holds the unknown piece (a tokenizer without one writes all)."""
+        unk_id = self.tokenizer.unk_id
+        if unk_id < 0:
+            return constraints
+        split = tf.strings.strip(tf.strings.split(constraints, PHRASE_SEPARATOR))
+        pieces = self.tokenizer.tokenize_target(split.flat_values)
+        unknown = tf.reduce_any(tf.equal(pieces, unk_id), axis=1)
+        check = tf.debugging.Assert(
+            tf.logical_not(tf.reduce_any(unknown)),
+            [
+                UNWRITABLE_CONSTRAINT,
+                tf.strings.reduce_join(
+                    tf.boolean_mask(split.flat_values, unknown), separator=f" {PHRASE_SEPARATOR} "
+                ),
+            ],
+        )
+        with tf.control_dependencies([check]):
+            return tf.identity(constraints)
 
     @tf.function(input_signature=[TEXT])
     def translate_with_alignments(self, text):

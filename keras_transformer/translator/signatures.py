@@ -16,4 +16,5 @@ MAX_OUTPUT_LENGTH = tf.TensorSpec([], tf.int32, name="max_output_length")
 CONSTRAINTS = tf.TensorSpec([None], tf.string, name="constraints")
 BANNED = tf.TensorSpec([None], tf.string, name="banned")
 PHRASE_SEPARATOR = glossary.PHRASE_SEPARATOR
+UNWRITABLE_CONSTRAINT = glossary.UNWRITABLE_CONSTRAINT
 IDS = tf.TensorSpec([None, None], tf.int32, name="ids")

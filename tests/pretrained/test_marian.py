@@ -184,6 +184,41 @@ def test_export_of_an_imported_model_gives_the_python_outputs(trained_marian, tm
     result = load_in_fresh_process(path, {"serving_default": {"text": raw}}, tmp_path)
     for way in ("eager", "session"):
         assert result["results"]["serving_default"][way]["translation"] == expected, way
+    check_unwritable_constraints_are_refused(path, tmp_path)
+
+
+def check_unwritable_constraints_are_refused(path, tmp_path):
+    """A constraint the target vocabulary cannot write came out as an
+    unknown piece, counted as met and dropped from the text: every path
+    of the export must refuse it, naming the phrase (and the glossary
+    line it came from)."""
+    import tensorflow as tf
+
+    import keras_transformer.translate as translate_cli
+    from keras_transformer_runtime import Glossary
+    from keras_transformer_runtime import SavedModelTranslator
+    from keras_transformer_runtime.results import RefusedRequestError
+
+    signature = tf.saved_model.load(path).signatures["translate_with_constraints"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="characters it lacks.*a\u2603"):
+        signature(
+            text=tf.constant(["a b"]),
+            constraints=tf.constant(["a\u2603"]),
+            banned=tf.constant([""]),
+        )
+    client = SavedModelTranslator(path)
+    with pytest.raises(RefusedRequestError) as refused:
+        client.translate_with_constraints(["a b", "c d", "e f"], [["a"], ["a\u2603"], []])
+    assert (refused.value.start, refused.value.end, len(refused.value.done)) == (1, 2, 1)
+    assert "characters it lacks" in refused.value.reason and "a\u2603" in refused.value.reason
+
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("# terms\nb\tb\u2603\n", encoding="utf-8")
+    args = translate_cli.make_parser().parse_args(["--export_dir", path])
+    with pytest.raises(RefusedRequestError) as refused:
+        translate_cli.run(client, args, [b"a", b"a b"], Glossary.from_tsv(terms))
+    assert refused.value.start == 1
+    assert f"'b\u2603' ({terms}:2)" in refused.value.reason
 
 
 @pytest.mark.large
