@@ -4,6 +4,7 @@ parsers of a SavedModel's signature outputs into them (NumPy arrays in:
 what comes out)."""
 
 import dataclasses
+import re
 
 
 def length_penalty(length, alpha):
@@ -106,27 +107,50 @@ class RefusedRequestError(ValueError):
 WORD_BOUNDARY = "\u2581"
 
 
+BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
 def word_scores(tokens, token_scores):
     """The words of an output and their log-probabilities: `[(word,
-    log_prob)]`, a word being a run of pieces that starts where a piece
-    starts with SentencePiece's word boundary `▁` (or at the first piece),
-    its log-probability the sum of its pieces' (the probability of the
-    whole word, given the source and the words before it). The last token
-    (EOS) belongs to no word.
+    log_prob)]`, the words of the detokenized text (split at spaces,
+    punctuation kept with its word), a word being a run of pieces that
+    starts where a piece starts with SentencePiece's word boundary `▁` (or
+    at the first piece), byte pieces (`<0xC3>`, byte fallback) decoded as
+    the detokenizer decodes them; its log-probability is the sum of its
+    pieces' (the probability of the whole word, given the source and the
+    words before it). The last token (EOS) belongs to no word.
 
     Example:
 
     >>> word_scores(["▁Ein", "▁Hund", ".", "</s>"], [-0.1, -0.5, -0.2, -0.05])
     [('Ein', -0.1), ('Hund.', -0.7)]
+    >>> word_scores(["▁Caf", "<0xC3>", "<0xA9>", "</s>"], [-1.0, -0.5, -0.25, 0.0])
+    [('Café', -1.75)]
     """
-    words = []
+    words = []  # [pieces, log_prob]
     for piece, score in zip(tokens[:-1], token_scores[:-1], strict=True):
         if piece.startswith(WORD_BOUNDARY) or not words:
-            words.append([piece.lstrip(WORD_BOUNDARY), float(score)])
+            words.append([[piece.lstrip(WORD_BOUNDARY)], float(score)])
         else:
-            words[-1][0] += piece
+            words[-1][0].append(piece)
             words[-1][1] += float(score)
-    return [(word, score) for word, score in words]
+    return [(_decoded(pieces), score) for pieces, score in words]
+
+
+def _decoded(pieces):
+    """The text of a word's pieces, runs of byte pieces decoded as UTF-8
+    (an invalid run as U+FFFD, as the detokenizer writes it)."""
+    text, pending = [], bytearray()
+    for piece in pieces:
+        byte = BYTE_PIECE.fullmatch(piece)
+        if byte:
+            pending.append(int(byte.group(1), 16))
+            continue
+        text.append(pending.decode("utf-8", "replace"))
+        pending.clear()
+        text.append(piece)
+    text.append(pending.decode("utf-8", "replace"))
+    return "".join(text)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,3 +55,27 @@ def test_a_hypothesis_without_token_scores_has_no_word_scores():
     assert Hypothesis(translation="Ein Hund.", score=-0.5).word_scores == []
     scored = Hypothesis("Ein Hund.", -0.5, -0.6, ["▁Ein", "▁Hund", ".", "</s>"], [-1, -2, -3, -4])
     assert scored.word_scores == [("Ein", -1.0), ("Hund.", -5.0)]
+
+
+def test_words_are_the_detokenized_texts_with_byte_pieces_decoded(tmp_path):
+    """With a byte-fallback vocabulary, "Café" and "München" are spelled
+    partly in byte pieces; the words are the detokenized text's."""
+    import sentencepiece
+
+    from keras_transformer_runtime.results import word_scores
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Ein Hund in Berlin.\nEin Mann im Park.\nZwei Kinder spielen.\n" * 20)
+    prefix = str(tmp_path / "spm")
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=prefix, vocab_size=300, byte_fallback=True,
+        character_coverage=1.0, hard_vocab_limit=False,
+    )  # fmt: skip
+    processor = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
+    for text in ("Ein Café in München.", "Zwei 😀 im Park!", "Ünd ä."):
+        pieces = processor.encode(text, out_type=str)
+        assert any(p.startswith("<0x") for p in pieces)  # the case at hand
+        scores = [-1.0] * (len(pieces) + 1)
+        words = word_scores([*pieces, "</s>"], scores)
+        assert [word for word, _ in words] == processor.decode(pieces).split(" "), pieces
+        assert sum(score for _, score in words) == -len(pieces)
