@@ -18,5 +18,9 @@ BOS_ID = 2
 EOS_ID = 3
 NUM_SPECIAL_IDS = 4
 
+# The logit bias of an id a model never outputs (an imported Marian
+# model's decoder-start id): the loss does not smooth over such ids.
+NEVER_LOGIT_BIAS = -1e9
+
 # The keyword arguments of SentencePiece's trainer that fix these ids.
 SPECIAL_IDS = {"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}

@@ -8,13 +8,12 @@ import numpy as np
 
 from keras_transformer.models import Transformer
 from keras_transformer.pretrained.safetensors import read_safetensors
+from keras_transformer.special_ids import NEVER_LOGIT_BIAS
 from keras_transformer.tokenization.marian_tokenizer import MarianTokenizer
 from keras_transformer_runtime.settings import DecodingSettings
 
 # Hugging Face's activation names and the Keras activation computing each.
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
-# The logit bias of the decoder-start id, which Marian never emits.
-NEVER = -1e9
 
 
 @dataclasses.dataclass
@@ -257,7 +256,7 @@ def _set_weights(model, weights, config, tokenizer):
     if model.output_projection is not None:
         _assign(model.output_projection.embeddings, _with_start_row(output, start_id))
     bias = weights.get("final_logits_bias", np.zeros((1, tokenizer.vocab_size - 1), np.float32))
-    _assign(model.logits_bias, np.append(bias.reshape(-1), NEVER))
+    _assign(model.logits_bias, np.append(bias.reshape(-1), NEVER_LOGIT_BIAS))
     for i, layer in enumerate(model.encoder.stack):
         prefix = f"encoder.layers.{i}."
         _attention(layer.self_attention, take, prefix + "self_attn.")

@@ -7,7 +7,7 @@ from keras import ops
 __all__ = ["smoothed_token_losses", "sum_over_replicas"]
 
 
-def smoothed_token_losses(y_true, logits, label_smoothing):
+def smoothed_token_losses(y_true, logits, label_smoothing, smoothed=None):
     """`losses.smoothed_token_losses`, with its gradient written out:
     `(softmax − target distribution) · upstream`, from the logits and their
     log-sum-exp alone. What the backward pass keeps is the logits the model
@@ -21,7 +21,7 @@ def smoothed_token_losses(y_true, logits, label_smoothing):
         x = ops.cast(logits, "float32")
         log_normalizer = ops.logsumexp(x, axis=-1)
         target = ops.squeeze(ops.take_along_axis(x, ids, axis=-1), -1)
-        mean = ops.mean(x, axis=-1)
+        mean = ops.mean(x if smoothed is None else x[..., :smoothed], axis=-1)
 
         def gradient(*arguments, upstream=None):
             if upstream is None:  # JAX passes it positionally, PyTorch by name
@@ -30,7 +30,11 @@ def smoothed_token_losses(y_true, logits, label_smoothing):
             vocab = ops.shape(x)[-1]
             probabilities = ops.exp(x - ops.expand_dims(log_normalizer, -1))
             reference = ops.one_hot(ops.squeeze(ids, -1), vocab, dtype="float32")
-            wanted = (1.0 - label_smoothing) * reference + label_smoothing / vocab
+            if smoothed is None:
+                uniform = label_smoothing / vocab
+            else:
+                uniform = ops.where(ops.arange(vocab) < smoothed, label_smoothing / smoothed, 0.0)
+            wanted = (1.0 - label_smoothing) * reference + uniform
             return ops.cast((probabilities - wanted) * ops.expand_dims(upstream, -1), logits.dtype)
 
         return log_normalizer - (1.0 - label_smoothing) * target - label_smoothing * mean, gradient

@@ -2,7 +2,11 @@
 metrics, optimizer, in the distribution strategy's scope), on every Keras
 backend."""
 
+import keras
+
 from keras_transformer import _backend
+from keras_transformer.models import Transformer
+from keras_transformer.special_ids import NEVER_LOGIT_BIAS
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
@@ -12,6 +16,21 @@ from keras_transformer.training.schedules import paper_optimizer
 from keras_transformer_runtime import validation
 
 JIT_COMPILE = ("auto", True, False)
+
+
+def output_vocab_size(model):
+    """How many ids, the first ones, `model` can output, or None for all:
+    trailing ids whose logit bias is `NEVER_LOGIT_BIAS` or lower (an
+    imported Marian model's decoder-start id) are never outputs."""
+    if not isinstance(model, Transformer) or model.logits_bias is None:
+        return None
+    never = keras.ops.convert_to_numpy(model.logits_bias) <= NEVER_LOGIT_BIAS
+    size = len(never)
+    while size and never[size - 1]:
+        size -= 1
+    return None if size == len(never) else size
+
+
 LEARNING_RATE_SCHEDULES = ("auto", "paper", "budget")
 
 
@@ -27,7 +46,8 @@ def compile_for_training(
 ):
     """Compiles `model` with the paper's loss, metrics and optimizer.
 
-    The loss is `LabelSmoothedCrossEntropy`; the metrics are
+    The loss is `LabelSmoothedCrossEntropy`, smoothed over the ids the
+    model can output (`output_vocab_size`); the metrics are
     `MaskedAccuracy`, `Perplexity` and `TokenCount`, all ignoring the
     model's `pad_id`. `train` compiles with this; call it yourself to run
     `fit` or `train_on_batch` with the same setup. It compiles inside the
@@ -64,7 +84,9 @@ def compile_for_training(
     pad_id = model.pad_id
     arguments = {
         "optimizer": optimizer,
-        "loss": LabelSmoothedCrossEntropy(label_smoothing, pad_id=pad_id),
+        "loss": LabelSmoothedCrossEntropy(
+            label_smoothing, pad_id=pad_id, smoothed_vocab_size=output_vocab_size(model)
+        ),
         "metrics": [MaskedAccuracy(pad_id), Perplexity(pad_id), TokenCount(pad_id)],
     }
     if not _backend.is_tensorflow():  # JAX or PyTorch: Keras's own choice of compilation

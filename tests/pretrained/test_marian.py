@@ -257,3 +257,25 @@ def test_constraints_the_target_vocabulary_cannot_write_are_refused(marian_direc
     translator = Translator(pretrained.model, pretrained.tokenizer, pretrained.settings)
     with pytest.raises(ValueError, match="holds characters it lacks.*Received: 'a\u2603'"):
         translator.translate(["a b"], constraints=[["a\u2603"]])
+
+
+def test_the_training_loss_of_an_imported_model_is_a_cross_entropy(marian_directory):
+    """The decoder-start id's logit bias is −10⁹: smoothed over, the
+    reported loss was ~ε·10⁹/V. Compiled for training, the loss smooths
+    over the ids the model can output, and equals the formula."""
+    import keras
+
+    from keras_transformer.training import compile_for_training
+    from tests.training.test_losses import hand_loss
+
+    model = load_marian(marian_directory).model
+    compile_for_training(model, jit_compile=False)
+    outputs = model.target_vocab_size - 1  # all but the decoder-start id
+    assert model.loss.smoothed_vocab_size == outputs
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, outputs, (2, 6))
+    target = rng.integers(4, outputs, (2, 5))
+    logits = keras.ops.convert_to_numpy(model((source, target), training=False))
+    loss = float(model.loss(target, logits))
+    assert loss == pytest.approx(hand_loss(target, logits, 0.1, smoothed=outputs), rel=1e-5)
+    assert loss < 2 * np.log(outputs)  # a cross-entropy, not 10⁶

@@ -18,9 +18,11 @@ Y = np.array([[5, 2, 7, 0, 0], [1, 3, 0, 0, 0]])  # 0 is padding
 LOGITS = RNG.normal(size=(2, 5, 9)).astype("float32")
 
 
-def hand_loss(y, logits, eps):
-    """-Σ_v q_v log p_v with q = (1 - ε)·one_hot + ε/V, averaged over non-pad."""
+def hand_loss(y, logits, eps, smoothed=None):
+    """-Σ_v q_v log p_v with q = (1 - ε)·one_hot + ε/V (V: the first
+    `smoothed` ids), averaged over non-pad."""
     vocab = logits.shape[-1]
+    smoothed = smoothed or vocab
     total, count = 0.0, 0
     for b in range(y.shape[0]):
         for t in range(y.shape[1]):
@@ -28,7 +30,7 @@ def hand_loss(y, logits, eps):
                 continue
             z = logits[b, t].astype(np.float64)
             log_p = z - np.log(np.exp(z - z.max()).sum()) - z.max()
-            q = np.full(vocab, eps / vocab)
+            q = np.where(np.arange(vocab) < smoothed, eps / smoothed, 0.0)
             q[y[b, t]] += 1.0 - eps
             total += -(q * log_p).sum()
             count += 1
@@ -41,12 +43,16 @@ def test_equals_hand_computation(eps):
     np.testing.assert_allclose(float(loss(Y, LOGITS)), hand_loss(Y, LOGITS, eps), rtol=1e-5)
 
 
-def hand_gradient(y, logits, eps):
+def hand_gradient(y, logits, eps, smoothed=None):
     """d loss / d logits = (softmax − q) / count at real tokens, 0 at pads."""
     z = logits.astype(np.float64)
     p = np.exp(z - z.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    q = np.full(logits.shape, eps / logits.shape[-1])
+    vocab = logits.shape[-1]
+    smoothed = smoothed or vocab
+    q = np.broadcast_to(
+        np.where(np.arange(vocab) < smoothed, eps / smoothed, 0.0), logits.shape
+    ).copy()
     np.put_along_axis(q, y[..., None], np.take_along_axis(q, y[..., None], -1) + 1.0 - eps, -1)
     real = (y != 0)[..., None]
     return (p - q) * real / real.sum()
@@ -57,6 +63,24 @@ def test_gradient_equals_hand_gradient(eps):
     loss = LabelSmoothedCrossEntropy(label_smoothing=eps)
     _, grad, _ = value_and_gradient(lambda logits: loss(Y, logits), LOGITS)
     np.testing.assert_allclose(grad, hand_gradient(Y, LOGITS, eps), atol=1e-6)
+
+
+def test_ids_that_are_never_outputs_are_not_smoothed_over():
+    """An imported Marian model's decoder-start id has logit bias −10⁹:
+    smoothed over, it made the loss ~ε·10⁹/V (862,073 where the
+    cross-entropy was 4.7). Smoothing over the first ids only keeps the
+    loss a cross-entropy, and its gradient the hand formula's."""
+    logits = LOGITS.copy()
+    logits[..., -1] = -1e9  # the last id is never an output
+    everything = LabelSmoothedCrossEntropy(label_smoothing=0.1)
+    assert float(everything(Y, logits)) > 1e6  # what the bug reported
+    loss = LabelSmoothedCrossEntropy(label_smoothing=0.1, smoothed_vocab_size=8)
+    value, grad, _ = value_and_gradient(lambda x: loss(Y, x), logits)
+    np.testing.assert_allclose(float(value), hand_loss(Y, logits, 0.1, smoothed=8), rtol=1e-5)
+    assert float(value) < 10.0
+    np.testing.assert_allclose(grad, hand_gradient(Y, logits, 0.1, smoothed=8), atol=1e-6)
+    config = loss.get_config()
+    assert LabelSmoothedCrossEntropy.from_config(config).smoothed_vocab_size == 8
 
 
 def test_bfloat16_logits_give_bfloat16_gradient_of_the_same_value():
@@ -169,7 +193,12 @@ def test_metrics_ignore_padding_and_accumulate():
 
 def test_configs_extend_the_keras_base_configs():
     loss = LabelSmoothedCrossEntropy(0.2, pad_id=3, name="smoothed")
-    assert loss.get_config() == {"name": "smoothed", "label_smoothing": 0.2, "pad_id": 3}
+    assert loss.get_config() == {
+        "name": "smoothed",
+        "label_smoothing": 0.2,
+        "pad_id": 3,
+        "smoothed_vocab_size": None,
+    }
     for cls in (MaskedAccuracy, Perplexity, TokenCount):
         config = cls(pad_id=3, name="m").get_config()
         assert config == {"name": "m", "dtype": "float32", "pad_id": 3}
