@@ -15,6 +15,7 @@ from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models._checks import check_arguments
 from keras_transformer.models.cached_decoding import CachedDecoding
 from keras_transformer.models.presets import preset_arguments
+from keras_transformer.special_ids import NEVER_LOGIT_BIAS
 from keras_transformer.special_ids import PAD_ID
 
 
@@ -279,6 +280,20 @@ class Transformer(CachedDecoding, keras.Model):
         )
 
     # Embedding helpers.
+
+    @property
+    def output_vocab_size(self):
+        """How many target ids, the first ones, the model can output: all
+        `target_vocab_size` of them but trailing ids whose logit bias is
+        `NEVER_LOGIT_BIAS` or lower (an imported Marian model's
+        decoder-start id). The training loss smooths over these only."""
+        if self.logits_bias is None:
+            return self.target_vocab_size
+        never = ops.convert_to_numpy(self.logits_bias) <= NEVER_LOGIT_BIAS
+        size = len(never)
+        while size and never[size - 1]:
+            size -= 1
+        return size
 
     def _target_embedding(self):
         return self.target_embedding or self.source_embedding

@@ -2,11 +2,7 @@
 metrics, optimizer, in the distribution strategy's scope), on every Keras
 backend."""
 
-import keras
-
 from keras_transformer import _backend
-from keras_transformer.models import Transformer
-from keras_transformer.special_ids import NEVER_LOGIT_BIAS
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
@@ -16,21 +12,6 @@ from keras_transformer.training.schedules import paper_optimizer
 from keras_transformer_runtime import validation
 
 JIT_COMPILE = ("auto", True, False)
-
-
-def output_vocab_size(model):
-    """How many ids, the first ones, `model` can output, or None for all:
-    trailing ids whose logit bias is `NEVER_LOGIT_BIAS` or lower (an
-    imported Marian model's decoder-start id) are never outputs."""
-    if not isinstance(model, Transformer) or model.logits_bias is None:
-        return None
-    never = keras.ops.convert_to_numpy(model.logits_bias) <= NEVER_LOGIT_BIAS
-    size = len(never)
-    while size and never[size - 1]:
-        size -= 1
-    return None if size == len(never) else size
-
-
 LEARNING_RATE_SCHEDULES = ("auto", "paper", "budget")
 
 
@@ -47,7 +28,7 @@ def compile_for_training(
     """Compiles `model` with the paper's loss, metrics and optimizer.
 
     The loss is `LabelSmoothedCrossEntropy`, smoothed over the ids the
-    model can output (`output_vocab_size`); the metrics are
+    model can output (`Transformer.output_vocab_size`); the metrics are
     `MaskedAccuracy`, `Perplexity` and `TokenCount`, all ignoring the
     model's `pad_id`. `train` compiles with this; call it yourself to run
     `fit` or `train_on_batch` with the same setup. It compiles inside the
@@ -56,7 +37,8 @@ def compile_for_training(
     PyTorch get Keras's own default.
 
     Args:
-        model: a `Transformer` (or any model with `d_model` and `pad_id`).
+        model: a `Transformer` (or any model with `d_model`, `pad_id`,
+            `target_vocab_size` and `output_vocab_size`).
         optimizer: defaults to `paper_optimizer(model.d_model, ...)`.
         warmup_steps: schedule warm-up, 4000 in the paper.
         learning_rate_scale: schedule scale, 1 in the paper.
@@ -85,7 +67,7 @@ def compile_for_training(
     arguments = {
         "optimizer": optimizer,
         "loss": LabelSmoothedCrossEntropy(
-            label_smoothing, pad_id=pad_id, smoothed_vocab_size=output_vocab_size(model)
+            label_smoothing, pad_id=pad_id, smoothed_vocab_size=_smoothed_vocab_size(model)
         ),
         "metrics": [MaskedAccuracy(pad_id), Perplexity(pad_id), TokenCount(pad_id)],
     }
@@ -98,3 +80,10 @@ def compile_for_training(
             jit_compile=recommended_jit_compile() if jit_compile == "auto" else jit_compile,
         )
     return model
+
+
+def _smoothed_vocab_size(model):
+    """The loss's `smoothed_vocab_size`: None (every id) unless the model
+    can output fewer ids than it has."""
+    size = model.output_vocab_size
+    return None if size == model.target_vocab_size else size

@@ -271,7 +271,7 @@ def test_the_training_loss_of_an_imported_model_is_a_cross_entropy(marian_direct
     model = load_marian(marian_directory).model
     compile_for_training(model, jit_compile=False)
     outputs = model.target_vocab_size - 1  # all but the decoder-start id
-    assert model.loss.smoothed_vocab_size == outputs
+    assert model.loss.smoothed_vocab_size == model.output_vocab_size == outputs
     rng = np.random.default_rng(0)
     source = rng.integers(4, outputs, (2, 6))
     target = rng.integers(4, outputs, (2, 5))
