@@ -101,12 +101,12 @@ class _ServingModule(tf.Module):
         with tf.control_dependencies(checks):
             return tf.identity(text)
 
-    def _phrases_within_limits(self, phrases, name):
+    def _phrases_within_limits(self, phrases, name, longest_checked=True):
         """`phrases` (each sentence's, joined by `|||`), after assertions
         that the request is within the limits: each sentence has at most
-        `max_phrases` phrases, each phrase at most the longest output's
-        tokens (`max_output_length - 1`, room for EOS), and all of them,
-        counted whole, at most `max_input_tokens`. The searches keep
+        `max_phrases` phrases, each phrase (with `longest_checked`) at most
+        the longest output's tokens (`max_output_length - 1`, room for
+        EOS), and all of them, counted whole, at most `max_input_tokens`. The searches keep
         phrases whole, and a constrained step's cost grows with the square
         of a phrase's length: truncated counts would not bound it."""
         batch = tf.size(phrases)
@@ -138,7 +138,7 @@ class _ServingModule(tf.Module):
                 "per sentence.",
             ),
             tf.debugging.assert_less_equal(
-                longest,
+                longest if longest_checked else tf.constant(0, tf.int64),
                 tf.cast(most_tokens, tf.int64),
                 message=f"A request may hold at most {most_tokens} target tokens in one {name} "
                 "phrase (the longest output, EOS aside).",
@@ -171,7 +171,9 @@ class _ServingModule(tf.Module):
         return self.graph.translate_with_constraints(
             self._within_limits(text),
             self._phrases_within_limits(constraints, "constraints"),
-            self._phrases_within_limits(banned, "banned"),
+            # A banned phrase longer than any output cannot occur (the
+            # search drops it): refused only by the counts.
+            self._phrases_within_limits(banned, "banned", longest_checked=False),
         )
 
     @tf.function(input_signature=[TEXT])

@@ -93,12 +93,21 @@ class TranslatorGraph(tf.Module):
         ids = self.tokenizer.tokenize_target(text)[:, : self.settings.max_output_length - 1]
         return ids.to_tensor(self.pad_id)
 
-    def encode_phrases(self, phrases):
+    def encode_phrases(self, phrases, longest=None):
         """Strings `(batch,)` of phrases joined by `|||` to the int32
         `(batch, phrases, length)` the searches take (`decoding.banned`:
-        target ids right-aligned, padded on the left with -1)."""
+        target ids right-aligned, padded on the left with -1); a phrase of
+        more than `longest` pieces becomes no phrase."""
         split = tf.strings.strip(tf.strings.split(phrases, PHRASE_SEPARATOR))  # (batch, None)
         pieces = self.tokenizer.tokenize_target(split.flat_values)  # (phrases, None)
+        if longest is not None:  # too long: its row emptied
+            lengths = pieces.row_lengths()
+            kept = lengths <= longest
+            pieces = tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(pieces.flat_values, tf.repeat(kept, lengths)),
+                tf.where(kept, lengths, tf.zeros_like(lengths)),
+                validate=False,
+            )
         ids = tf.RaggedTensor.from_row_splits(pieces, split.row_splits, validate=False)
         left = ids.to_tensor(NO_TOKEN)  # (batch, phrases, length), left-aligned
         lengths = tf.cast(ids.row_lengths(axis=2).to_tensor(0), tf.int32)
@@ -168,7 +177,8 @@ class TranslatorGraph(tf.Module):
             best of those that meet the most)`}`.
         """
         phrases = {"constraints": self.encode_phrases(self._writable(constraints))}
-        phrases["banned"] = self.encode_phrases(banned)
+        # A banned phrase longer than any output can never occur: dropped.
+        phrases["banned"] = self.encode_phrases(banned, self.settings.max_output_length - 1)
         ids, scores = self.search_ids(self.encode_text(text), 1, phrases)
         starts = self.model_search.word_starts
         closing = None if starts is None else terminology.closing_tokens(starts, self.eos_id)
