@@ -235,8 +235,8 @@ def run(runner, args, lines, glossary):
             )
         except RefusedRequestError as error:
             if glossary is not None:  # where the refused line's terms came from
-                line_terms = terms[error.start][0]
-                named = [f"{t!r} ({glossary.where(t)})" for t in line_terms if glossary.where(t)]
+                read = {term: glossary.where(term) for term in terms[error.start][0]}
+                named = [f"{term!r} ({at})" for term, at in read.items() if at]
                 error.reason += f" Its --glossary terms: {', '.join(named) or 'none'}."
             raise
         unmet = [number for number, h in enumerate(found, 1) if not h.constraints_met]
