@@ -17,6 +17,12 @@ a warm-up pass; a constraint counts as met if the translation contains
 the phrase as whole words. "Tails" counts the translations that go on
 after a sentence's end (`. ` and more text), where a search placed a
 phrase the model would not produce in place.
+
+A second table bans, in each of the first `--banned_sentences`
+translations, its longest word (`translate(banned=...)`), once as the one
+segmentation the tokenizer gives the word alone and once as its text
+(every run of pieces that spells it, `PhraseSpellings`), and counts the
+translations that still hold the word.
 """
 
 import os
@@ -84,6 +90,8 @@ def main():
     parser.add_argument("--test_ref", required=True)
     parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
     parser.add_argument("--beam_size", type=int, help="default: the run's")
+    parser.add_argument("--banned_sentences", type=int, default=200)
+    parser.add_argument("--only_banned", action="store_true", help="skip the constraints table")
     args = parser.parse_args()
 
     sources, references = read_lines(args.test_src), read_lines(args.test_ref)
@@ -92,6 +100,9 @@ def main():
     model, tokenizer, config = load_run(args.run_dir)
     beam_size = args.beam_size or config["beam_size"]
     translator = run_translator(model, tokenizer, config, beam_size=beam_size)
+    if args.only_banned:
+        banned_table(translator, sources[: args.banned_sentences])
+        return
     constraints = reference_constraints(references)
 
     def without_any():
@@ -138,6 +149,32 @@ def main():
             f"{len(sources) / seconds:.1f} | {seconds / baseline[1]:.2f}x |",
             flush=True,
         )
+    banned_table(translator, sources[: args.banned_sentences])
+
+
+def banned_table(translator, sources):
+    """Each translation's longest word banned, by segmentation and by text."""
+    import tensorflow as tf
+
+    from keras_transformer.translator.spellings import PhraseSpellings
+
+    free = translator.translate(sources)
+    words = [max(re.sub(r"[^\w\s-]", " ", t).split() or [""], key=len) for t in free]
+    graph, longest = translator.graph, translator.settings.max_output_length - 1
+    print(f"\n{len(sources)} translations, each with its longest word banned")
+    print("| banned as | translations that still hold the word | changed translations |")
+    print("| --- | ---: | ---: |")
+    for name, every in (("its one segmentation", False), ("its text (every spelling)", True)):
+        spellings = PhraseSpellings(graph.tokenizer, graph.model.target_vocab_size, every)
+        outputs = []
+        for i in range(0, len(sources), 64):
+            banned = spellings.banned(tf.constant(words[i : i + 64]), longest)
+            source = graph.encode_text(tf.constant(sources[i : i + 64]))
+            ids, _ = graph.search_ids(source, 1, {"banned": banned})
+            outputs += [t.decode() for t in graph.tokenizer.detokenize(ids[:, 0]).numpy()]
+        held = sum(bool(w) and contains(o, w) for o, w in zip(outputs, words, strict=True))
+        changed = sum(a != b for a, b in zip(outputs, free, strict=True))
+        print(f"| {name} | {held}/{len(sources)} | {changed}/{len(sources)} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,34 @@ class Tokenizer(tf.Module):
             )
         return starts
 
+    @tf.autograph.experimental.do_not_convert  # Python over the pieces, once
+    def spellings(self, size):
+        """What each id below `size` writes, as the pieces of a
+        translation join before detokenization turns "▁" into spaces: a
+        list of `bytes`, the piece's UTF-8 (a byte piece: its byte; the
+        special ids and ids past the vocabulary: `b""`). A text is written
+        by every run of ids whose spellings join into it, which is how
+        `banned=` phrases are banned. `None` for a tokenizer without
+        pieces, whose phrases are banned as the ids it segments them into.
+
+        Example:
+
+        >>> tokenizer.spellings(8)[4:6]
+        [b'\xe2\x96\x81a', b'.']
+        """
+        count = min(size, self.vocab_size or size)
+        pieces = [self.id_to_piece(i) for i in range(count)]
+        if all(piece is None for piece in pieces):
+            return None
+        special = {self.pad_id, self.unk_id, self.bos_id, self.eos_id}
+        texts = [b""] * size
+        for i, piece in enumerate(pieces):
+            if i in special or piece is None:
+                continue
+            byte = _BYTE_PIECE.fullmatch(piece)
+            texts[i] = bytes([int(piece[3:5], 16)]) if byte else piece.encode("utf-8")
+        return texts
+
     def save_assets(self, directory, prefix=""):
         """Writes the files from which the runtime's host tokenizer of
         `kind` segments as this one does, each named `prefix` + its name

@@ -42,6 +42,7 @@ sentence may also have its own, smaller limit (`length_limits`, e.g. its
 source length + 50); when it is reached, only EOS may follow.
 """
 
+from keras_transformer.decoding.banned import BannedPhrases
 from keras_transformer.decoding.beam_search import BeamSearch
 from keras_transformer.decoding.constrained_beam_search import ConstrainedBeamSearch
 from keras_transformer.decoding.controls import OutputControls
@@ -55,6 +56,7 @@ from keras_transformer.decoding.search import SearchStrategy
 from keras_transformer_runtime.results import length_penalty
 
 __all__ = [
+    "BannedPhrases",
     "BeamSearch",
     "ConstrainedBeamSearch",
     "GreedySearch",

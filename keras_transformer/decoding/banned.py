@@ -1,86 +1,180 @@
-"""Banned phrases: token sequences a search never outputs.
+"""Banned phrases: texts no output spells, whichever ids spell them.
 
-A sentence's phrases are an int32 tensor `(phrases, length)` (a batch of
-them `(batch, phrases, length)`), each phrase's ids right-aligned and
-padded on the left with `NO_TOKEN` (a row of `NO_TOKEN` bans nothing);
-`right_aligned` builds one from lists. At every step a search forbids each
-token that would complete a phrase: a phrase's last token, where the
-hypothesis ends with the tokens before it (a one-token phrase: always).
+A subword vocabulary writes one text many ways ("▁Bauarbeiter" as one
+piece, or "▁Bau" + "arbeiter", or byte pieces), so banning a phrase's one
+segmentation lets a search write it another way. `BannedPhrases` holds,
+for each phrase, every id that spells each stretch of it: a phrase of `n`
+units (bytes, for text; ids, for `of_ids`) has nodes `0..n`, and
+`table[..., e, c]` is the id in column `c` whose text is the stretch of the
+phrase that ends at node `e` (and starts `lengths[id]` units earlier), or
+`NO_TOKEN`. A run of consecutive output ids spells the phrase when it walks
+from node 0 to node `n` through the table.
 
-The rule applies where the output controls do (`controls`), before the
-logits are normalized: the scores are log-probabilities under the
-distribution without the banned tokens, and a forced prefix is exempt.
+At every step a search forbids each id that would end such a run: nothing
+is kept per hypothesis, each step reads the hypothesis's last ids. The rule
+applies where the output controls do (`controls`), before the logits are
+normalized: the scores are log-probabilities under the distribution
+without the banned ids, and a forced prefix is exempt.
 """
+
+from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.controls import token_marks
+from keras_transformer.decoding.phrases import NO_TOKEN
+from keras_transformer.decoding.phrases import tokens_at
 
-NO_TOKEN = -1
-BEFORE_OUTPUT = NO_TOKEN - 1  # what positions before the first token read as
 
+class BannedPhrases(NamedTuple):
+    """Per sentence, phrases no output spells, and how ids spell them.
 
-def right_aligned(phrases, length=None):
-    """`phrases` (per sentence, a list of phrases, each a list of ids) as
-    the int32 array `(batch, most phrases, longest phrase)` the searches
-    take, or at least `length` wide.
+    Attributes:
+        table: int32 `(batch, phrases, nodes, columns)`: the ids that
+            spell each stretch of each phrase, by the node they end at
+            (see the module); `NO_TOKEN` elsewhere.
+        ends: int32 `(batch, phrases)`: each phrase's last node (its
+            units); 0 is no phrase.
+        lengths: optional int32 `(vocab,)`: the units each id spells (0:
+            none, an id that breaks every run); `None`: one each.
+        columns: optional int32 `(vocab,)`: each id's column in the
+            tables; `None`: column 0.
 
     Example:
 
-    >>> right_aligned([[[5, 6], [7]], []])[0]
-    array([[ 5,  6],
-           [-1,  7]], dtype=int32)
+    >>> # Ban "ab" where id 5 writes "a", 6 writes "b" and 7 writes "ab".
+    >>> banned = BannedPhrases.of_texts([[b"ab"]], [b""] * 5 + [b"a", b"b", b"ab"])
+    >>> ids, scores = beam_search(step, cache, 1, 10, banned=banned)
     """
-    count = max((len(p) for p in phrases), default=0)
-    width = max([length or 1] + [len(phrase) for p in phrases for phrase in p])
-    aligned = np.full((len(phrases), max(count, 1), width), NO_TOKEN, np.int32)
-    for i, sentence in enumerate(phrases):
-        for j, phrase in enumerate(sentence):
-            if any(int(token) < 0 for token in phrase):
-                raise ValueError(
-                    f"A phrase holds ids, none negative. Received: phrase {list(phrase)} "
-                    f"of sentence {i}"
-                )
-            if phrase:
-                aligned[i, j, width - len(phrase) :] = phrase
-    return aligned
+
+    table: Any
+    ends: Any
+    lengths: Any = None
+    columns: Any = None
+
+    @classmethod
+    def of_ids(cls, phrases):
+        """Phrases (per sentence, a list of phrases, each a list of ids)
+        banned as those ids only, one unit each."""
+        count = max([1] + [len(p) for p in phrases])
+        width = max([1] + [len(phrase) for p in phrases for phrase in p])
+        table = np.full((len(phrases), count, width + 1, 1), NO_TOKEN, np.int32)
+        ends = np.zeros((len(phrases), count), np.int32)
+        for i, sentence in enumerate(phrases):
+            for j, phrase in enumerate(sentence):
+                if any(int(token) < 0 for token in phrase):
+                    raise ValueError(
+                        "A phrase holds ids, none negative. Received: phrase "
+                        f"{list(phrase)} of sentence {i}"
+                    )
+                table[i, j, 1 : len(phrase) + 1, 0] = phrase
+                ends[i, j] = len(phrase)
+        return cls(table, ends)
+
+    @classmethod
+    def of_texts(cls, phrases, spellings):
+        """Phrases (per sentence, a list of `bytes`) banned however the ids
+        spell them: `spellings[id]` is the bytes the id writes (`b""`: none,
+        such as special ids); ids with the same bytes (a byte piece and a
+        one-character piece) each spell them."""
+        lengths, columns = spelling_columns(spellings)
+        ranked = {}
+        for token, text in enumerate(spellings):
+            if text:
+                ranked.setdefault(bytes(text), []).append(token)
+        count = max([1] + [len(p) for p in phrases])
+        width = max([1] + [len(phrase) for p in phrases for phrase in p])
+        table = np.full(
+            (len(phrases), count, width + 1, max(1, columns.max() + 1)), NO_TOKEN, np.int32
+        )
+        ends = np.zeros((len(phrases), count), np.int32)
+        for i, sentence in enumerate(phrases):
+            for j, phrase in enumerate(sentence):
+                ends[i, j] = len(phrase)
+                for end in range(1, len(phrase) + 1):
+                    for start in range(end):
+                        for token in ranked.get(phrase[start:end], []):
+                            table[i, j, end, columns[token]] = token
+        return cls(table, ends, lengths, columns)
+
+    def rows(self):
+        """The per-sentence part, which leaves the search with its rows."""
+        return {"table": tf.convert_to_tensor(self.table), "ends": tf.convert_to_tensor(self.ends)}
+
+    def with_rows(self, rows):
+        """These phrases with another per-sentence part (`rows()`'s)."""
+        return self._replace(**rows)
+
+    def spelled_heads(self, ids, step):
+        """Whether each hypothesis `ids` `(rows, width)` (BOS at 0, its
+        ids at 1..step) ends with a run of ids that spells each phrase up
+        to each node: bool `(rows, phrases, nodes)` (node 0: always)."""
+        table = tf.convert_to_tensor(self.table, tf.int32)
+        nodes, columns = tf.shape(table)[2], tf.shape(table)[3]
+        recent = tokens_at(ids, step - tf.range(tf.maximum(nodes - 1, 1)), step)  # last first
+        known = recent >= 0
+        lengths = tf.where(known, self._of_ids(self.lengths, recent, 1), 0)
+        column = tf.where(known, self._of_ids(self.columns, recent, 0), NO_TOKEN)
+        after = tf.cumsum(lengths, axis=1, exclusive=True)  # units after each id
+        node = tf.range(nodes)
+        ends = node[None, :, None] - after[:, None, :]  # (rows, nodes, window)
+        usable = (ends >= 1) & (column >= 0)[:, None, :] & (lengths > 0)[:, None, :]
+        at = tf.clip_by_value(ends, 0, nodes - 1) * columns + tf.maximum(column, 0)[:, None, :]
+        flat = tf.reshape(table, tf.concat([tf.shape(table)[:2], [-1]], 0))
+        window = tf.shape(at)[2]
+        found = tf.gather(flat, tf.reshape(at, [tf.shape(at)[0], -1]), axis=2, batch_dims=1)
+        found = tf.reshape(found, tf.concat([tf.shape(flat)[:2], [nodes, window]], 0))
+        spelled = usable[:, None] & tf.equal(found, recent[:, None, None, :])
+        # A run of the last i + 1 ids spells up to a node if each of them does.
+        run = tf.equal(tf.cumsum(tf.cast(~spelled, tf.int32), axis=3), 0)
+        reaches = tf.equal((after + lengths)[:, None, :], node[:, None])  # (rows, nodes, window)
+        heads = tf.reduce_any(run & reaches[:, None], axis=3)
+        return heads | tf.equal(node, 0)
+
+    def completions(self, ids, step, vocab):
+        """Which ids `(rows, vocab)` would end a run that spells one of
+        each row's phrases after position `step` of `ids` `(rows, width)`."""
+        table = tf.convert_to_tensor(self.table, tf.int32)
+        ends = tf.convert_to_tensor(self.ends, tf.int32)
+        last = tf.gather(table, ends, axis=2, batch_dims=2)  # (rows, phrases, columns)
+        start = ends[:, :, None] - self._of_ids(self.lengths, last, 1)
+        heads = self.spelled_heads(ids, step)
+        spelled_before = tf.gather(heads, tf.maximum(start, 0), axis=2, batch_dims=2)
+        completing = (last >= 0) & (ends[:, :, None] > 0) & (start >= 0) & spelled_before
+        rows = tf.shape(last)[0]
+        return token_marks(
+            tf.reshape(tf.maximum(last, 0), [rows, -1]), tf.reshape(completing, [rows, -1]), vocab
+        )
+
+    def without_banned(self, logits, ids, step):
+        """`logits` `(rows, vocab)` with each id that would end a banned
+        phrase at `NEG_INF`."""
+        banned = self.completions(ids, step, tf.shape(logits)[-1])
+        return tf.where(banned, tf.constant(NEG_INF, logits.dtype), logits)
+
+    @staticmethod
+    def _of_ids(values, ids, default):
+        """`values[ids]` (`ids` >= 0), or `default` everywhere for `None`."""
+        if values is None:
+            return tf.fill(tf.shape(ids), default)
+        return tf.gather(tf.convert_to_tensor(values, tf.int32), tf.maximum(ids, 0))
 
 
-def tokens_at(ids, positions, step):
-    """`ids` `(..., width)` at `positions` (any shape of ints), positions
-    before the first token (< 1) or after `step` read as `BEFORE_OUTPUT`."""
-    width = tf.shape(ids)[-1]
-    taken = tf.gather(ids, tf.clip_by_value(positions, 0, width - 1), axis=-1)
-    inside = tf.logical_and(positions >= 1, positions <= step)
-    return tf.where(inside, taken, BEFORE_OUTPUT)
-
-
-def follows(phrases, ids, step):
-    """Whether each hypothesis `ids` `(..., width)` (BOS at position 0, its
-    tokens at 1..step) ends with all of each phrase but its last token:
-    `(..., phrases)` booleans for `phrases` `(..., phrases, length)` (the
-    leading axes broadcast)."""
-    length = tf.shape(phrases)[-1]
-    recent = tokens_at(ids, step - length + 2 + tf.range(length - 1), step)  # last length - 1
-    before = phrases[..., :-1]
-    return tf.reduce_all(
-        tf.logical_or(tf.equal(before, NO_TOKEN), tf.equal(before, recent[..., None, :])), axis=-1
-    )
-
-
-def completions(phrases, ids, step, vocab):
-    """Which tokens `(rows, vocab)` would complete one of each row's
-    `phrases` `(rows, phrases, length)` after position `step` of `ids`
-    `(rows, width)`."""
-    last = phrases[:, :, -1]  # NO_TOKEN: no phrase
-    completing = tf.logical_and(follows(phrases, ids, step), last >= 0)
-    return token_marks(tf.maximum(last, 0), completing, vocab)
-
-
-def without_banned(logits, phrases, ids, step):
-    """`logits` `(rows, vocab)` with each token that would complete one of
-    `phrases` at `NEG_INF`."""
-    banned = completions(phrases, ids, step, tf.shape(logits)[-1])
-    return tf.where(banned, tf.constant(NEG_INF, logits.dtype), logits)
+def spelling_columns(spellings):
+    """`(lengths, columns)`, int32 `(vocab,)` each, for ids that write
+    `spellings` (`bytes` per id): each id's bytes, and its column in
+    `BannedPhrases`' tables: its length less one, plus the longest length
+    times the number of ids before it with the same bytes (`NO_TOKEN` for
+    an id that writes nothing)."""
+    lengths = np.array([len(text) for text in spellings], np.int32)
+    longest = max(1, int(lengths.max(initial=0)))
+    seen = {}
+    columns = np.full(len(spellings), NO_TOKEN, np.int32)
+    for token, text in enumerate(spellings):
+        if text:
+            rank = seen[bytes(text)] = seen.get(bytes(text), -1) + 1
+            columns[token] = len(text) - 1 + longest * rank
+    return lengths, columns

@@ -228,11 +228,13 @@ class BeamSearch(SearchStrategy):
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
         forced, forced_token = forced_tokens(prefix, step)
         if request.controlled():
-            banned = state.sentences.get("banned")
+            per_hypothesis = tf.nest.map_structure(
+                lambda t: tf.repeat(t, k, axis=0), state.sentences
+            )
             logits = controlled(
                 logits,
                 request.controls,
-                {} if banned is None else {"banned": tf.repeat(banned, k, axis=0)},
+                request.banned_rows(per_hypothesis),
                 tf.reshape(state.alive_ids, [rows * k, width]),
                 step,
                 tf.repeat(limits, k),

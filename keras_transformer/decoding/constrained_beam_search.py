@@ -7,9 +7,9 @@ from typing import Any
 import tensorflow as tf
 
 from keras_transformer.decoding import terminology
-from keras_transformer.decoding.banned import NO_TOKEN
 from keras_transformer.decoding.beam_search import BeamSearch
 from keras_transformer.decoding.controls import NEG_INF
+from keras_transformer.decoding.phrases import NO_TOKEN
 from keras_transformer.decoding.top_k import log_normalizer
 
 
@@ -28,8 +28,8 @@ class ConstrainedBeamSearch(BeamSearch):
     phrases.
 
     Attributes:
-        constraints: int32 `(batch, constraints, length)`, in `banned`'s
-            layout (`decoding.banned.right_aligned`): phrases every output
+        constraints: int32 `(batch, constraints, length)`, in the layout of
+            `decoding.phrases.right_aligned`: phrases every output
             must contain.
         word_starts: optional bool `(vocab,)`: the tokens that begin a word
             (or are punctuation). A phrase then counts as met only where one

@@ -8,7 +8,6 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer.decoding.banned import without_banned
 from keras_transformer.decoding.output_rules import forced_tokens
 from keras_transformer.decoding.output_rules import never_chosen
 from keras_transformer.decoding.output_rules import only_eos_at_limit
@@ -180,24 +179,25 @@ def segmented_loop(cond, body, state, max_length, resize_cache, drop_rows):
 def searched_sentences(batch_size, limits, prefix, banned=None):
     """The per-sentence inputs of a search, which leave with their
     sentence's rows: `{"index"` (the sentence's row in the input batch)`,
-    "limits"`, and `"prefix"` and `"banned"` (phrases) if there are some`}`."""
+    "limits"`, and `"prefix"` and `"banned"` (`BannedPhrases.rows()`) if
+    there are some`}`."""
     sentences = {"index": tf.range(batch_size), "limits": limits}
     if prefix is not None:
         sentences["prefix"] = prefix
     if banned is not None:
-        sentences["banned"] = tf.convert_to_tensor(banned, tf.int32)
+        sentences["banned"] = banned.rows()
     return sentences
 
 
-def controlled(logits, controls, sentences, ids, step, limits, eos_id, forced):
+def controlled(logits, controls, banned, ids, step, limits, eos_id, forced):
     """`logits` `(rows, vocab)` under the output `controls` and the rows'
-    banned phrases (`sentences["banned"]`, one row per row of `logits`),
-    except on rows `forced` through a prefix; `ids` `(rows, width)`."""
+    `banned` phrases (`BannedPhrases`, one row per row of `logits`, or
+    None), except on rows `forced` through a prefix; `ids` `(rows, width)`."""
     rule = logits
     if controls is not None and controls.active:
         rule = controls.apply(rule, ids, step, limits, eos_id)
-    if "banned" in sentences:
-        rule = without_banned(rule, sentences["banned"], ids, step)
+    if banned is not None:
+        rule = banned.without_banned(rule, ids, step)
     return rule if rule is logits else outside_prefix(forced, rule, logits)
 
 
@@ -270,7 +270,7 @@ def one_token_at_a_time(request, pick):
         logits = controlled(
             logits,
             request.controls,
-            sentences,
+            request.banned_rows(sentences),
             state.sequences,
             step,
             sentences["limits"],

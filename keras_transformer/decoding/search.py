@@ -49,9 +49,8 @@ class SearchRequest:
             in `CACHE_SEGMENTS` steps up to `max_length`, so that early
             steps attend to, write and move a shorter cache; `cache` must
             then have the two parts, and may hold any number of positions.
-        banned: optional int32 `(batch, phrases, length)`: token sequences
-            no output contains (`decoding.banned`: right-aligned, padded
-            on the left with -1; `banned.right_aligned` builds it). They
+        banned: optional `decoding.BannedPhrases`: texts (or id
+            sequences) no output spells, whichever ids spell them. They
             apply as the `controls` do (a prefix is exempt).
 
     Example:
@@ -83,6 +82,11 @@ class SearchRequest:
     def sentences(self, limits, prefix):
         """The per-sentence inputs, which leave the loop with their rows."""
         return searched_sentences(self.batch_size, limits, prefix, self.banned)
+
+    def banned_rows(self, sentences):
+        """The banned phrases of the rows whose per-sentence inputs are
+        `sentences` (`sentences()`'s, of these rows), or None."""
+        return None if self.banned is None else self.banned.with_rows(sentences["banned"])
 
     def controlled(self):
         """Whether any output control or banned phrase applies."""

@@ -2,7 +2,7 @@
 by dynamic beam allocation (Post & Vilar, 2018).
 
 A sentence's constraints are an int32 tensor `(constraints, length)` in
-`decoding.banned`'s layout (each phrase right-aligned, padded on the left
+`decoding.phrases`' layout (each phrase right-aligned, padded on the left
 with `NO_TOKEN`; a row of `NO_TOKEN` is no constraint). Nothing is kept
 per hypothesis: each step reads from the hypotheses' tokens which
 constraints they contain, which they are one token short of, and which
@@ -35,11 +35,11 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.decoding.banned import BEFORE_OUTPUT
-from keras_transformer.decoding.banned import NO_TOKEN
-from keras_transformer.decoding.banned import follows
-from keras_transformer.decoding.banned import tokens_at
 from keras_transformer.decoding.controls import NEG_INF
+from keras_transformer.decoding.phrases import BEFORE_OUTPUT
+from keras_transformer.decoding.phrases import NO_TOKEN
+from keras_transformer.decoding.phrases import follows
+from keras_transformer.decoding.phrases import tokens_at
 
 
 def occurrences(phrases, ids, step, boundaries=None):

@@ -64,6 +64,8 @@ class _ServingModule(tf.Module):
         # The tokenizer's resources (a MarianTokenizer's lookup table), so
         # that the export creates and initializes them on load.
         self.tokenizer = translator.tokenizer
+        # Likewise the lookup tables of banned phrases' spellings.
+        self.spellings = translator.graph.spellings
         # A variable, not a constant: constants are not saved as objects.
         self.settings_json = tf.Variable(
             json.dumps(self.settings(), sort_keys=True), trainable=False, name="settings_json"

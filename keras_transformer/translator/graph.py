@@ -11,7 +11,7 @@ calls them from Python.
 import tensorflow as tf
 
 from keras_transformer.decoding import terminology
-from keras_transformer.decoding.banned import NO_TOKEN
+from keras_transformer.decoding.phrases import NO_TOKEN
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import IDS
@@ -23,6 +23,7 @@ from keras_transformer.translator.signatures import SOURCE
 from keras_transformer.translator.signatures import TARGET
 from keras_transformer.translator.signatures import TEXT
 from keras_transformer.translator.signatures import UNWRITABLE_CONSTRAINT
+from keras_transformer.translator.spellings import PhraseSpellings
 from keras_transformer_runtime.results import length_penalty
 
 
@@ -48,6 +49,7 @@ class TranslatorGraph(tf.Module):
         self.model, self.tokenizer, self.settings = search.model, search.tokenizer, search.settings
         self.pad_id, self.bos_id, self.eos_id = search.pad_id, search.bos_id, search.eos_id
         self.jit_compile = jit_compile
+        self.spellings = PhraseSpellings(self.tokenizer, self.model.target_vocab_size)
         self.best_ids = tf.function(search.best_ids, jit_compile=jit_compile)
         self.search_ids = tf.function(search.search_ids, jit_compile=jit_compile)
         self.sample_ids = tf.function(search.sample_ids, jit_compile=jit_compile)
@@ -93,21 +95,13 @@ class TranslatorGraph(tf.Module):
         ids = self.tokenizer.tokenize_target(text)[:, : self.settings.max_output_length - 1]
         return ids.to_tensor(self.pad_id)
 
-    def encode_phrases(self, phrases, longest=None):
+    def encode_phrases(self, phrases):
         """Strings `(batch,)` of phrases joined by `|||` to the int32
-        `(batch, phrases, length)` the searches take (`decoding.banned`:
-        target ids right-aligned, padded on the left with -1); a phrase of
-        more than `longest` pieces becomes no phrase."""
+        `(batch, phrases, length)` the constrained search takes
+        (`decoding.phrases`: target ids right-aligned, padded on the left
+        with -1)."""
         split = tf.strings.strip(tf.strings.split(phrases, PHRASE_SEPARATOR))  # (batch, None)
         pieces = self.tokenizer.tokenize_target(split.flat_values)  # (phrases, None)
-        if longest is not None:  # too long: its row emptied
-            lengths = pieces.row_lengths()
-            kept = lengths <= longest
-            pieces = tf.RaggedTensor.from_row_lengths(
-                tf.boolean_mask(pieces.flat_values, tf.repeat(kept, lengths)),
-                tf.where(kept, lengths, tf.zeros_like(lengths)),
-                validate=False,
-            )
         ids = tf.RaggedTensor.from_row_splits(pieces, split.row_splits, validate=False)
         left = ids.to_tensor(NO_TOKEN)  # (batch, phrases, length), left-aligned
         lengths = tf.cast(ids.row_lengths(axis=2).to_tensor(0), tf.int32)
@@ -167,8 +161,10 @@ class TranslatorGraph(tf.Module):
         the tokenizer segments it alone, contiguous; a constraint is met
         only where a word's start, punctuation or the end follows it
         (`"Hund"` is met by "Hund." but not by "Hunde"). Constraints use
-        beam search with dynamic beam allocation (`ConstrainedBeamSearch`);
-        banned phrases apply as the output controls do.
+        beam search with dynamic beam allocation (`ConstrainedBeamSearch`).
+        A banned phrase is banned as its text: no run of output pieces
+        spells it, whichever pieces (`PhraseSpellings`); it applies as the
+        output controls do.
 
         Returns:
             `{"translation", "score"` (the model's length-penalized
@@ -178,7 +174,7 @@ class TranslatorGraph(tf.Module):
         """
         phrases = {"constraints": self.encode_phrases(self._writable(constraints))}
         # A banned phrase longer than any output can never occur: dropped.
-        phrases["banned"] = self.encode_phrases(banned, self.settings.max_output_length - 1)
+        phrases["banned"] = self.spellings.banned(banned, self.settings.max_output_length - 1)
         ids, scores = self.search_ids(self.encode_text(text), 1, phrases)
         starts = self.model_search.word_starts
         closing = None if starts is None else terminology.closing_tokens(starts, self.eos_id)
@@ -214,8 +210,11 @@ class TranslatorGraph(tf.Module):
         layer `alignment_layer`'s cross-attention, as Marian and
         CTranslate2 align) and its log-probability: `{"translation",
         "score", "alignments": (batch, target_len)` int32 source positions
-        (-1 after EOS)`, "token_scores": (batch, target_len)` float32 (as
-        `score` gives them for the translation; 0 after EOS)`,
+        (-1 after EOS)`, "token_scores": (batch, target_len)` float32 (each
+        piece the search wrote, given the source and the pieces before it:
+        they sum to the hypothesis's log-probability; `score` of the
+        translation's text scores the tokenizer's segmentation of it, the
+        same numbers only where the pieces are the same; 0 after EOS)`,
         "target_tokens": (batch, target_len), "source_tokens": (batch,
         source_len)}` (pieces, `""` at padding)."""
         source = self.encode_text(text)

@@ -59,8 +59,7 @@ class ModelSearch:
     def _request(self, source, options):
         """The `SearchRequest` of `source` ids; `options` holds the
         optional `"prefix"` ids, a request's `"max_output_length"` (<= 0:
-        the translator's), and `"banned"` phrases (`decoding.banned`'s
-        layout)."""
+        the translator's), and `"banned"` phrases (a `decoding.BannedPhrases`)."""
         model = self.model
         source_mask = tf.not_equal(source, self.pad_id)
         source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
@@ -119,8 +118,8 @@ class ModelSearch:
         num_results, length), scores (batch, num_results))`, the scores
         length-penalized log-probabilities. `options` holds the optional
         `"prefix"` ids, a request's `"max_output_length"` (<= 0: the
-        translator's), and `"constraints"` and `"banned"` phrases
-        (`decoding.banned`'s layout); with constraints, beam search runs
+        translator's), `"constraints"` (`decoding.phrases`' layout) and
+        `"banned"` phrases (a `decoding.BannedPhrases`); with constraints, beam search runs
         even for `beam_size=1`."""
         options = dict(options or {})
         request = self._request(source, options)

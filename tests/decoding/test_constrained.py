@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import terminology
-from keras_transformer.decoding.banned import right_aligned
+from keras_transformer.decoding.phrases import right_aligned
 from keras_transformer.special_ids import EOS_ID
 from tests.decoding.test_search import markov
 from tests.decoding.test_search import sequence_log_prob

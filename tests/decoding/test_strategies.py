@@ -11,7 +11,7 @@ from keras_transformer.decoding import Sampling
 from keras_transformer.decoding import SearchRequest
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import strategies
-from keras_transformer.decoding.banned import right_aligned
+from keras_transformer.decoding.phrases import right_aligned
 from keras_transformer_runtime.settings import DecodingSettings
 from tests.decoding.test_search import markov
 from tests.decoding.test_search import strip
