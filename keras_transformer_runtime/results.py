@@ -59,7 +59,12 @@ class Hypothesis:
             output does not give them.
         token_scores: each token's log-probability given the source and
             the tokens before it, where asked for
-            (`translate_with_scores(..., token_scores=True)`), else empty.
+            (`translate_with_scores(..., token_scores=True)`), else empty:
+            the scores of the pieces the search wrote (`tokens`), which
+            sum to `log_prob`. `score` of `translation` scores the
+            tokenizer's segmentation of the text: the same numbers where
+            its `TargetScore.tokens` are these `tokens`, others where the
+            search wrote the text in other pieces.
         constraints_met: from `translate_with_constraints`, whether the
             translation holds every constraint (false where the length
             limit came first); `None` from the other searches.

@@ -339,6 +339,9 @@ class Translator(runner.Runner):
     def score(self, sources, targets, batch_size=64, progress=None):
         """Scores each target as a translation of its source (forced
         decoding), `batch_size` pairs at a time; see the graph's `score`.
+        A target is scored as the tokenizer segments it: for a translation
+        whose search wrote it in other pieces, that is another number than
+        the translation's token scores (docs/serving.md, "Token scores").
 
         Returns:
             A list of `TargetScore`, one per pair, in order.

@@ -117,6 +117,22 @@ def test_n_best_and_token_scores_are_the_translators(runner, reverser_translator
         assert ours.log_prob == pytest.approx(sum(ours.token_scores), abs=1e-4)
 
 
+def test_token_scores_are_what_score_gives_the_same_pieces(runner):
+    # Token scores are those of the pieces the search wrote; `score` of the
+    # translation's text scores the tokenizer's pieces: where they are the
+    # same pieces, the same numbers (docs/serving.md, "Token scores").
+    if not runner.has_token_scores:
+        pytest.skip(f"{runner.name} gives no token scores")
+    sources = sources_of(runner)
+    best = [o[0] for o in runner.translate_with_scores(sources, token_scores=True)]
+    scored = runner.score(sources, [h.translation for h in best])
+    same = [(h, s) for h, s in zip(best, scored, strict=True) if s.tokens == h.tokens]
+    assert len(same) >= 0.9 * len(best)
+    for hypothesis, score in same:
+        np.testing.assert_allclose(score.token_scores, hypothesis.token_scores, atol=1e-4)
+        assert score.log_prob == pytest.approx(hypothesis.log_prob, abs=1e-4)
+
+
 def test_scores_of_given_targets_are_the_translators(runner, reverser_translator):
     if not runner.supports(methods.SCORE):
         pytest.skip(f"{runner.name} does not score")
