@@ -25,6 +25,8 @@ import urllib.error
 import urllib.request
 import zlib
 
+from keras_transformer_runtime.processes import is_running
+
 
 class CorpusError(RuntimeError):
     """A corpus file cannot be downloaded or is not what it should be."""
@@ -166,16 +168,6 @@ def _signals_raise():
             signal.signal(getattr(signal, name), handler)
 
 
-def _is_running(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_parts(path):
     """Removes `PATH.part-PID` files of downloads to `path` whose process
     has ended (one killed with SIGKILL, or before this version handled
@@ -183,7 +175,7 @@ def remove_stale_parts(path):
     removed = []
     for part in glob.glob(glob.escape(path) + PART_SUFFIX + "*"):
         pid = part.rsplit(PART_SUFFIX, 1)[1]
-        if not pid.isdigit() or not _is_running(int(pid)):
+        if not pid.isdigit() or not is_running(int(pid)):
             os.remove(part)
             removed.append(os.path.basename(part))
     return removed

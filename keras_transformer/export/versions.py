@@ -10,6 +10,7 @@ import socket
 import tempfile
 import time
 
+from keras_transformer_runtime.processes import is_running
 from keras_transformer_runtime.saved_model import existing_versions
 
 # Claims and staging directories: hidden names (TF Serving ignores them)
@@ -29,13 +30,7 @@ def _is_alive(owner, age_seconds):
     host, _, pid = owner.partition(" ")
     if host != socket.gethostname() or not pid.isdigit():
         return age_seconds < _STALE_SECONDS  # another host: trust only the age
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return is_running(int(pid))
 
 
 def _read_owner(directory):
