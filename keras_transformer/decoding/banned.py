@@ -17,6 +17,7 @@ normalized: the scores are log-probabilities under the distribution
 without the banned ids, and a forced prefix is exempt.
 """
 
+import unicodedata
 from typing import Any
 from typing import NamedTuple
 
@@ -42,6 +43,12 @@ class BannedPhrases(NamedTuple):
             none, an id that breaks every run); `None`: one each.
         columns: optional int32 `(vocab,)`: each id's column in the
             tables; `None`: column 0.
+        after_break: optional bool `(batch, phrases)`: phrases spelled
+            only where the output starts or the id before the run is one
+            of `breaks` (a word spelled after a hyphen or a quote, not
+            inside a word); `None`: anywhere.
+        breaks: bool `(vocab,)`, with `after_break`: the ids whose text
+            ends with a character other than a letter or digit.
 
     Example:
 
@@ -54,6 +61,8 @@ class BannedPhrases(NamedTuple):
     ends: Any
     lengths: Any = None
     columns: Any = None
+    after_break: Any = None
+    breaks: Any = None
 
     @classmethod
     def of_ids(cls, phrases):
@@ -75,11 +84,13 @@ class BannedPhrases(NamedTuple):
         return cls(table, ends)
 
     @classmethod
-    def of_texts(cls, phrases, spellings):
+    def of_texts(cls, phrases, spellings, after_break=None):
         """Phrases (per sentence, a list of `bytes`) banned however the ids
         spell them: `spellings[id]` is the bytes the id writes (`b""`: none,
         such as special ids); ids with the same bytes (a byte piece and a
-        one-character piece) each spell them."""
+        one-character piece) each spell them. `after_break` (per sentence,
+        a bool per phrase) bans a phrase only after a break (see the
+        class; `breaking_ids`)."""
         lengths, columns = spelling_columns(spellings)
         ranked = {}
         for token, text in enumerate(spellings):
@@ -98,11 +109,19 @@ class BannedPhrases(NamedTuple):
                     for start in range(end):
                         for token in ranked.get(phrase[start:end], []):
                             table[i, j, end, columns[token]] = token
-        return cls(table, ends, lengths, columns)
+        if after_break is None:
+            return cls(table, ends, lengths, columns)
+        flags = np.zeros(ends.shape, bool)
+        for i, sentence in enumerate(after_break):
+            flags[i, : len(sentence)] = sentence
+        return cls(table, ends, lengths, columns, flags, breaking_ids(spellings))
 
     def rows(self):
         """The per-sentence part, which leaves the search with its rows."""
-        return {"table": tf.convert_to_tensor(self.table), "ends": tf.convert_to_tensor(self.ends)}
+        rows = {"table": tf.convert_to_tensor(self.table), "ends": tf.convert_to_tensor(self.ends)}
+        if self.after_break is not None:
+            rows["after_break"] = tf.convert_to_tensor(self.after_break, tf.bool)
+        return rows
 
     def with_rows(self, rows):
         """These phrases with another per-sentence part (`rows()`'s)."""
@@ -111,10 +130,14 @@ class BannedPhrases(NamedTuple):
     def spelled_heads(self, ids, step):
         """Whether each hypothesis `ids` `(rows, width)` (BOS at 0, its
         ids at 1..step) ends with a run of ids that spells each phrase up
-        to each node: bool `(rows, phrases, nodes)` (node 0: always)."""
+        to each node: bool `(rows, phrases, nodes)` (node 0: the run of no
+        ids, where the phrase may begin)."""
         table = tf.convert_to_tensor(self.table, tf.int32)
         nodes, columns = tf.shape(table)[2], tf.shape(table)[3]
-        recent = tokens_at(ids, step - tf.range(tf.maximum(nodes - 1, 1)), step)  # last first
+        window = tf.maximum(nodes - 1, 1)
+        # The last `window` ids, last first, and the one before them.
+        recent_and_before = tokens_at(ids, step - tf.range(window + 1), step)
+        recent = recent_and_before[:, :-1]
         known = recent >= 0
         lengths = tf.where(known, self._of_ids(self.lengths, recent, 1), 0)
         column = tf.where(known, self._of_ids(self.columns, recent, 0), NO_TOKEN)
@@ -124,15 +147,27 @@ class BannedPhrases(NamedTuple):
         usable = (ends >= 1) & (column >= 0)[:, None, :] & (lengths > 0)[:, None, :]
         at = tf.clip_by_value(ends, 0, nodes - 1) * columns + tf.maximum(column, 0)[:, None, :]
         flat = tf.reshape(table, tf.concat([tf.shape(table)[:2], [-1]], 0))
-        window = tf.shape(at)[2]
         found = tf.gather(flat, tf.reshape(at, [tf.shape(at)[0], -1]), axis=2, batch_dims=1)
         found = tf.reshape(found, tf.concat([tf.shape(flat)[:2], [nodes, window]], 0))
         spelled = usable[:, None] & tf.equal(found, recent[:, None, None, :])
         # A run of the last i + 1 ids spells up to a node if each of them does.
         run = tf.equal(tf.cumsum(tf.cast(~spelled, tf.int32), axis=3), 0)
         reaches = tf.equal((after + lengths)[:, None, :], node[:, None])  # (rows, nodes, window)
-        heads = tf.reduce_any(run & reaches[:, None], axis=3)
-        return heads | tf.equal(node, 0)
+        # Where the phrase may begin: before the run of the last i + 1 ids.
+        may_begin = self._may_begin(recent_and_before)  # (rows, phrases, window + 1)
+        heads = tf.reduce_any(run & reaches[:, None] & may_begin[:, :, None, 1:], axis=3)
+        return tf.where(tf.equal(node, 0), may_begin[:, :, :1], heads)
+
+    def _may_begin(self, before):
+        """Whether a phrase may begin after each id of `before` `(rows,
+        n)`: `(rows, phrases, n)`."""
+        rows, phrases = tf.shape(before)[0], tf.shape(self.ends)[1]
+        if self.after_break is None:
+            return tf.ones([rows, phrases, tf.shape(before)[1]], tf.bool)
+        breaks = tf.convert_to_tensor(self.breaks, tf.bool)
+        breaking = (before < 0) | tf.gather(breaks, tf.maximum(before, 0))  # < 0: the start
+        after_break = tf.convert_to_tensor(self.after_break, tf.bool)
+        return ~after_break[:, :, None] | breaking[:, None, :]
 
     def completions(self, ids, step, vocab):
         """Which ids `(rows, vocab)` would end a run that spells one of
@@ -178,3 +213,15 @@ def spelling_columns(spellings):
             rank = seen[bytes(text)] = seen.get(bytes(text), -1) + 1
             columns[token] = len(text) - 1 + longest * rank
     return lengths, columns
+
+
+def breaking_ids(spellings):
+    """bool `(vocab,)`: the ids whose text (`spellings`, `bytes` per id)
+    ends with a character other than a letter or digit, after which a word
+    begins (a hyphen, a quote, "▁"); a byte piece of a multi-byte
+    character does not."""
+    breaks = np.zeros(len(spellings), bool)
+    for token, text in enumerate(spellings):
+        last = text.decode("utf-8", errors="ignore")[-1:] if text else ""
+        breaks[token] = bool(last) and not unicodedata.category(last).startswith(("L", "N"))
+    return breaks

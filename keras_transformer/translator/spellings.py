@@ -2,15 +2,20 @@
 
 A phrase is banned as its text (`decoding.BannedPhrases`): every id whose
 piece is a stretch of the text, found by looking each stretch up among the
-vocabulary's pieces, so that no segmentation of it reaches an output.
+vocabulary's pieces, so that no segmentation of it reaches an output; as a
+word, so both from a word's start ("▁T-Shirt") and after any piece that
+ends with a character other than a letter or digit ("T-T-Shirt",
+"(T-Shirt").
 """
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding import BannedPhrases
+from keras_transformer.decoding.banned import breaking_ids
 from keras_transformer.decoding.banned import spelling_columns
 from keras_transformer.decoding.phrases import NO_TOKEN
+from keras_transformer.tokenizer import WORD_MARK
 from keras_transformer.translator.signatures import PHRASE_SEPARATOR
 
 
@@ -43,6 +48,7 @@ class PhraseSpellings(tf.Module):
         self.lengths, self.columns = tf.constant(lengths), tf.constant(columns)
         self.texts = tf.constant(np.array(spellings, dtype=object), tf.string)
         self.longest = max(1, int(lengths.max(initial=0)))
+        self.breaks = tf.constant(breaking_ids(spellings))
         # One lookup per rank of ids with the same bytes (`spelling_columns`).
         ranks = {}
         for token, text in enumerate(spellings):
@@ -70,13 +76,27 @@ class PhraseSpellings(tf.Module):
             kept &= tf.logical_not(tf.reduce_any(tf.equal(ids, self.tokenizer.unk_id), axis=1))
         if not self.by_text:
             table, ends = self._of_ids(ids, kept)
-        else:
-            table, ends = self._of_texts(ids, kept)
+            return BannedPhrases(
+                self._by_sentence(table, split.row_splits, NO_TOKEN),
+                self._by_sentence(ends, split.row_splits, 0),
+            )
+        # Each phrase twice: as the tokenizer writes it alone (from a word's
+        # start, "▁T-Shirt"), and without the word mark after a break
+        # ("(T-Shirt", "T-T-Shirt").
+        texts = tf.strings.reduce_join(tf.gather(self.texts, ids), axis=1)  # (phrases,)
+        unmarked = tf.strings.regex_replace(texts, f"^{WORD_MARK}", "")
+        texts = tf.reshape(tf.stack([texts, unmarked], axis=1), [-1])
+        kept = tf.repeat(kept, 2)
+        after_break = tf.tile([False, True], [tf.size(unmarked)]) & kept
+        table, ends = self._of_texts(texts, kept)
+        row_splits = split.row_splits * 2
         return BannedPhrases(
-            self._by_sentence(table, split.row_splits, NO_TOKEN),
-            self._by_sentence(ends, split.row_splits, 0),
-            None if not self.by_text else self.lengths,
-            None if not self.by_text else self.columns,
+            self._by_sentence(table, row_splits, NO_TOKEN),
+            self._by_sentence(ends, row_splits, 0),
+            self.lengths,
+            self.columns,
+            self._by_sentence(after_break, row_splits, False),
+            self.breaks,
         )
 
     def _of_ids(self, ids, kept):
@@ -86,10 +106,9 @@ class PhraseSpellings(tf.Module):
         table = tf.pad(table, [[0, 0], [1, 0]], constant_values=NO_TOKEN)
         return table[:, :, None], ends
 
-    def _of_texts(self, ids, kept):
+    def _of_texts(self, texts, kept):
         """`(table (phrases, nodes, columns), ends (phrases,))`: each
         stretch of each phrase's text looked up among the pieces."""
-        texts = tf.strings.reduce_join(tf.gather(self.texts, ids), axis=1)  # (phrases,)
         ends = tf.where(kept, tf.strings.length(texts), 0)
         nodes = tf.reduce_max(tf.concat([ends, [0]], 0)) + 1
         end = tf.range(nodes)[:, None]

@@ -127,6 +127,45 @@ def test_no_search_outputs_a_banned_phrase(kind):
                 assert not any(spelled(tokens, p, spells) for p in phrases[b]), (name, b, tokens)
 
 
+# After a break: 1 writes "-" (a break), 4 "b", 5 "bb". "b" banned after
+# a break: 4 never at the start or after 1; "bb" only as [4, 4] there.
+BREAK_SPELLINGS = [b"", b"-", b"", b"", b"b", b"bb"]
+
+
+def spells_after_break(tokens, phrase):
+    """Whether a run of `tokens` spells `phrase` at the start or after a
+    break (brute force)."""
+    for i in range(len(tokens)):
+        for j in range(i + 1, len(tokens) + 1):
+            text = b"".join(BREAK_SPELLINGS[t] for t in tokens[i:j])
+            if text == phrase and (i == 0 or tokens[i - 1] == 1):
+                return True
+    return False
+
+
+def test_a_phrase_after_a_break_is_banned_there_only():
+    step, cache = markov(3)
+    banned = BannedPhrases.of_texts(
+        [[b"b"], [b"bb"], [b"-b"]], BREAK_SPELLINGS, after_break=[[True], [True], [True]]
+    )
+    np.testing.assert_array_equal(banned.breaks, [False, True, False, False, False, False])
+    ids = beam_search(step, cache, 3, 6, beam_size=9, num_results=9, banned=banned)[0].numpy()
+    phrases = [b"b", b"bb", b"-b"]
+    seen_elsewhere = False
+    for b in range(3):
+        for row in ids[b]:
+            tokens = strip(row)
+            assert not spells_after_break(tokens, phrases[b]), (b, tokens)
+            seen_elsewhere |= spelled(
+                tokens, phrases[b], lambda run, p: b"".join(BREAK_SPELLINGS[t] for t in run) == p
+            )
+    assert seen_elsewhere  # the phrases still occur where no break precedes them
+    free = beam_search(step, cache, 3, 6, beam_size=9, num_results=9)[0].numpy()
+    assert any(  # and the ban binds: unbanned, some outputs have them after a break
+        spells_after_break(strip(row), phrases[b]) for b in range(3) for row in free[b]
+    )
+
+
 def test_each_spelling_of_a_text_is_in_the_table():
     banned = BannedPhrases.of_texts([[b"abb"]], SPELLINGS)
     lengths, columns = spelling_columns(SPELLINGS)

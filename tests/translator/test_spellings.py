@@ -27,15 +27,19 @@ def test_tables_are_of_texts_tables(sentencepiece_tokenizer):
     builder = PhraseSpellings(tokenizer, tokenizer.vocab_size)
     joined = ["c b ||| j", "", "ü a|||a b c d e", "  "]
     banned = builder.banned(tf.constant(joined), longest=4)
-    phrases = []
+    phrases, after_break = [], []
+    mark = "\u2581".encode()
     for line in joined:
         texts = []
         for phrase in filter(None, (p.strip() for p in line.split("|||"))):
             ids = tokenizer.tokenize_target(tf.constant(phrase)).numpy().tolist()
             # "a b c d e" is 5 pieces: longer than `longest`, no phrase.
-            texts.append(b"".join(spellings[i] for i in ids) if len(ids) <= 4 else b"")
+            text = b"".join(spellings[i] for i in ids) if len(ids) <= 4 else b""
+            # As written alone, and without the word mark after a break.
+            texts += [text, text.removeprefix(mark)]
         phrases.append(texts)
-    expected = BannedPhrases.of_texts(phrases, spellings)
+        after_break.append([bool(text) and i % 2 == 1 for i, text in enumerate(texts)])
+    expected = BannedPhrases.of_texts(phrases, spellings, after_break)
     np.testing.assert_array_equal(banned.ends.numpy(), expected.ends)
     table = banned.table.numpy()
     width = expected.table.shape[3]
@@ -43,8 +47,11 @@ def test_tables_are_of_texts_tables(sentencepiece_tokenizer):
     np.testing.assert_array_equal(table[..., :width], expected.table)
     np.testing.assert_array_equal(banned.lengths.numpy(), expected.lengths)
     np.testing.assert_array_equal(banned.columns.numpy(), expected.columns)
+    np.testing.assert_array_equal(banned.after_break.numpy(), expected.after_break)
+    np.testing.assert_array_equal(banned.breaks.numpy(), expected.breaks)
     # "ü" is written in byte pieces only: its bytes are in the table too.
     assert banned.ends.numpy()[2, 0] == len("▁ü▁a".encode())
+    assert banned.ends.numpy()[2, 1] == len("ü▁a".encode())
 
 
 def test_a_tokenizer_without_pieces_bans_its_segmentation():
