@@ -25,8 +25,12 @@ each 5x slower at batch 1). The rows:
 * `SavedModel float32, tf.saved_model.load`: the same export as a Python
   server runs it;
 * `CTranslate2 float32` / `CTranslate2 int8`: `export_ctranslate2`, then
-  `CTranslate2Translator` with that compute type (`intra_threads` = all
-  cores), with the same beam and alpha;
+  `CTranslate2Translator` with that compute type, with the same beam and
+  alpha, at its best: the row runs once per `intra_threads` of
+  `thread_counts()` (1, 2, 4, ... and all cores), each in a process of its
+  own, and each speed is the fastest, printed with its thread count (on 2
+  cores with one thread per core, all cores made CTranslate2 5x slower one
+  sentence at a time than one thread);
 * `Translator int8 (Keras)`: the model's `Dense` layers quantized by
   `keras.Model.quantize("int8")` (embeddings stay float32), run by
   `Translator` in Python (`--keras_int8 no` skips this slowest row; a
@@ -44,6 +48,7 @@ import sys
 import time
 
 from script_workers import scratch_directory
+from script_workers import thread_counts
 
 from keras_transformer_runtime import text_files
 
@@ -105,12 +110,13 @@ def timed(translate, sources, batch_size, passes=2):
     return outputs, max(speeds)
 
 
-def ct2_translate(directory, compute_type):
-    """`translate(batch)` of the CTranslate2 export at `directory`."""
+def ct2_translate(directory, compute_type, threads):
+    """`translate(batch)` of the CTranslate2 export at `directory` with
+    `threads` intra-op threads."""
     from keras_transformer_runtime import CTranslate2Translator
 
     return CTranslate2Translator(
-        directory, compute_type=compute_type, intra_threads=os.cpu_count()
+        directory, compute_type=compute_type, intra_threads=threads
     ).translate
 
 
@@ -158,16 +164,21 @@ ROWS = {
 }
 
 
-def worker(row, path, work, single):
-    """Runs one row (a `ROWS` key) on the sources in `work`: writes its
-    outputs and speeds to `work/result.json`."""
+# The peers' rows, which run at their fastest thread count (`fastest_row`).
+PEERS = ("CTranslate2 float32", "CTranslate2 int8")
+
+
+def worker(row, path, work, single, threads):
+    """Runs one row (a `ROWS` key) on the sources in `work` (a peer with
+    `threads` intra-op threads): writes its outputs and speeds to
+    `work/result.json`."""
     _, how = ROWS[row]
     if how in ("session", "load"):
         translate = saved_model_translate(path, how)
     elif how == "keras_int8":
         translate = keras_int8_translate(path)
     else:
-        translate = ct2_translate(path, how)
+        translate = ct2_translate(path, how, threads)
     sources = text_files.read_lines(os.path.join(work, "sources.txt"))
     outputs, batch_speed = timed(translate, sources, 64)
     _, single_speed = timed(translate, sources[:single], 1)
@@ -175,7 +186,7 @@ def worker(row, path, work, single):
         json.dump({"outputs": outputs, "batch": batch_speed, "single": single_speed}, f)
 
 
-def run_row(row, path, work, single, script=__file__):
+def run_row(row, path, work, single, script=__file__, threads=None):
     """`worker` of `script` (this one, or another that runs its rows as
     this one does) in a fresh process: its result, or the reason it
     failed."""
@@ -184,12 +195,59 @@ def run_row(row, path, work, single, script=__file__):
         os.remove(result)
     command = [sys.executable, os.path.abspath(script), "--worker", row, "--path", path]
     command += ["--work", work, "--single", str(single)]
+    command += ["--threads", str(threads or os.cpu_count())]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or ["no output"]
         return f"failed: exit {done.returncode}: {lines[-1]}"
     with open(result) as f:
         return json.load(f)
+
+
+def fastest_row(row, path, work, single, script=__file__):
+    """`run_row` once per `thread_counts()`, each in its own process: the
+    result with each speed the fastest (the outputs of the fastest in
+    batches), and `"batch_threads"`, `"single_threads"`: the thread counts
+    that gave them; or the reason a run failed."""
+    best, speeds = None, {}
+    for threads in thread_counts():
+        result = run_row(row, path, work, single, script, threads)
+        if isinstance(result, str):
+            return f"{result} (intra_threads={threads})"
+        speeds[threads] = (result["batch"], result["single"])
+        if best is None or result["batch"] > best["batch"]:
+            best = {**(best or result), "outputs": result["outputs"], "batch": result["batch"]}
+            best["batch_threads"] = threads
+        if "single_threads" not in best or result["single"] > best["single"]:
+            best["single"], best["single_threads"] = result["single"], threads
+    best["by_threads"] = speeds
+    return best
+
+
+def thread_note(row, result):
+    """A line with a peer row's speeds at each thread count, or None."""
+    if "by_threads" not in result:
+        return None
+    speeds = "; ".join(
+        f"{threads}: {batch:.1f} / {single:.1f}"
+        for threads, (batch, single) in result["by_threads"].items()
+    )
+    return f"{row}, sentences/s (batch 64 / batch 1) by intra_threads: {speeds}"
+
+
+def run_any_row(row, path, work, single, script=__file__):
+    """A peer's row at its fastest (`fastest_row`), ours as served."""
+    if row in PEERS:
+        return fastest_row(row, path, work, single, script)
+    return run_row(row, path, work, single, script)
+
+
+def speed(result, key):
+    """A row's sentences/s (`"batch"` or `"single"`), with the peer's
+    thread count."""
+    threads = result.get(f"{key}_threads")
+    count = "" if threads is None else f" ({threads} thread{'s' * (threads > 1)})"
+    return f"{result[key]:.1f}{count}"
 
 
 def argument_parser(description, rows):
@@ -206,6 +264,7 @@ def argument_parser(description, rows):
     parser.add_argument("--worker", choices=sorted(rows), help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     return parser
 
 
@@ -237,7 +296,7 @@ def main():
     )
     args = parsed(parser)
     if args.worker:
-        return worker(args.worker, args.path, args.work, args.single)
+        return worker(args.worker, args.path, args.work, args.single, args.threads)
 
     import sacrebleu
 
@@ -265,11 +324,11 @@ def main():
     )
     print("| | BLEU | same as SavedModel | sentences/s, batch 64 | sentences/s, batch 1 |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    baseline = None
+    baseline, notes = None, []
     for row, (path, _) in ROWS.items():
         if row == "Translator int8 (Keras)" and args.keras_int8 == "no":
             continue
-        result = run_row(row, paths[path], work, args.single)
+        result = run_any_row(row, paths[path], work, args.single)
         if isinstance(result, str):
             print(f"| {row} | {result} | | | |", flush=True)
             continue
@@ -278,10 +337,12 @@ def main():
         bleu = sacrebleu.corpus_bleu(outputs, [references]).score
         same = sum(a == b for a, b in zip(outputs, baseline, strict=True))
         print(
-            f"| {row} | {bleu:.2f} | {same}/{len(sources)} | {result['batch']:.1f} | "
-            f"{result['single']:.1f} |",
+            f"| {row} | {bleu:.2f} | {same}/{len(sources)} | {speed(result, 'batch')} | "
+            f"{speed(result, 'single')} |",
             flush=True,
         )
+        notes.append(thread_note(row, result))
+    print("\n".join(note for note in notes if note))
 
 
 if __name__ == "__main__":

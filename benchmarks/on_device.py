@@ -17,7 +17,8 @@ is the faster of two passes after a warm-up batch. The rows:
 
 * `SavedModel float32`: `export_saved_model`, loaded by the TF1 session
   loader as TF Serving runs it;
-* `CTranslate2 int8`: `export_ctranslate2(quantization="int8")`,
+* `CTranslate2 int8` (at its fastest thread count, as in
+  `ctranslate2_translation.py`): `export_ctranslate2(quantization="int8")`,
   `CTranslate2Translator`;
 * `LiteRT float32` / `float16` / `dynamic int8`: `export_litert`, run by
   `LiteRTTranslator` (the `ai-edge-litert` interpreter);
@@ -42,9 +43,10 @@ from ctranslate2_translation import ct2_translate  # noqa: E402
 from ctranslate2_translation import load_run  # noqa: E402
 from ctranslate2_translation import parsed  # noqa: E402
 from ctranslate2_translation import read_test_set  # noqa: E402
-from ctranslate2_translation import run_row  # noqa: E402
+from ctranslate2_translation import run_any_row  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
 from ctranslate2_translation import saved_model_translate  # noqa: E402
+from ctranslate2_translation import speed  # noqa: E402
 from ctranslate2_translation import timed  # noqa: E402
 from script_workers import scratch_directory  # noqa: E402
 
@@ -72,14 +74,15 @@ def file_translate(path, how):
     return lambda batch: translator.translate(batch, batch_size=len(batch))
 
 
-def worker(row, path, work, single):
-    """Runs one row on the sources in `work`: writes its outputs and speeds
-    to `work/result.json`."""
+def worker(row, path, work, single, threads):
+    """Runs one row on the sources in `work` (CTranslate2 with `threads`
+    intra-op threads): writes its outputs and speeds to
+    `work/result.json`."""
     _, how = ROWS[row]
     if how == "session":
         translate = saved_model_translate(path, "session")
     elif how == "ct2":
-        translate = ct2_translate(path, "int8")
+        translate = ct2_translate(path, "int8", threads)
     else:
         translate = file_translate(path, how)
     sources = read_lines(os.path.join(work, "sources.txt"))
@@ -127,7 +130,7 @@ def export_all(translator, greedy, work):
 def main():
     args = parsed(argument_parser(__doc__, ROWS))
     if args.worker:
-        return worker(args.worker, args.path, args.work, args.single)
+        return worker(args.worker, args.path, args.work, args.single, args.threads)
 
     import sacrebleu
 
@@ -157,7 +160,7 @@ def main():
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row, (key, _) in ROWS.items():
         size = size_mb(paths[key])
-        result = run_row(row, paths[key], work, args.single, script=__file__)
+        result = run_any_row(row, paths[key], work, args.single, script=__file__)
         if isinstance(result, str):
             print(f"| {row} | {size:.1f} | | {result} | | | |", flush=True)
             continue
@@ -167,7 +170,7 @@ def main():
         same = sum(a == b for a, b in zip(outputs, expected, strict=True))
         print(
             f"| {row} | {size:.1f} | {size / float32_size:.1%} | {bleu:.2f} | "
-            f"{same}/{len(sources)} | {result['batch']:.1f} | {result['single']:.1f} |",
+            f"{same}/{len(sources)} | {speed(result, 'batch')} | {speed(result, 'single')} |",
             flush=True,
         )
 

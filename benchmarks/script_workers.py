@@ -52,3 +52,11 @@ def scratch_directory(prefix):
     work = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, work, ignore_errors=True)
     return work
+
+
+def thread_counts():
+    """The intra-op thread counts a peer's row runs with, each in its own
+    process, so that it is measured at its fastest: 1, 2, 4, ... and all
+    cores."""
+    cores = os.cpu_count() or 1
+    return sorted({cores} | {2**i for i in range(cores.bit_length()) if 2**i < cores})

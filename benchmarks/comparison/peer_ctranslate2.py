@@ -133,7 +133,7 @@ def worker_decode(spec, build=_model):
             device="cpu",
             compute_type={"fp32": "float32", "int8": "int8"}[spec["precision"]],
             inter_threads=1,
-            intra_threads=os.cpu_count(),
+            intra_threads=spec.get("threads", os.cpu_count()),
         )
         sources = decode_sources(cfg, spec["ids"], (shape["batch"], shape["source_len"]))
         batch = [[tokens[i] for i in row] for row in sources]
