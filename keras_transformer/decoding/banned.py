@@ -127,6 +127,11 @@ class BannedPhrases(NamedTuple):
         """These phrases with another per-sentence part (`rows()`'s)."""
         return self._replace(**rows)
 
+    def repeated(self, times):
+        """These phrases with each row repeated `times` times (one per
+        hypothesis of a beam)."""
+        return self.with_rows({k: tf.repeat(v, times, axis=0) for k, v in self.rows().items()})
+
     def spelled_heads(self, ids, step):
         """Whether each hypothesis `ids` `(rows, width)` (BOS at 0, its
         ids at 1..step) ends with a run of ids that spells each phrase up

@@ -228,13 +228,11 @@ class BeamSearch(SearchStrategy):
         vocab = logits.shape[-1] if logits.shape[-1] is not None else tf.shape(logits)[-1]
         forced, forced_token = forced_tokens(prefix, step)
         if request.controlled():
-            per_hypothesis = tf.nest.map_structure(
-                lambda t: tf.repeat(t, k, axis=0), state.sentences
-            )
+            banned = request.banned_rows(state.sentences)
             logits = controlled(
                 logits,
                 request.controls,
-                request.banned_rows(per_hypothesis),
+                None if banned is None else banned.repeated(k),
                 tf.reshape(state.alive_ids, [rows * k, width]),
                 step,
                 tf.repeat(limits, k),
