@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.controls import token_marks
 from keras_transformer.decoding.phrases import NO_TOKEN
+from keras_transformer.decoding.phrases import check_ids
 from keras_transformer.decoding.phrases import tokens_at
 
 
@@ -74,11 +75,7 @@ class BannedPhrases(NamedTuple):
         ends = np.zeros((len(phrases), count), np.int32)
         for i, sentence in enumerate(phrases):
             for j, phrase in enumerate(sentence):
-                if any(int(token) < 0 for token in phrase):
-                    raise ValueError(
-                        "A phrase holds ids, none negative. Received: phrase "
-                        f"{list(phrase)} of sentence {i}"
-                    )
+                check_ids(phrase, i)
                 table[i, j, 1 : len(phrase) + 1, 0] = phrase
                 ends[i, j] = len(phrase)
         return cls(table, ends)
@@ -92,10 +89,7 @@ class BannedPhrases(NamedTuple):
         a bool per phrase) bans a phrase only after a break (see the
         class; `breaking_ids`)."""
         lengths, columns = spelling_columns(spellings)
-        ranked = {}
-        for token, text in enumerate(spellings):
-            if text:
-                ranked.setdefault(bytes(text), []).append(token)
+        ranked = ids_by_spelling(spellings)
         count = max([1] + [len(p) for p in phrases])
         width = max([1] + [len(phrase) for p in phrases for phrase in p])
         table = np.full(
@@ -211,13 +205,22 @@ def spelling_columns(spellings):
     an id that writes nothing)."""
     lengths = np.array([len(text) for text in spellings], np.int32)
     longest = max(1, int(lengths.max(initial=0)))
-    seen = {}
     columns = np.full(len(spellings), NO_TOKEN, np.int32)
-    for token, text in enumerate(spellings):
-        if text:
-            rank = seen[bytes(text)] = seen.get(bytes(text), -1) + 1
+    for text, tokens in ids_by_spelling(spellings).items():
+        for rank, token in enumerate(tokens):
             columns[token] = len(text) - 1 + longest * rank
     return lengths, columns
+
+
+def ids_by_spelling(spellings):
+    """`{bytes: [ids]}`: the ids that write each text (`spellings`, `bytes`
+    per id; `b""` writes nothing), in id order: an id's place in its list
+    is its rank in `spelling_columns`."""
+    ids = {}
+    for token, text in enumerate(spellings):
+        if text:
+            ids.setdefault(bytes(text), []).append(token)
+    return ids
 
 
 def breaking_ids(spellings):

@@ -29,14 +29,20 @@ def right_aligned(phrases, length=None):
     aligned = np.full((len(phrases), max(count, 1), width), NO_TOKEN, np.int32)
     for i, sentence in enumerate(phrases):
         for j, phrase in enumerate(sentence):
-            if any(int(token) < 0 for token in phrase):
-                raise ValueError(
-                    f"A phrase holds ids, none negative. Received: phrase {list(phrase)} "
-                    f"of sentence {i}"
-                )
+            check_ids(phrase, i)
             if phrase:
                 aligned[i, j, width - len(phrase) :] = phrase
     return aligned
+
+
+def check_ids(phrase, sentence):
+    """Raises a `ValueError` unless `phrase` (a list of ids of sentence
+    number `sentence`) holds no negative id."""
+    if any(int(token) < 0 for token in phrase):
+        raise ValueError(
+            f"A phrase holds ids, none negative. Received: phrase {list(phrase)} "
+            f"of sentence {sentence}"
+        )
 
 
 def tokens_at(ids, positions, step):

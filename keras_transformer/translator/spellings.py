@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding import BannedPhrases
 from keras_transformer.decoding.banned import breaking_ids
+from keras_transformer.decoding.banned import ids_by_spelling
 from keras_transformer.decoding.banned import spelling_columns
 from keras_transformer.decoding.phrases import NO_TOKEN
 from keras_transformer.tokenizer import WORD_MARK
@@ -50,10 +51,7 @@ class PhraseSpellings(tf.Module):
         self.longest = max(1, int(lengths.max(initial=0)))
         self.breaks = tf.constant(breaking_ids(spellings))
         # One lookup per rank of ids with the same bytes (`spelling_columns`).
-        ranks = {}
-        for token, text in enumerate(spellings):
-            if text:
-                ranks.setdefault(text, []).append(token)
+        ranks = ids_by_spelling(spellings)
         self.lookups = []
         for rank in range(max((len(t) for t in ranks.values()), default=0)):
             pairs = [(text, tokens[rank]) for text, tokens in ranks.items() if len(tokens) > rank]
