@@ -5,6 +5,26 @@ import os
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def _share_the_cores():
+    """Under pytest-xdist, each worker's math libraries get their share
+    of the cores (TensorFlow's, XLA's and PyTorch's thread pools would
+    each take them all, and the workers would contend for them). The
+    variables set here are only defaults: a test that asks for a thread
+    count gets it, and a process a test starts inherits them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2:
+        return
+    share = str(max(1, (os.cpu_count() or 1) // workers))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", share)
+    os.environ.setdefault("OMP_NUM_THREADS", share)
+    if share == "1":
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
+
+
+_share_the_cores()
 # KERAS_BACKEND selects the backend (TensorFlow unless set); under JAX or
 # PyTorch the tests marked `tensorflow_only` are skipped.
 BACKEND = os.environ.setdefault("KERAS_BACKEND", "tensorflow")
