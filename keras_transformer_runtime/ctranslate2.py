@@ -248,7 +248,10 @@ class CTranslate2Translator(runner.Runner):
             f"CTranslate2 model: {self.model_dir}", self.quantization, self.settings
         )
 
-    def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):
+    def _source_lengths(self, texts):
+        return [len(self.pieces.source(runner.as_text(text))) for text in texts]
+
+    def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
         """Beam search (greedy for `beam_size=1`): for each sentence, its
         `n_best` best `Hypothesis` (at most `beam_size`), best first; with
         `token_scores`, each with its tokens' log-probabilities (one more
@@ -286,7 +289,7 @@ class CTranslate2Translator(runner.Runner):
             for options in hypotheses
         ]
 
-    def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
+    def _sample(self, sentences, num_samples, seed, batch_size):
         """`num_samples` random translations of each sentence
         (`temperature`, `top_k`, `top_p`), from CTranslate2's own random
         generator seeded with `seed`: repeatable (with one `inter_threads`,

@@ -141,7 +141,14 @@ class ExportedSearchTranslator(runner.Runner):
             f"{self.runtime} model: {self.path}", self.quantization, self.settings
         )
 
+    def _source_lengths(self, texts):
+        return [len(self.pieces.source_ids(runner.as_text(text))) for text in texts]
+
     def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=16):
+        """`Runner.translate_with_scores`, 16 sentences a batch by default."""
+        return super().translate_with_scores(sentences, n_best, token_scores, batch_size)
+
+    def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
         """The best translation of each sentence as a `Hypothesis` (in a
         list: the search inside the model returns the best only), in
         order, in batches of at most `batch_size` sources of similar

@@ -11,6 +11,7 @@ the translation (`Translator.translate(..., constraints=...)`, the
 
 import re
 import unicodedata
+import warnings
 
 from keras_transformer_runtime import text_files
 
@@ -60,6 +61,32 @@ def joined(phrases):
 def split(field):
     """The phrases of a ` ||| `-joined string (`""`: none), stripped."""
     return [phrase.strip() for phrase in field.split(PHRASE_SEPARATOR)] if field.strip() else []
+
+
+def holds(text, phrase):
+    """Whether `text` holds `phrase` as whole words (neither follows nor
+    is followed by a letter or digit of the same word).
+
+    Example:
+
+    >>> holds("Ein Hund.", "Hund"), holds("Hunde", "Hund")
+    (True, False)
+    """
+    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+
+
+def warn_unmet(hypotheses, stacklevel=2):
+    """A `RuntimeWarning` naming the inputs whose translations (a
+    `Hypothesis` each, of `translate_with_constraints`) do not meet every
+    constraint, if any."""
+    unmet = [i for i, h in enumerate(hypotheses) if not h.constraints_met]
+    if unmet:
+        warnings.warn(
+            f"The length limit came before every constraint of {len(unmet)} sentence(s) "
+            f"(sentences {unmet[:10]}): their translations meet as many as they could.",
+            RuntimeWarning,
+            stacklevel=stacklevel + 1,
+        )
 
 
 def _normalized(text):

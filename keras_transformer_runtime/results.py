@@ -123,7 +123,9 @@ def word_scores(tokens, token_scores):
     at the first piece), byte pieces (`<0xC3>`, byte fallback) decoded as
     the detokenizer decodes them; its log-probability is the sum of its
     pieces' (the probability of the whole word, given the source and the
-    words before it). The last token (EOS) belongs to no word.
+    words before it). The last token (EOS) belongs to no word; in the
+    tokens of a text of several sentences (`documents`), each sentence's
+    EOS ends a word and belongs to none.
 
     Example:
 
@@ -133,8 +135,13 @@ def word_scores(tokens, token_scores):
     [('Café', -1.75)]
     """
     words = []  # [pieces, log_prob]
+    after_eos = True
     for piece, score in zip(tokens[:-1], token_scores[:-1], strict=True):
-        if piece.startswith(WORD_BOUNDARY) or not words:
+        if piece == tokens[-1]:  # the EOS of a sentence before the last
+            after_eos = True
+            continue
+        if piece.startswith(WORD_BOUNDARY) or after_eos:
+            after_eos = False
             words.append([[piece.lstrip(WORD_BOUNDARY)], float(score)])
         else:
             words[-1][0].append(piece)

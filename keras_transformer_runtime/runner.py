@@ -19,11 +19,23 @@ A runner lists what it supports in `methods`; the others raise
 `NotImplementedError` naming the runner. Sentences are strings, or bytes
 (decoded as UTF-8, invalid bytes replaced, by the runners that tokenize
 on the host; passed as they are to a graph).
+
+An input may be a whole text: with `settings.split_sentences` (the
+default) each is split into sentences, translated with the others' and
+joined back with its own separators, and a sentence longer than
+`max_input_length` is translated in pieces of whole words, with a
+`RuntimeWarning` (`keras_transformer_runtime.documents`). A subclass
+implements the methods on sentences (`_translate_with_scores`,
+`_sample`, `_translate_with_constraints`) and `_source_lengths`; the
+public methods split and join.
 """
 
 import json
 
+from keras_transformer_runtime import glossary
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.documents import Split
+from keras_transformer_runtime.results import RefusedRequestError
 
 TRANSLATE = "translate"
 TRANSLATE_WITH_SCORES = "translate_with_scores"
@@ -97,32 +109,132 @@ class Runner:
         )
 
     def translate(self, sentences, batch_size=64):
-        """The best translation of each sentence, in order."""
+        """The best translation of each input, in order."""
         results = self.translate_with_scores(sentences, batch_size=batch_size)
         return [options[0].translation for options in results]
 
     def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):
-        """For each sentence, its `n_best` best `Hypothesis` (at most the
-        beam size), best first; with `token_scores`, each with its tokens
-        and their log-probabilities."""
-        self._unsupported(TRANSLATE_WITH_SCORES)
+        """For each input, its `n_best` best `Hypothesis` (at most the beam
+        size), best first; with `token_scores`, each with its tokens and
+        their log-probabilities. An input of several sentences joins its
+        sentences' i-th best into its i-th."""
+        if TRANSLATE_WITH_SCORES not in self.methods:
+            self._unsupported(TRANSLATE_WITH_SCORES)
+        return self._joined(
+            self.split(sentences),
+            lambda part: self._translate_with_scores(part, n_best, token_scores, batch_size),
+            lambda head, done: head.hypotheses(done, n_best),
+        )
 
     def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
-        """For each sentence, `num_samples` translations drawn at random
+        """For each input, `num_samples` translations drawn at random
         (`temperature`, `top_k`, `top_p`) as `Hypothesis`, repeatable with
-        the same `seed`."""
-        self._unsupported(SAMPLE)
+        the same `seed`; an input of several sentences joins its
+        sentences' i-th draws into its i-th."""
+        if SAMPLE not in self.methods:
+            self._unsupported(SAMPLE)
+        return self._joined(
+            self.split(sentences),
+            lambda part: self._sample(part, num_samples, seed, batch_size),
+            lambda head, done: head.hypotheses(done, num_samples),
+        )
 
     def score(self, sources, targets, batch_size=64):
         """How likely the model finds each target for its source (forced
-        decoding): a `TargetScore` per pair."""
+        decoding): a `TargetScore` per pair, each pair scored whole."""
         self._unsupported(SCORE)
 
     def translate_with_constraints(self, sentences, constraints=None, banned=None, batch_size=64):
-        """The best translation of each sentence that holds its
-        `constraints` and none of its `banned` phrases (per sentence, a
-        list of phrases): a `Hypothesis` per sentence, with
-        `constraints_met`."""
+        """The best translation of each input that holds its
+        `constraints` and none of its `banned` phrases (per input, a list
+        of phrases): a `Hypothesis` per input, with `constraints_met`.
+
+        An input of several sentences bans its phrases in each; its
+        constraints are looked for in its sentences' translations without
+        them first, and each one none of them holds is given to its
+        longest sentence, translated again with it.
+        """
+        if TRANSLATE_WITH_CONSTRAINTS not in self.methods:
+            self._unsupported(TRANSLATE_WITH_CONSTRAINTS)
+        texts = list(sentences)
+        terms = {
+            name: glossary.phrase_lists(name, value, len(texts))
+            for name, value in (("constraints", constraints), ("banned", banned))
+        }
+        split = self.split(texts)
+        rows = split.rows()
+        several = {row for row in range(len(texts)) if len(split.units(row)) > 1}
+        banned_each = [terms["banned"][row] for row in rows]
+
+        def run(part):
+            # First every sentence, those of an input of several without
+            # its constraints; then each constraint none of them holds is
+            # given to the input's longest sentence.
+            first = [[] if row in several else terms["constraints"][row] for row in rows]
+            found = self._translate_with_constraints(part, first, banned_each, batch_size)
+            again = {}
+            for row in sorted(several):
+                units = split.units(row)
+                missing = [
+                    phrase
+                    for phrase in terms["constraints"][row]
+                    if not any(glossary.holds(found[u].translation, phrase) for u in units)
+                ]
+                if missing:
+                    again[max(units, key=lambda u: len(part[u]))] = missing
+            if again:
+                redone = self._translate_with_constraints(
+                    [part[u] for u in again], list(again.values()),
+                    [banned_each[u] for u in again], batch_size,
+                )  # fmt: skip
+                for u, hypothesis in zip(again, redone, strict=True):
+                    found[u] = hypothesis
+            return found
+
+        return self._joined(
+            split, run, lambda head, done: [h[0] for h in head.hypotheses([[h] for h in done], 1)]
+        )
+
+    def _joined(self, split, run, join):
+        """`join(split, run(split.sentences))`; a `RefusedRequestError`
+        raised for sentences is raised again for the inputs they belong
+        to, with the joined results of the inputs before them."""
+        try:
+            return join(split, run(split.sentences))
+        except RefusedRequestError as error:
+            start, end = split.row_of(error.start), split.row_of(error.end - 1) + 1
+            head = split.head(start)
+            done = join(head, error.done[: len(head.sentences)])
+            raise RefusedRequestError(error.reason, start, end, done) from None
+
+    def split(self, sentences):
+        """`sentences` as the runner translates them (`Split`), with a
+        `RuntimeWarning` if one is over `max_input_length`."""
+        limit = self.settings.max_input_length  # None: no limit
+        split = Split.of(
+            sentences,
+            self.settings.split_sentences,
+            None if limit is None else limit - 1,
+            self._source_lengths,
+        )
+        split.warn(limit, stacklevel=3)
+        return split
+
+    def _source_lengths(self, texts):
+        """Each text's source tokens, EOS not counted."""
+        raise NotImplementedError
+
+    def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
+        """`translate_with_scores` of sentences (a subclass's)."""
+        self._unsupported(TRANSLATE_WITH_SCORES)
+
+    def _sample(self, sentences, num_samples, seed, batch_size):
+        """`sample` of sentences (a subclass's)."""
+        self._unsupported(SAMPLE)
+
+    def _translate_with_constraints(self, sentences, constraints, banned, batch_size):
+        """`translate_with_constraints` of sentences, `constraints` and
+        `banned` checked lists of phrases per sentence (a subclass's)."""
         self._unsupported(TRANSLATE_WITH_CONSTRAINTS)
 
     def describe(self):

@@ -186,7 +186,7 @@ class SavedModelTranslator(runner.Runner):
     def _token_counts(self, texts, truncated_to=None):
         """Each text's tokens as the export counts them against
         `max_input_tokens`: its pieces and EOS, at most `truncated_to`."""
-        counts = [length + 1 for length in self._lengths(texts)]
+        counts = [length + 1 for length in self._source_lengths(texts)]
         return [min(count, truncated_to) for count in counts] if truncated_to else counts
 
     def _phrase_token_counts(self, joined):
@@ -195,12 +195,12 @@ class SavedModelTranslator(runner.Runner):
         (pieces of the source's vocabulary: the target's, where it
         differs, is the export's own)."""
         phrases = [glossary.split(value) for value in joined]
-        lengths = iter(self._lengths([p for sentence in phrases for p in sentence]))
+        lengths = iter(self._source_lengths([p for sentence in phrases for p in sentence]))
         return [sum(next(lengths) for _ in sentence) for sentence in phrases]
 
-    def _lengths(self, texts):
+    def _source_lengths(self, texts):
         """Each text's pieces (the `tokenize` signature)."""
-        lengths = []
+        texts, lengths = list(texts), []
         for start in range(0, len(texts), TOKENIZE_BATCH):
             chunk = self._strings(texts[start : start + TOKENIZE_BATCH])
             lengths += [int(n) for n in self.signatures["tokenize"](text=chunk)["lengths"].numpy()]
@@ -259,7 +259,7 @@ class SavedModelTranslator(runner.Runner):
         function = self.signatures[name]
         return lambda number, inputs: parse(results.numpy_outputs(function(**inputs)))
 
-    def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):
+    def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
         """Beam search as exported (`serving_default`, `n_best`; with
         `token_scores`, `translate_with_alignments`, one hypothesis per
         sentence): for each sentence its `n_best` best `Hypothesis`."""
@@ -267,7 +267,7 @@ class SavedModelTranslator(runner.Runner):
         run = self._run(*results.scores_signature(n_best, token_scores))
         return self._requests({"text": list(sentences)}, batch_size, run)
 
-    def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
+    def _sample(self, sentences, num_samples, seed, batch_size):
         """`num_samples` random translations of each sentence (the `sample`
         signature), each drawn with a seed derived from `seed`, the draw
         and the request: the same for the same arguments."""
@@ -304,16 +304,15 @@ class SavedModelTranslator(runner.Runner):
         columns = {"source": sources, "target": targets}
         return self._requests(columns, batch_size, self._run("score", results.target_scores))
 
-    def translate_with_constraints(self, sentences, constraints=None, banned=None, batch_size=64):
+    def _translate_with_constraints(self, sentences, constraints, banned, batch_size):
         """The `translate_with_constraints` signature: per sentence, a
         `Hypothesis` holding its `constraints` and none of its `banned`
         phrases (lists of phrases per sentence), with `constraints_met`."""
-        sentences = list(sentences)
-        terms = {
-            name: [glossary.joined(p) for p in glossary.phrase_lists(name, value, len(sentences))]
-            for name, value in (("constraints", constraints), ("banned", banned))
+        columns = {
+            "text": list(sentences),
+            "constraints": [glossary.joined(p) for p in constraints],
+            "banned": [glossary.joined(p) for p in banned],
         }
-        columns = {"text": sentences, **terms}
         run = self._run("translate_with_constraints", results.constrained_hypotheses)
         return self._requests(columns, batch_size, run)
 

@@ -73,6 +73,11 @@ class DecodingSettings:
             output (0: off).
         repetition_penalty: `>= 1` makes tokens already in the output less
             likely (1.0: off).
+        split_sentences: translate each input sentence by sentence and
+            join the translations with its own separators
+            (`keras_transformer_runtime.documents`; `False`: each input as
+            one sentence). Either way a sentence longer than
+            `max_input_length` is translated in pieces of whole words.
 
     Example:
 
@@ -93,6 +98,7 @@ class DecodingSettings:
     min_length: int = 0
     no_repeat_ngram_size: int = 0
     repetition_penalty: float = 1.0
+    split_sentences: bool = True
 
     def __post_init__(self):
         validation.check_choice(SEARCHES, search=self.search)
@@ -106,6 +112,11 @@ class DecodingSettings:
         )
         check_sampling(self.temperature, self.top_k, self.top_p)
         check_controls(self.min_length, self.no_repeat_ngram_size, self.repetition_penalty)
+        if not isinstance(self.split_sentences, bool):
+            raise ValueError(
+                "`split_sentences` must be True or False. "
+                f"Received: split_sentences={self.split_sentences!r}"
+            )
         # Numbers as floats, so that exports record `4.0`, never `4`.
         for name in ("alpha", "temperature", "top_p", "repetition_penalty"):
             object.__setattr__(self, name, float(getattr(self, name)))

@@ -1,7 +1,5 @@
 """`Translator`: text in, text out, tokenization and search in the graph."""
 
-import warnings
-
 import numpy as np
 import tensorflow as tf
 
@@ -15,6 +13,8 @@ from keras_transformer_runtime import results
 from keras_transformer_runtime import runner
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.batching import in_length_order
+
+_TOKENIZE_BATCH = 1024  # texts per call of the graph's tokenizer
 
 
 def _texts(outputs):
@@ -138,7 +138,14 @@ class Translator(runner.Runner):
             len(sentences), lambda i: len(sentences[i]), run_chunk, batch_size, progress
         )
 
-    def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):
+    def _source_lengths(self, texts):
+        texts, lengths = list(texts), []
+        for start in range(0, len(texts), _TOKENIZE_BATCH):
+            chunk = tf.constant(texts[start : start + _TOKENIZE_BATCH], tf.string)
+            lengths += self.graph.tokenize(chunk)["lengths"].numpy().tolist()
+        return lengths
+
+    def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
         """For each sentence its `n_best` best `Hypothesis` (at most
         `beam_size`; the graph's `serving_default`, `n_best`), best first;
         with `token_scores` (one per sentence), each with its tokens and
@@ -150,7 +157,7 @@ class Translator(runner.Runner):
             sentences, lambda text: parse(results.numpy_outputs(function(text))), batch_size
         )
 
-    def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
+    def _sample(self, sentences, num_samples, seed, batch_size):
         """`num_samples` translations of each sentence drawn at random
         (`temperature`, `top_k`, `top_p`, whatever `search` is), as
         `Hypothesis`: the same for the same `seed`, sentences and
@@ -172,22 +179,24 @@ class Translator(runner.Runner):
         return self._batches(sentences, run, batch_size)
 
     def translate_with_constraints(self, sentences, constraints=None, banned=None, batch_size=64):
-        """Per sentence, the best translation holding its `constraints` and
-        none of its `banned` phrases (lists of phrases per sentence), a
-        `Hypothesis` with `constraints_met` (the graph's
-        `translate_with_constraints`).
+        """`Runner.translate_with_constraints` (the graph's
+        `translate_with_constraints` per sentence), every constraint
+        checked before anything is translated.
 
         Raises:
             ValueError: a constraint that something else would meet: empty,
                 or with characters the target vocabulary cannot write.
         """
         sentences = list(sentences)
-        terms = {
-            "constraints": glossary.phrase_lists("constraints", constraints, len(sentences)),
-            "banned": glossary.phrase_lists("banned", banned, len(sentences)),
+        self._check_constraints(glossary.phrase_lists("constraints", constraints, len(sentences)))
+        return super().translate_with_constraints(sentences, constraints, banned, batch_size)
+
+    def _translate_with_constraints(self, sentences, constraints, banned, batch_size):
+        sentences = list(sentences)
+        joined = {
+            "constraints": [glossary.joined(p) for p in constraints],
+            "banned": [glossary.joined(p) for p in banned],
         }
-        self._check_constraints(terms["constraints"])
-        joined = {name: [glossary.joined(p) for p in lists] for name, lists in terms.items()}
 
         def run(chunk):
             inputs = {
@@ -211,8 +220,11 @@ class Translator(runner.Runner):
         constraints=None,
         banned=None,
     ):
-        """Translates a list of strings, `batch_size` at a time (sorted by
-        length for little padding), and returns a list in the same order.
+        """Translates a list of strings, `batch_size` sentences at a time
+        (sorted by length for little padding), and returns a list in the
+        same order. A string of several sentences is translated sentence
+        by sentence and joined back (`settings.split_sentences`; see
+        `keras_transformer_runtime.Runner`).
 
         Args:
             sentences: the strings.
@@ -260,22 +272,34 @@ class Translator(runner.Runner):
             found = self.translate_with_constraints(
                 request.sentences, request.constraints, request.banned, batch_size
             )
-            self._warn_unmet(found)
+            glossary.warn_unmet(found, stacklevel=3)
             return [h.translation for h in found]
+        split = self.split(request.sentences)
         if request.return_alignments:
-            return self._batches(
-                request.sentences,
-                lambda text: results.aligned_translations(
-                    results.numpy_outputs(self.graph.translate_with_alignments(text))
-                ),
-                batch_size,
-                progress,
+            return split.aligned(
+                self._batches(
+                    split.sentences,
+                    lambda text: results.aligned_translations(
+                        results.numpy_outputs(self.graph.translate_with_alignments(text))
+                    ),
+                    batch_size,
+                    progress,
+                )
             )
-        return self._translate_plain(request, batch_size, progress)
+        prefixes = None
+        if request.prefixes is not None:  # each input's starts its first sentence's
+            prefixes = [""] * len(split.sentences)
+            for row, prefix in enumerate(request.prefixes):
+                units = split.units(row)
+                if units:
+                    prefixes[units[0]] = prefix
+        return split.texts(
+            self._translate_plain(split.sentences, prefixes, request, batch_size, progress)
+        )
 
-    def _translate_plain(self, request, batch_size, progress):
-        """`translate` with the settings' search, prefixes and length cap."""
-        sentences, prefixes = request.sentences, request.prefixes
+    def _translate_plain(self, sentences, prefixes, request, batch_size, progress):
+        """`translate` of sentences with the settings' search, their
+        prefixes and the request's length cap."""
         sampling = self.model_search.strategy.draws_at_random
         batch_seeds = np.random.SeedSequence(request.seed or 0)
 
@@ -299,17 +323,6 @@ class Translator(runner.Runner):
         return in_length_order(
             len(sentences), lambda i: len(sentences[i]), run, batch_size, progress
         )
-
-    @staticmethod
-    def _warn_unmet(found):
-        unmet = [i for i, h in enumerate(found) if not h.constraints_met]
-        if unmet:
-            warnings.warn(
-                f"The length limit came before every constraint of {len(unmet)} sentence(s) "
-                f"(sentences {unmet[:10]}): their translations meet as many as they could.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
     def _check_constraints(self, constraints):
         """Refuses a constraint (per sentence, a list of phrases) that
