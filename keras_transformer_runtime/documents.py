@@ -28,6 +28,7 @@ Example:
 """
 
 import dataclasses
+import re
 import warnings
 
 from keras_transformer_runtime import sentences as rules
@@ -35,6 +36,15 @@ from keras_transformer_runtime.results import AlignedTranslation
 from keras_transformer_runtime.results import Hypothesis
 
 PIECE_SEPARATOR = " "  # between the translations of a long sentence's pieces
+# What separates a long sentence's words: ASCII whitespace, as TensorFlow's
+# `tf.strings.split` splits (the graph cuts the same pieces).
+WHITESPACE = " \t\n\v\f\r"
+_WORD_BREAKS = re.compile(f"[{WHITESPACE}]+")
+
+
+def words_of(sentence):
+    """A sentence's words, split at runs of `WHITESPACE`."""
+    return [word for word in _WORD_BREAKS.split(sentence) if word]
 
 
 def word_pieces(counts, max_tokens):
@@ -98,7 +108,7 @@ class Split:
         if max_tokens is not None:
             counts = lengths([_text(parts[row][i]) for row, i in units])
             long = {
-                unit: _text(parts[unit[0]][unit[1]]).split()
+                unit: words_of(_text(parts[unit[0]][unit[1]]))
                 for unit, count in zip(units, counts, strict=True)
                 if count > max_tokens
             }

@@ -78,16 +78,22 @@ class _ServingModule(tf.Module):
     def _within_limits(self, text, side="source"):
         """`text`, after assertions that the request is within the limits
         (an `InvalidArgument` error names the limit otherwise); `side`
-        says how the text is truncated (`"source"` or `"target"`)."""
+        says how the text counts: `"text"` every token (the signatures
+        that split texts translate them all), `"source"` truncated to
+        `max_input_length`, `"target"` to the model's `max_length`."""
         max_batch, max_tokens = self.limits["max_batch_size"], self.limits["max_input_tokens"]
         truncated_to = {
+            "text": None,
             "source": self.translator.settings.max_input_length,
             "target": self.translator.model.max_length,
         }[side]
         tokenizer = self.translator.tokenizer
-        tokenize = tokenizer.tokenize if side == "source" else tokenizer.tokenize_target
-        lengths = tf.cast(tokenize(text).row_lengths(), tf.int64)
-        tokens = tf.reduce_sum(tf.minimum(lengths + 1, truncated_to))
+        tokenize = tokenizer.tokenize_target if side == "target" else tokenizer.tokenize
+        lengths = tf.cast(tokenize(text).row_lengths(), tf.int64) + 1
+        if truncated_to is not None:
+            lengths = tf.minimum(lengths, truncated_to)
+        tokens = tf.reduce_sum(lengths)
+        side = "source" if side == "text" else side
         checks = [
             tf.debugging.assert_less_equal(
                 tf.size(text),
@@ -156,16 +162,18 @@ class _ServingModule(tf.Module):
 
     @tf.function(input_signature=[TEXT])
     def serving_default(self, text):
-        return self.graph.serving_default(self._within_limits(text))
+        return self.graph.serving_default(self._within_limits(text, "text"))
 
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
-        return self.graph.n_best(self._within_limits(text))
+        return self.graph.n_best(self._within_limits(text, "text"))
 
     @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
     def translate_with_options(self, text, prefix, max_output_length):
         return self.graph.translate_with_options(
-            self._within_limits(text), self._within_limits(prefix, "target"), max_output_length
+            self._within_limits(text, "text"),
+            self._within_limits(prefix, "target"),
+            max_output_length,
         )
 
     @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
@@ -184,7 +192,7 @@ class _ServingModule(tf.Module):
 
     @tf.function(input_signature=[TEXT, SEED])
     def sample(self, text, seed):
-        return self.graph.sample(self._within_limits(text), seed)
+        return self.graph.sample(self._within_limits(text, "text"), seed)
 
     @tf.function(input_signature=[SOURCE, TARGET])
     def score(self, source, target):
@@ -249,12 +257,19 @@ def export_saved_model(
     Signatures:
         `serving_default`: `text` string `[batch]` -> `translation` string
             `[batch]`, `score` float32 `[batch]` (length-penalized
-            log-probability).
-        `n_best`: `text` -> `translations` `[batch, beam]`, `scores`.
+            log-probability, summed over a text's sentences), `truncated`
+            bool `[batch]`. With the settings' `split_sentences` each text
+            is translated sentence by sentence and joined back with its
+            own separators; either way a sentence over `max_input_length`
+            is translated in pieces of whole words (a word alone over it
+            cut), and `truncated` marks the texts that had one.
+        `n_best`: `text` -> `translations` `[batch, beam]`, `scores`,
+            `truncated` (a text's k-th joins its sentences' k-th best).
         `translate_with_options`: `text`, `prefix` string `[batch]` (`""`:
             none), `max_output_length` int32 scalar (<= 0: the exported
-            one) -> `translation`, `score`: translations that start with
-            their prefix, at most `max_output_length` tokens long.
+            one) -> `translation`, `score`, `truncated`: translations that
+            start with their prefix (a text's first sentence's), at most
+            `max_output_length` tokens long per sentence.
         `translate_with_alignments`: `text` -> `translation`, `score`,
             `alignments` int32 `[batch, target_len]` (for each output
             token, the source token it attends to most; -1 after EOS),
@@ -267,8 +282,9 @@ def export_saved_model(
             `""` for none) -> `translation`, `score`, `constraints_met`
             bool: translations that contain every constraint and no banned
             phrase (`Translator.translate_with_constraints`).
-        `sample`: `text`, `seed` int64 scalar -> `translation`, `score`:
-            one translation per sentence drawn at random with the
+        `sample`: `text`, `seed` int64 scalar -> `translation`, `score`,
+            `truncated`: one translation per text (split as
+            `serving_default` splits) drawn at random with the
             translator's `temperature`, `top_k` and `top_p`, the same for
             the same seed and batch.
         `score`: `source`, `target` string `[batch]` -> `log_prob`,
@@ -280,8 +296,13 @@ def export_saved_model(
             the model's pad id), `lengths` int32 `[batch]`.
         `detokenize`: `ids` int32 `[batch, length]` -> `text` `[batch]`.
 
-    A request over `max_batch_size` sentences or `max_input_tokens` source
-    tokens (after truncation to the translator's `max_input_length`), or
+    The other signatures take each text as one sentence, truncated to
+    `max_input_length` tokens (`SavedModelTranslator` splits texts before
+    it calls them).
+
+    A request over `max_batch_size` texts or `max_input_tokens` source
+    tokens (every token, for the signatures that split texts; after
+    truncation to the translator's `max_input_length` for the others), or
     as many target tokens, fails with `InvalidArgument` naming the limit,
     instead of exhausting the server's memory; so does one whose
     terminology phrases (`translate_with_constraints`) exceed

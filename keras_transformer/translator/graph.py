@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding import terminology
 from keras_transformer.decoding.phrases import NO_TOKEN
+from keras_transformer.translator import documents
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import IDS
@@ -118,36 +119,75 @@ class TranslatorGraph(tf.Module):
     def _best(self, ids, scores):
         return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
 
+    def split(self, text):
+        """Texts `(batch,)` as the pieces to translate (`documents.split`:
+        sentences with `split_sentences`, pieces of whole words of those
+        over `max_input_length`)."""
+        limit = self.settings.max_input_length - 1
+        return documents.split(text, self.tokenizer, self.settings.split_sentences, limit)
+
+    def _joined_best(self, parts, ids, scores):
+        """The best of each piece's hypotheses joined into its text's:
+        `{"translation", "score"` (the sum of its pieces')`, "truncated"}`."""
+        return {
+            "translation": parts.joined(self.tokenizer.detokenize(ids[:, 0])),
+            "score": parts.summed(scores[:, 0]),
+            "truncated": parts.over_limit,
+        }
+
     @tf.function(input_signature=[TEXT])
     def serving_default(self, text):
-        """`{"translation": (batch,) strings, "score": (batch,) float32}`,
-        the score being the length-penalized log-probability. With
+        """`{"translation": (batch,) strings, "score": (batch,) float32,
+        "truncated": (batch,) bool}`: each text translated sentence by
+        sentence (`split`; a text of one sentence as itself) and joined
+        with its own separators, the score being the sum of its
+        sentences' length-penalized log-probabilities; `truncated` marks
+        the texts with a sentence over `max_input_length`, translated in
+        pieces of whole words (a word alone over it cut). With
         `search="sample"`, a sample drawn with seed 0 (see `sample`)."""
-        return self._best(*self.best_ids(self.encode_text(text), tf.constant(0, tf.int64)))
+        parts = self.split(text)
+        seed = tf.constant(0, tf.int64)
+        return self._joined_best(parts, *self.best_ids(self.encode_text(parts.pieces), seed))
 
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
         """All `beam_size` finished hypotheses, best first:
-        `{"translations": (batch, beam) strings, "scores": (batch, beam)}`."""
-        ids, scores = self.search_ids(self.encode_text(text), self.settings.beam_size)
+        `{"translations": (batch, beam) strings, "scores": (batch, beam),
+        "truncated": (batch,) bool}`; a text of several sentences (see
+        `serving_default`) joins its sentences' k-th best into its k-th."""
+        parts = self.split(text)
+        ids, scores = self.search_ids(self.encode_text(parts.pieces), self.settings.beam_size)
         flat = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
         texts = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(scores))
-        return {"translations": texts, "scores": scores}
+        beams = range(self.settings.beam_size)
+        return {
+            "translations": tf.stack([parts.joined(texts[:, k]) for k in beams], axis=1),
+            "scores": tf.stack([parts.summed(scores[:, k]) for k in beams], axis=1),
+            "truncated": parts.over_limit,
+        }
 
     @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
     def translate_with_options(self, text, prefix, max_output_length):
         """Like `serving_default`, with per-request options: each
         translation starts with its `prefix` (strings `(batch,)`, `""` for
         none; forced, then the search goes on; its log-probability counts
-        in the score), and has at most `max_output_length` tokens, EOS
-        included (<= 0, or more than the translator's: the translator's)."""
+        in the score; a text of several sentences: its first sentence's),
+        and has at most `max_output_length` tokens, EOS included, per
+        sentence (<= 0, or more than the translator's: the
+        translator's)."""
         return self.options_with_seed(text, prefix, max_output_length, tf.constant(0, tf.int64))
 
     @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH, SEED])
     def options_with_seed(self, text, prefix, max_output_length, seed):
         """`translate_with_options` with sampling's `seed`."""
-        options = {"prefix": self.encode_prefix(prefix), "max_output_length": max_output_length}
-        return self._best(*self.best_ids(self.encode_text(text), seed, options))
+        parts = self.split(text)
+        options = {
+            "prefix": self.encode_prefix(parts.firsts(prefix, "")),
+            "max_output_length": max_output_length,
+        }
+        return self._joined_best(
+            parts, *self.best_ids(self.encode_text(parts.pieces), seed, options)
+        )
 
     @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
     def translate_with_constraints(self, text, constraints, banned):
@@ -238,8 +278,11 @@ class TranslatorGraph(tf.Module):
         """One translation per sentence drawn at random (`temperature`,
         `top_k`, `top_p`), the same for the same `seed` and batch:
         `{"translation": (batch,) strings, "score": (batch,) float32}`, the
-        score being the model's length-penalized log-probability of it."""
-        return self._best(*self.sample_ids(self.encode_text(text), seed))
+        score being the model's length-penalized log-probability of it; a
+        text of several sentences as `serving_default` joins them, and
+        `truncated` likewise."""
+        parts = self.split(text)
+        return self._joined_best(parts, *self.sample_ids(self.encode_text(parts.pieces), seed))
 
     @tf.function(input_signature=[SOURCE, TARGET])
     def score(self, source, target):
