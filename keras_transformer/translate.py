@@ -23,7 +23,10 @@ from CTranslate2's own random generator). `--litert_model` and
 hypothesis only (the search inside them returns it). Lines are processed in
 batches of `--batch_size`: input is split on `\\n` only, invalid UTF-8 is
 read as it is (with a warning on stderr), and an output never contains a
-line break.
+line break. A line of several sentences is translated sentence by
+sentence and joined back, as exported (`split_sentences`); a sentence
+longer than the export's `max_input_length` is translated in pieces of
+whole words, and a warning on stderr names its line.
 
 Output format (tab-separated; scores are length-penalized log-probabilities,
 as the search ranks them):
@@ -60,11 +63,13 @@ load only exports you trust.
 
 import argparse
 import sys
+import warnings
 
 from keras_transformer_runtime import glossary as phrases
 from keras_transformer_runtime import runner as methods
 from keras_transformer_runtime import text_files
 from keras_transformer_runtime.ctranslate2 import MAX_SEED
+from keras_transformer_runtime.documents import LongInputWarning
 from keras_transformer_runtime.results import RefusedRequestError
 
 # The runner's method each `--mode` calls.
@@ -101,6 +106,23 @@ def one_line(text):
 def shown(numbers):
     """Line numbers as a warning lists them: the first ten."""
     return ", ".join(map(str, numbers[:10])) + (" ..." if len(numbers) > 10 else "")
+
+
+def report_warning(warning):
+    """A caught warning as a line on stderr: a `LongInputWarning` names
+    the input lines (1-based); others as Python shows them."""
+    message = warning.message
+    if not isinstance(message, LongInputWarning):
+        warnings.showwarning(message, warning.category, warning.filename, warning.lineno)
+        return
+    lines = [i + 1 for i in message.inputs]
+    text = (
+        f"warning: {len(lines)} line(s) had a sentence longer than max_input_length "
+        f"({message.limit} tokens): translated in pieces of whole words (line {shown(lines)})"
+    )
+    if message.cut:
+        text += f"; a word alone was longer and cut in line {shown([i + 1 for i in message.cut])}"
+    print(text + ".", file=sys.stderr)
 
 
 def make_parser():
@@ -225,17 +247,18 @@ def run(runner, args, lines, glossary):
         else:
             rows = [[line] for line in lines]
             terms = [[[], []] for _ in lines]
-        if glossary is not None:  # the glossary's terms join each line's own constraints
-            for row, (constraints, _) in zip(rows, terms, strict=True):
-                matched = glossary.constraints(methods.as_text(row[0]))
-                constraints += [term for term in matched if term not in constraints]
-        try:
+        try:  # the glossary's terms join each sentence's own constraints
             found = runner.translate_with_constraints(
-                [row[0] for row in rows], [t[0] for t in terms], [t[1] for t in terms], **size
+                [row[0] for row in rows],
+                [t[0] for t in terms],
+                [t[1] for t in terms],
+                glossary=glossary,
+                **size,
             )
         except RefusedRequestError as error:
             if glossary is not None:  # where the refused line's terms came from
-                read = {term: glossary.where(term) for term in terms[error.start][0]}
+                matched = glossary.constraints(methods.as_text(rows[error.start][0]))
+                read = {term: glossary.where(term) for term in matched}
                 named = [f"{term!r} ({at})" for term, at in read.items() if at]
                 error.reason += f" Its --glossary terms: {', '.join(named) or 'none'}."
             raise
@@ -308,7 +331,11 @@ def main(argv=None):
         )
     out = sys.stdout.buffer
     try:
-        results = run(runner, args, lines, glossary)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", LongInputWarning)
+            results = run(runner, args, lines, glossary)
+        for warning in caught:
+            report_warning(warning)
     except RefusedRequestError as error:
         for line in output_lines(args, error.done):
             out.write(line.encode("utf-8") + b"\n")

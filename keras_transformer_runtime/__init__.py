@@ -21,6 +21,7 @@ Example:
 
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
+from keras_transformer_runtime.documents import LongInputWarning
 from keras_transformer_runtime.glossary import Glossary
 from keras_transformer_runtime.litert import LiteRTTranslator
 from keras_transformer_runtime.onnx import ONNXTranslator
@@ -40,6 +41,7 @@ __all__ = [
     "Glossary",
     "Hypothesis",
     "LiteRTTranslator",
+    "LongInputWarning",
     "ONNXTranslator",
     "RefusedRequestError",
     "Runner",

@@ -213,21 +213,37 @@ class Split:
         return self.rows()[index]
 
     def warn(self, limit, stacklevel=2):
-        """A `RuntimeWarning` naming the inputs with a sentence over `limit`
-        (the `max_input_length`), if any."""
-        if not self.in_pieces:
-            return
+        """A `LongInputWarning` naming the inputs with a sentence over
+        `limit` (the `max_input_length`), if any."""
+        if self.in_pieces:
+            warnings.warn(
+                LongInputWarning(self.in_pieces, self.cut, limit), stacklevel=stacklevel + 1
+            )
+
+
+class LongInputWarning(RuntimeWarning):
+    """Inputs had a sentence longer than `max_input_length`: translated in
+    pieces of whole words, a word alone over it cut.
+
+    Attributes:
+        inputs: the 0-based indices of those inputs.
+        cut: those of them with a word alone over the limit.
+        limit: the `max_input_length` (tokens, EOS included).
+    """
+
+    def __init__(self, inputs, cut, limit):
+        self.inputs, self.cut, self.limit = list(inputs), list(cut), limit
         message = (
-            f"{len(self.in_pieces)} input(s) had a sentence longer than max_input_length "
+            f"{len(self.inputs)} input(s) had a sentence longer than max_input_length "
             f"({limit} tokens, EOS included): translated in pieces of whole words "
-            f"(inputs {self.in_pieces[:10]})."
+            f"(inputs {self.inputs[:10]})."
         )
         if self.cut:
             message += (
                 f" In {len(self.cut)} of them a word alone was longer: cut to the limit, "
                 f"its rest not translated (inputs {self.cut[:10]})."
             )
-        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
+        super().__init__(message)
 
 
 def _text(part):

@@ -32,7 +32,7 @@ public methods split and join.
 
 import json
 
-from keras_transformer_runtime import glossary
+from keras_transformer_runtime import glossary as glossary_module
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.documents import Split
 from keras_transformer_runtime.results import RefusedRequestError
@@ -144,7 +144,9 @@ class Runner:
         decoding): a `TargetScore` per pair, each pair scored whole."""
         self._unsupported(SCORE)
 
-    def translate_with_constraints(self, sentences, constraints=None, banned=None, batch_size=64):
+    def translate_with_constraints(
+        self, sentences, constraints=None, banned=None, batch_size=64, glossary=None
+    ):
         """The best translation of each input that holds its
         `constraints` and none of its `banned` phrases (per input, a list
         of phrases): a `Hypothesis` per input, with `constraints_met`.
@@ -152,13 +154,15 @@ class Runner:
         An input of several sentences bans its phrases in each; its
         constraints are looked for in its sentences' translations without
         them first, and each one none of them holds is given to its
-        longest sentence, translated again with it.
+        longest sentence, translated again with it. A `glossary`
+        (`keras_transformer_runtime.Glossary`) gives each sentence the
+        target terms of the source terms it holds, after its input's own.
         """
         if TRANSLATE_WITH_CONSTRAINTS not in self.methods:
             self._unsupported(TRANSLATE_WITH_CONSTRAINTS)
         texts = list(sentences)
         terms = {
-            name: glossary.phrase_lists(name, value, len(texts))
+            name: glossary_module.phrase_lists(name, value, len(texts))
             for name, value in (("constraints", constraints), ("banned", banned))
         }
         split = self.split(texts)
@@ -171,6 +175,10 @@ class Runner:
             # its constraints; then each constraint none of them holds is
             # given to the input's longest sentence.
             first = [[] if row in several else terms["constraints"][row] for row in rows]
+            if glossary is not None:
+                for index, sentence in enumerate(part):
+                    matched = glossary.constraints(as_text(sentence))
+                    first[index] = first[index] + [t for t in matched if t not in first[index]]
             found = self._translate_with_constraints(part, first, banned_each, batch_size)
             again = {}
             for row in sorted(several):
@@ -178,10 +186,11 @@ class Runner:
                 missing = [
                     phrase
                     for phrase in terms["constraints"][row]
-                    if not any(glossary.holds(found[u].translation, phrase) for u in units)
+                    if not any(glossary_module.holds(found[u].translation, phrase) for u in units)
                 ]
                 if missing:
-                    again[max(units, key=lambda u: len(part[u]))] = missing
+                    longest = max(units, key=lambda u: len(part[u]))
+                    again[longest] = first[longest] + missing
             if again:
                 redone = self._translate_with_constraints(
                     [part[u] for u in again], list(again.values()),

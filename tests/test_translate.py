@@ -234,16 +234,20 @@ def test_command_line_line_handling():
 class RecordingRunner:
     """A runner that records what `translate_with_constraints` is asked."""
 
-    def translate_with_constraints(self, sentences, constraints, banned, batch_size=64):
+    def translate_with_constraints(
+        self, sentences, constraints, banned, batch_size=64, glossary=None
+    ):
         from keras_transformer_runtime.results import Hypothesis
 
-        self.asked = (sentences, constraints, banned)
+        self.asked = (sentences, constraints, banned, glossary)
         return [Hypothesis("", 0.0, constraints_met=True) for _ in sentences]
 
 
-def test_a_glossary_joins_the_constraints_of_constrain_mode(tmp_path):
+def test_a_glossary_goes_with_the_constraints_of_constrain_mode(tmp_path):
     """`--mode constrain --glossary FILE` used only the lines' own
-    constraints: the glossary's terms were silently dropped."""
+    constraints: the glossary's terms were silently dropped. The runner
+    gets both (and gives each sentence its terms: tests/runtime/
+    test_documents.py)."""
     from keras_transformer_runtime.glossary import Glossary
 
     glossary = Glossary([("dog", "Hund"), ("park", "Park")])
@@ -251,7 +255,23 @@ def test_a_glossary_joins_the_constraints_of_constrain_mode(tmp_path):
     runner = RecordingRunner()
     args = translate_cli.make_parser().parse_args(["--export_dir", "x", "--mode", "constrain"])
     translate_cli.run(runner, args, lines, glossary)
-    sentences, constraints, banned = runner.asked
+    sentences, constraints, banned, given = runner.asked
     assert sentences == [b"A dog in the park.", b"A cat.", b"The dog."]
-    assert constraints == [["Hund", "rennt", "Park"], ["Katze"], ["Hund"]]
+    assert constraints == [["Hund", "rennt"], ["Katze"], []]
     assert banned == [["laeuft"], [], []]
+    assert given is glossary
+
+
+def test_a_line_with_a_sentence_over_the_limit_is_named_on_stderr(cli, monkeypatch):
+    from tests.runtime.test_documents import RuleRunner
+
+    monkeypatch.setattr(translate_cli, "load_runner", lambda parser, args: RuleRunner(
+        max_input_length=6))  # fmt: skip
+    lines = "fits.\nab cd ef gh. Ok.\nfine\nabcdefgh ij"
+    code, out, err = cli("--export_dir", "unused", stdin=lines)
+    assert code == 0, err
+    assert out.decode().splitlines() == ["FITS.", "AB CD EF GH. OK.", "FINE", "ABCDEFGH IJ"]
+    assert (
+        "warning: 2 line(s) had a sentence longer than max_input_length (6 tokens): translated "
+        "in pieces of whole words (line 2, 4); a word alone was longer and cut in line 4."
+    ) in err

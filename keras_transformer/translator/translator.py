@@ -8,7 +8,7 @@ from keras_transformer.translator.graph import TranslatorGraph
 from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer.translator.model_search import resolved_settings
 from keras_transformer.translator.request import TranslationRequest
-from keras_transformer_runtime import glossary
+from keras_transformer_runtime import glossary as phrases
 from keras_transformer_runtime import results
 from keras_transformer_runtime import runner
 from keras_transformer_runtime import validation
@@ -178,24 +178,32 @@ class Translator(runner.Runner):
 
         return self._batches(sentences, run, batch_size)
 
-    def translate_with_constraints(self, sentences, constraints=None, banned=None, batch_size=64):
+    def translate_with_constraints(
+        self, sentences, constraints=None, banned=None, batch_size=64, glossary=None
+    ):
         """`Runner.translate_with_constraints` (the graph's
         `translate_with_constraints` per sentence), every constraint
-        checked before anything is translated.
+        (a `glossary`'s terms too) checked before anything is translated.
 
         Raises:
             ValueError: a constraint that something else would meet: empty,
                 or with characters the target vocabulary cannot write.
         """
         sentences = list(sentences)
-        self._check_constraints(glossary.phrase_lists("constraints", constraints, len(sentences)))
-        return super().translate_with_constraints(sentences, constraints, banned, batch_size)
+        lists = phrases.phrase_lists("constraints", constraints, len(sentences))
+        if glossary is not None:
+            found = [glossary.constraints(runner.as_text(s)) for s in sentences]
+            lists = [own + terms for own, terms in zip(lists, found, strict=True)]
+        self._check_constraints(lists)
+        return super().translate_with_constraints(
+            sentences, constraints, banned, batch_size, glossary
+        )
 
     def _translate_with_constraints(self, sentences, constraints, banned, batch_size):
         sentences = list(sentences)
         joined = {
-            "constraints": [glossary.joined(p) for p in constraints],
-            "banned": [glossary.joined(p) for p in banned],
+            "constraints": [phrases.joined(p) for p in constraints],
+            "banned": [phrases.joined(p) for p in banned],
         }
 
         def run(chunk):
@@ -272,7 +280,7 @@ class Translator(runner.Runner):
             found = self.translate_with_constraints(
                 request.sentences, request.constraints, request.banned, batch_size
             )
-            glossary.warn_unmet(found, stacklevel=3)
+            phrases.warn_unmet(found, stacklevel=3)
             return [h.translation for h in found]
         split = self.split(request.sentences)
         if request.return_alignments:

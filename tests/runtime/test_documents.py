@@ -199,3 +199,20 @@ def test_constraints_of_a_text_go_to_its_longest_sentence_unless_one_holds_them(
         ["Short.", "A longer one here.", "Alone"], [[], [], ["Haus"]], [["x"], ["x"], ["y"]]
     )  # fmt: skip
     assert second == (["A longer one here."], [["Baum"]], [["x"]])
+
+
+def test_a_glossary_gives_each_sentence_the_terms_of_its_source():
+    from keras_transformer_runtime.glossary import Glossary
+
+    translator = RuleRunner()
+    glossary = Glossary([("dog", "Hund"), ("park", "Park")])
+    texts = ["A dog runs. The park is big.", "No terms."]
+    found = translator.translate_with_constraints(texts, [["Baum"], []], glossary=glossary)
+    assert [h.translation for h in found] == [
+        "A DOG RUNS. Hund THE PARK IS BIG. Park Baum", "NO TERMS."
+    ]  # fmt: skip
+    (first, *_), (second, *_) = translator.calls
+    assert translator.calls[0][1] == [["Hund"], ["Park"], []]
+    assert translator.calls[1][:2] == (["The park is big."], [["Park", "Baum"]])
+    assert first == ["A dog runs.", "The park is big.", "No terms."]
+    assert second == ["The park is big."]
