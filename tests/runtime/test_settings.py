@@ -11,6 +11,14 @@ def test_defaults_are_the_papers_beam_search():
     assert (settings.search, settings.beam_size, settings.alpha) == ("beam", 4, 0.6)
     assert settings.max_extra_length == 50  # §6.1: input length + 50
     assert (settings.max_input_length, settings.max_output_length) == (None, None)
+    assert settings.split_sentences  # texts are split into sentences
+
+
+def test_an_export_written_before_split_sentences_existed_splits():
+    recorded = {"beam_size": 2, "max_input_length": 64}  # no split_sentences
+    assert DecodingSettings.from_dict(recorded).split_sentences
+    off = DecodingSettings(split_sentences=False)
+    assert DecodingSettings.from_dict(json.loads(json.dumps(off.to_dict()))) == off
 
 
 @pytest.mark.parametrize(
@@ -30,6 +38,8 @@ def test_defaults_are_the_papers_beam_search():
         (dict(min_length=-1), "min_length"),
         (dict(no_repeat_ngram_size=1.5), "no_repeat_ngram_size"),
         (dict(repetition_penalty=0.5), "repetition_penalty"),
+        (dict(split_sentences=1), "split_sentences"),
+        (dict(split_sentences="yes"), "split_sentences"),
     ],
 )
 def test_bad_values_name_the_setting(changes, name):
