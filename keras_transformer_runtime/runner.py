@@ -30,6 +30,7 @@ implements the methods on sentences (`_translate_with_scores`,
 public methods split and join.
 """
 
+import dataclasses
 import json
 
 from keras_transformer_runtime import glossary as glossary_module
@@ -192,17 +193,28 @@ class Runner:
                     longest = max(units, key=lambda u: len(part[u]))
                     again[longest] = first[longest] + missing
             if again:
-                redone = self._translate_with_constraints(
-                    [part[u] for u in again], list(again.values()),
-                    [banned_each[u] for u in again], batch_size,
-                )  # fmt: skip
-                for u, hypothesis in zip(again, redone, strict=True):
-                    found[u] = hypothesis
+                units = list(again)  # in order
+                try:
+                    redone = self._translate_with_constraints(
+                        [part[u] for u in units], list(again.values()),
+                        [banned_each[u] for u in units], batch_size,
+                    )  # fmt: skip
+                except RefusedRequestError as error:  # named by its sentence
+                    found = _redone(found, units, error.done)
+                    unit = units[error.start]
+                    raise RefusedRequestError(error.reason, unit, unit + 1, found[:unit]) from None
+                found = _redone(found, units, redone)
             return found
 
-        return self._joined(
+        joined = self._joined(
             split, run, lambda head, done: [h[0] for h in head.hypotheses([[h] for h in done], 1)]
         )
+        # An input with nothing to translate meets its constraints if it has none.
+        return [
+            h if h.constraints_met is not None
+            else dataclasses.replace(h, constraints_met=not terms["constraints"][row])
+            for row, h in enumerate(joined)
+        ]  # fmt: skip
 
     def _joined(self, split, run, join):
         """`join(split, run(split.sentences))`; a `RefusedRequestError`
@@ -249,3 +261,12 @@ class Runner:
     def describe(self):
         """What the runner runs, as text: the model, its settings."""
         raise NotImplementedError
+
+
+def _redone(found, units, hypotheses):
+    """`found` with the hypotheses of `units` (in order; as many as there
+    are `hypotheses`) replaced by them."""
+    found = list(found)
+    for unit, hypothesis in zip(units, hypotheses, strict=False):
+        found[unit] = hypothesis
+    return found

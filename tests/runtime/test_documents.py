@@ -216,3 +216,32 @@ def test_a_glossary_gives_each_sentence_the_terms_of_its_source():
     assert translator.calls[1][:2] == (["The park is big."], [["Park", "Baum"]])
     assert first == ["A dog runs.", "The park is big.", "No terms."]
     assert second == ["The park is big."]
+
+
+def test_a_text_with_nothing_to_translate_meets_only_no_constraints():
+    translator = RuleRunner()
+    found = translator.translate_with_constraints(["\n", "\n"], [[], ["Hund"]])
+    assert [(h.translation, h.constraints_met) for h in found] == [("\n", True), ("\n", False)]
+
+
+class RefusingSecondPass(RuleRunner):
+    """Refuses a sentence given more than one constraint."""
+
+    def _translate_with_constraints(self, sentences, constraints, banned, batch_size):
+        for i, phrases in enumerate(constraints):
+            if len(phrases) > 1:
+                done = super()._translate_with_constraints(
+                    sentences[:i], constraints[:i], banned[:i], batch_size
+                )
+                raise RefusedRequestError("too many", i, i + 1, done)
+        return super()._translate_with_constraints(sentences, constraints, banned, batch_size)
+
+
+def test_a_sentence_refused_when_given_its_texts_constraints_names_that_text():
+    translator = RefusingSecondPass()
+    texts = ["Fine.", "One. The longest one.", "Also fine. And longer here.", "Last."]
+    constraints = [[], ["x"], ["y", "z"], []]
+    with pytest.raises(RefusedRequestError) as raised:
+        translator.translate_with_constraints(texts, constraints)
+    assert (raised.value.start, raised.value.end) == (2, 3)
+    assert [h.translation for h in raised.value.done] == ["FINE.", "ONE. THE LONGEST ONE. x"]
