@@ -250,6 +250,19 @@ def speed(result, key):
     return f"{result[key]:.1f}{count}"
 
 
+def run_parser(description):
+    """The arguments of a script that measures a run's model on a test set
+    in one process: `--run_dir`, `--test_src`, `--test_ref` (required),
+    `--max_sentences` (`read_test_set` reads them)."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    for name in ("run_dir", "test_src", "test_ref"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
+    return parser
+
+
 def argument_parser(description, rows):
     """The arguments of a script that measures a run's exports on a test
     set, each of `rows` in a worker process (this one's, `on_device.py`)."""

@@ -39,7 +39,6 @@ sentences of the input and of the output (as `sentences.segments`
 counts them).
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -49,11 +48,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ctranslate2_translation import load_run  # noqa: E402
+from ctranslate2_translation import read_test_set  # noqa: E402
+from ctranslate2_translation import run_parser  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
 from script_workers import scratch_directory  # noqa: E402
 
 from keras_transformer_runtime.sentences import segments  # noqa: E402
-from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 
 LONG_WORDS = (500, 1000, 5000)
 SEPARATORS = {"spaces": " ", "line breaks": "\n"}
@@ -157,13 +157,7 @@ def runtimes(translator, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--run_dir", required=True)
-    parser.add_argument("--test_src", required=True)
-    parser.add_argument("--test_ref", required=True)
-    parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
+    parser = run_parser(__doc__)
     parser.add_argument(
         "--as_is", action="store_true", help="no period added to unpunctuated sentences"
     )
@@ -173,9 +167,7 @@ def main():
 
     import sacrebleu
 
-    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
-    if args.max_sentences:
-        sources, references = sources[: args.max_sentences], references[: args.max_sentences]
+    sources, references = read_test_set(args)
     unpunctuated = sum(s.rstrip()[-1:].isalnum() for s in sources)
     if not args.as_is:
         sources = [s + "." if s.rstrip()[-1:].isalnum() else s for s in sources]

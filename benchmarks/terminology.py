@@ -35,9 +35,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ctranslate2_translation import load_run  # noqa: E402
+from ctranslate2_translation import read_test_set  # noqa: E402
+from ctranslate2_translation import run_parser  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
-
-from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 
 
 def reference_constraints(references, seed=0):
@@ -77,26 +77,17 @@ def timed(run, passes=2):
 
 
 def main():
-    import argparse
 
     import sacrebleu
     import tensorflow as tf
 
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--run_dir", required=True)
-    parser.add_argument("--test_src", required=True)
-    parser.add_argument("--test_ref", required=True)
-    parser.add_argument("--max_sentences", type=int, help="use only the first N test sentences")
+    parser = run_parser(__doc__)
     parser.add_argument("--beam_size", type=int, help="default: the run's")
     parser.add_argument("--banned_sentences", type=int, default=200)
     parser.add_argument("--only_banned", action="store_true", help="skip the constraints table")
     args = parser.parse_args()
 
-    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
-    if args.max_sentences:
-        sources, references = sources[: args.max_sentences], references[: args.max_sentences]
+    sources, references = read_test_set(args)
     model, tokenizer, config = load_run(args.run_dir)
     beam_size = args.beam_size or config["beam_size"]
     translator = run_translator(model, tokenizer, config, beam_size=beam_size)

@@ -156,49 +156,33 @@ class Split:
         sentence's i-th (its last, where it has fewer). An input of one
         sentence keeps its list as it is; one with nothing to translate
         gets its separators, scored 0."""
-        joined = []
-        for row, layout in enumerate(self.layouts):
-            units = self.units(row)
-            if layout == units[:1] and units:
-                joined.append(options[units[0]])
-                continue
+
+        def join(layout, units):
             number = min((len(options[u]) for u in units), default=count)
-            joined.append(
-                [
-                    _joined([options[u][min(k, len(options[u]) - 1)] for u in units], layout, units)
-                    for k in range(number)
-                ]  # fmt: skip
-            )
-        return joined
+            return [
+                _joined([options[u][min(k, len(options[u]) - 1)] for u in units], layout, units)
+                for k in range(number)
+            ]
+
+        return self._per_input(options, join)
 
     def aligned(self, translations):
         """Per input, an `AlignedTranslation` joining its sentences': their
         tokens in order, each alignment offset by the source tokens of the
         sentences before it."""
+        return self._per_input(
+            translations,
+            lambda layout, units: _aligned([translations[u] for u in units], layout, units),
+        )
+
+    def _per_input(self, values, join):
+        """Per input, its one sentence's entry of `values` as it is, else
+        `join(layout, units)`."""
         joined = []
         for row, layout in enumerate(self.layouts):
             units = self.units(row)
-            if layout == units[:1] and units:
-                joined.append(translations[units[0]])
-                continue
-            parts = [translations[u] for u in units]
-            offsets, total = [], 0
-            for part in parts:
-                offsets.append(total)
-                total += len(part.source_tokens)
-            joined.append(
-                AlignedTranslation(
-                    translation=_layout_text(layout, units, [p.translation for p in parts]),
-                    target_tokens=[t for p in parts for t in p.target_tokens],
-                    source_tokens=[t for p in parts for t in p.source_tokens],
-                    alignments=[
-                        a + offset
-                        for p, offset in zip(parts, offsets, strict=True)
-                        for a in p.alignments
-                    ],  # fmt: skip
-                    token_scores=[s for p in parts for s in p.token_scores],
-                )
-            )
+            alone = bool(units) and layout == units[:1]
+            joined.append(values[units[0]] if alone else join(layout, units))
         return joined
 
     def head(self, rows):
@@ -286,4 +270,19 @@ def _joined(hypotheses, layout, units):
             else []
         ),
         constraints_met=all(met) if met else None,
+    )
+
+
+def _aligned(parts, layout, units):
+    """One `AlignedTranslation` of an input's sentences' `parts`."""
+    offsets, total = [], 0
+    for part in parts:
+        offsets.append(total)
+        total += len(part.source_tokens)
+    return AlignedTranslation(
+        translation=_layout_text(layout, units, [p.translation for p in parts]),
+        target_tokens=[t for p in parts for t in p.target_tokens],
+        source_tokens=[t for p in parts for t in p.source_tokens],
+        alignments=[a + o for p, o in zip(parts, offsets, strict=True) for a in p.alignments],
+        token_scores=[s for p in parts for s in p.token_scores],
     )

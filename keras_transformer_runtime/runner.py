@@ -119,12 +119,11 @@ class Runner:
         size), best first; with `token_scores`, each with its tokens and
         their log-probabilities. An input of several sentences joins its
         sentences' i-th best into its i-th."""
-        if TRANSLATE_WITH_SCORES not in self.methods:
-            self._unsupported(TRANSLATE_WITH_SCORES)
-        return self._joined(
-            self.split(sentences),
+        return self._options(
+            TRANSLATE_WITH_SCORES,
+            sentences,
             lambda part: self._translate_with_scores(part, n_best, token_scores, batch_size),
-            lambda head, done: head.hypotheses(done, n_best),
+            n_best,
         )
 
     def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
@@ -132,12 +131,11 @@ class Runner:
         (`temperature`, `top_k`, `top_p`) as `Hypothesis`, repeatable with
         the same `seed`; an input of several sentences joins its
         sentences' i-th draws into its i-th."""
-        if SAMPLE not in self.methods:
-            self._unsupported(SAMPLE)
-        return self._joined(
-            self.split(sentences),
+        return self._options(
+            SAMPLE,
+            sentences,
             lambda part: self._sample(part, num_samples, seed, batch_size),
-            lambda head, done: head.hypotheses(done, num_samples),
+            num_samples,
         )
 
     def score(self, sources, targets, batch_size=64):
@@ -215,6 +213,15 @@ class Runner:
             else dataclasses.replace(h, constraints_met=not terms["constraints"][row])
             for row, h in enumerate(joined)
         ]  # fmt: skip
+
+    def _options(self, method, sentences, run, count):
+        """`method`'s results: `run(sentences)` (per sentence, a list of
+        `count` `Hypothesis`) on the split inputs, joined per input."""
+        if method not in self.methods:
+            self._unsupported(method)
+        return self._joined(
+            self.split(sentences), run, lambda head, done: head.hypotheses(done, count)
+        )
 
     def _joined(self, split, run, join):
         """`join(split, run(split.sentences))`; a `RefusedRequestError`
