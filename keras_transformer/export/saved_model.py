@@ -296,9 +296,10 @@ def export_saved_model(
             the model's pad id), `lengths` int32 `[batch]`.
         `detokenize`: `ids` int32 `[batch, length]` -> `text` `[batch]`.
 
-    The other signatures take each text as one sentence, truncated to
-    `max_input_length` tokens (`SavedModelTranslator` splits texts before
-    it calls them).
+    `translate_with_alignments` and `translate_with_constraints` take each
+    text as one sentence, cut at `max_input_length` tokens, and say so in
+    a `truncated` output (`SavedModelTranslator` splits texts before it
+    calls them); `score` likewise cuts its sources.
 
     A request over `max_batch_size` texts or `max_input_tokens` source
     tokens (every token, for the signatures that split texts; after

@@ -126,6 +126,13 @@ class TranslatorGraph(tf.Module):
         limit = self.settings.max_input_length - 1
         return documents.split(text, self.tokenizer, self.settings.split_sentences, limit)
 
+    def _over_limit(self, text):
+        """bool `(batch,)`: the texts over `max_input_length` tokens (EOS
+        included), which the signatures that take a text as one sentence
+        cut to it."""
+        lengths = self.tokenizer.tokenize(text).row_lengths()
+        return lengths > self.settings.max_input_length - 1
+
     def _joined_best(self, parts, ids, scores):
         """The best of each piece's hypotheses joined into its text's:
         `{"translation", "score"` (the sum of its pieces')`, "truncated"}`."""
@@ -210,7 +217,9 @@ class TranslatorGraph(tf.Module):
             `{"translation", "score"` (the model's length-penalized
             log-probability)`, "constraints_met": (batch,)` bool (false
             where the length limit came first: the translation is then the
-            best of those that meet the most)`}`.
+            best of those that meet the most)`, "truncated": (batch,)` bool
+            (the text is taken as one sentence and cut at
+            `max_input_length`: true where it was longer)`}`.
         """
         phrases = {"constraints": self.encode_phrases(self._writable(constraints))}
         # A banned phrase longer than any output can never occur: dropped.
@@ -219,7 +228,11 @@ class TranslatorGraph(tf.Module):
         starts = self.model_search.word_starts
         closing = None if starts is None else terminology.closing_tokens(starts, self.eos_id)
         missing = terminology.missing(phrases["constraints"], ids, closing)[:, 0]
-        return {**self._best(ids, scores), "constraints_met": tf.equal(missing, 0)}
+        return {
+            **self._best(ids, scores),
+            "constraints_met": tf.equal(missing, 0),
+            "truncated": self._over_limit(text),
+        }
 
     def _writable(self, constraints):
         """`constraints` (strings of phrases joined by `|||`), after an
@@ -256,7 +269,9 @@ class TranslatorGraph(tf.Module):
         translation's text scores the tokenizer's segmentation of it, the
         same numbers only where the pieces are the same; 0 after EOS)`,
         "target_tokens": (batch, target_len), "source_tokens": (batch,
-        source_len)}` (pieces, `""` at padding)."""
+        source_len)` (pieces, `""` at padding)`, "truncated": (batch,)}`
+        (each text is one sentence, cut at `max_input_length`: true where
+        it was longer)."""
         source = self.encode_text(text)
         ids, scores = self.best_ids(source, tf.constant(0, tf.int64))
         ids = ids[:, 0]
@@ -271,6 +286,7 @@ class TranslatorGraph(tf.Module):
             "token_scores": self.model_search.token_log_probs(source, ids),
             "target_tokens": self._pieces(ids),
             "source_tokens": self._pieces(source),
+            "truncated": self._over_limit(text),
         }
 
     @tf.function(input_signature=[TEXT, SEED])

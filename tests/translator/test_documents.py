@@ -102,3 +102,6 @@ def test_sentences_over_the_limit_are_translated_in_pieces_and_flagged(micro_tra
     with pytest.warns(RuntimeWarning, match=r"2 input\(s\) had a sentence longer"):
         host = translator.translate(LONG + ["Fits. In."])
     assert host == [t.decode() for t in outputs["translation"].numpy()]
+    # The signatures that take a text as one sentence say where they cut it.
+    whole = translator.graph.translate_with_alignments(tf.constant(LONG + ["Fits. In.", "a b"]))
+    assert whole["truncated"].numpy().tolist() == [True, True, True, False]  # one sentence
