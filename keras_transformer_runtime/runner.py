@@ -119,7 +119,7 @@ class Runner:
         size), best first; with `token_scores`, each with its tokens and
         their log-probabilities. An input of several sentences joins its
         sentences' i-th best into its i-th."""
-        return self._options(
+        return self._hypotheses_per_input(
             TRANSLATE_WITH_SCORES,
             sentences,
             lambda part: self._translate_with_scores(part, n_best, token_scores, batch_size),
@@ -131,7 +131,7 @@ class Runner:
         (`temperature`, `top_k`, `top_p`) as `Hypothesis`, repeatable with
         the same `seed`; an input of several sentences joins its
         sentences' i-th draws into its i-th."""
-        return self._options(
+        return self._hypotheses_per_input(
             SAMPLE,
             sentences,
             lambda part: self._sample(part, num_samples, seed, batch_size),
@@ -214,7 +214,7 @@ class Runner:
             for row, h in enumerate(joined)
         ]  # fmt: skip
 
-    def _options(self, method, sentences, run, count):
+    def _hypotheses_per_input(self, method, sentences, run, count):
         """`method`'s results: `run(sentences)` (per sentence, a list of
         `count` `Hypothesis`) on the split inputs, joined per input."""
         if method not in self.methods:
