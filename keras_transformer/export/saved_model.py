@@ -160,24 +160,23 @@ class _ServingModule(tf.Module):
         with tf.control_dependencies(checks):
             return tf.identity(phrases)
 
-    @tf.function(input_signature=[TEXT])
-    def serving_default(self, text):
+    # Plain methods, made `tf.function`s by `signatures()` and kept off the
+    # object: `tf.saved_model.save` traces a saved object's functions again
+    # (in its own context); the signatures it is given it saves as traced.
+    def _serving_default(self, text):
         return self.graph.serving_default(self._within_limits(text, "text"))
 
-    @tf.function(input_signature=[TEXT])
-    def n_best(self, text):
+    def _n_best(self, text):
         return self.graph.n_best(self._within_limits(text, "text"))
 
-    @tf.function(input_signature=[TEXT, PREFIX, MAX_OUTPUT_LENGTH])
-    def translate_with_options(self, text, prefix, max_output_length):
+    def _translate_with_options(self, text, prefix, max_output_length):
         return self.graph.translate_with_options(
             self._within_limits(text, "text"),
             self._within_limits(prefix, "target"),
             max_output_length,
         )
 
-    @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
-    def translate_with_constraints(self, text, constraints, banned):
+    def _translate_with_constraints(self, text, constraints, banned):
         return self.graph.translate_with_constraints(
             self._within_limits(text),
             self._phrases_within_limits(constraints, "constraints"),
@@ -186,32 +185,37 @@ class _ServingModule(tf.Module):
             self._phrases_within_limits(banned, "banned", longest_checked=False),
         )
 
-    @tf.function(input_signature=[TEXT])
-    def translate_with_alignments(self, text):
+    def _translate_with_alignments(self, text):
         return self.graph.translate_with_alignments(self._within_limits(text))
 
-    @tf.function(input_signature=[TEXT, SEED])
-    def sample(self, text, seed):
+    def _sample(self, text, seed):
         return self.graph.sample(self._within_limits(text, "text"), seed)
 
-    @tf.function(input_signature=[SOURCE, TARGET])
-    def score(self, source, target):
+    def _score(self, source, target):
         return self.graph.score(self._within_limits(source), self._within_limits(target, "target"))
 
     def signatures(self):
         """Each signature's concrete function: the graph's functions, those
         that run the model behind the request limits (`tokenize` and
         `detokenize` as they are)."""
-        functions = {
-            **self.graph.signature_functions(),
-            "serving_default": self.serving_default,
-            "n_best": self.n_best,
-            "translate_with_options": self.translate_with_options,
-            "translate_with_alignments": self.translate_with_alignments,
-            "translate_with_constraints": self.translate_with_constraints,
-            "sample": self.sample,
-            "score": self.score,
+        limited = {
+            "serving_default": (self._serving_default, [TEXT]),
+            "n_best": (self._n_best, [TEXT]),
+            "translate_with_options": (
+                self._translate_with_options,
+                [TEXT, PREFIX, MAX_OUTPUT_LENGTH],
+            ),
+            "translate_with_alignments": (self._translate_with_alignments, [TEXT]),
+            "translate_with_constraints": (
+                self._translate_with_constraints,
+                [TEXT, CONSTRAINTS, BANNED],
+            ),
+            "sample": (self._sample, [TEXT, SEED]),
+            "score": (self._score, [SOURCE, TARGET]),
         }
+        functions = self.graph.signature_functions()
+        for name, (method, inputs) in limited.items():
+            functions[name] = tf.function(method, input_signature=inputs)
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
