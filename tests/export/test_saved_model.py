@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import keras_transformer.export.saved_model as saved_model_module
 from keras_transformer import Transformer
+from keras_transformer import Translator
 from keras_transformer.export import existing_versions
 from keras_transformer.export import export_saved_model
 
@@ -228,6 +229,17 @@ def test_versions_and_failed_exports(micro_translator, tmp_path, monkeypatch, qu
     with pytest.raises(RuntimeError, match="disk full"):
         export_saved_model(translator, base)
     assert sorted(os.listdir(base)) == ["1", "2"]  # no version 3, no temp dirs
+
+
+@pytest.mark.large  # traces a SavedModel
+def test_each_signature_is_traced_once(micro_translator, tmp_path):
+    # `tf.saved_model.save` traces a saved object's functions again (in its
+    # own context): the signature functions must not be on the object.
+    translator = Translator(micro_translator.model, micro_translator.tokenizer, beam_size=2)
+    functions = translator.graph.signature_functions()
+    export_saved_model(translator, tmp_path / "export", warmup_sentences=())
+    traces = {name: f.experimental_get_tracing_count() for name, f in functions.items()}
+    assert traces == dict.fromkeys(functions, 1)
 
 
 @pytest.mark.large  # traces a SavedModel
