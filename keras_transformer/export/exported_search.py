@@ -79,7 +79,16 @@ class SearchModule(tf.Module):
 
         with _backend.tracing_for_conversion(fixed_shapes=fixed_shapes):
             self.concrete = translate.get_concrete_function()
-        self.translate = translate
+        self.traced = _Traced(translate)
+
+
+class _Traced:
+    """Holds a `tf.function` where `tf.saved_model.save` does not look: it
+    traces the functions of a saved object again, in its own context (and
+    so outside the converter's)."""
+
+    def __init__(self, function):
+        self.function = function
 
 
 def export_record(translator, runtime, quantization):

@@ -73,7 +73,7 @@ def export_onnx(translator, path, opset=DEFAULT_OPSET, overwrite=False):
 
     def write_model(file):
         proto, _ = tf2onnx.convert.from_function(
-            module.translate, input_signature=[SOURCE_IDS_SPEC], opset=opset
+            module.traced.function, input_signature=[SOURCE_IDS_SPEC], opset=opset
         )
         with open(file, "wb") as f:
             f.write(proto.SerializeToString())
