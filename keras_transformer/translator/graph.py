@@ -126,12 +126,13 @@ class TranslatorGraph(tf.Module):
         limit = self.settings.max_input_length - 1
         return documents.split(text, self.tokenizer, self.settings.split_sentences, limit)
 
-    def _over_limit(self, text):
-        """bool `(batch,)`: the texts over `max_input_length` tokens (EOS
-        included), which the signatures that take a text as one sentence
-        cut to it."""
-        lengths = self.tokenizer.tokenize(text).row_lengths()
-        return lengths > self.settings.max_input_length - 1
+    def _encode_whole(self, text):
+        """Each text taken as one sentence, tokenized once: its source ids
+        (as `encode_text` gives them) and bool `(batch,)`, true where it
+        was over `max_input_length` tokens (EOS included) and cut."""
+        tokens = self.tokenizer.tokenize(text)
+        limit = self.settings.max_input_length
+        return self._ids_ending_with_eos(tokens, limit), tokens.row_lengths() > limit - 1
 
     def _joined_best(self, parts, ids, scores):
         """The best of each piece's hypotheses joined into its text's:
@@ -224,14 +225,15 @@ class TranslatorGraph(tf.Module):
         phrases = {"constraints": self.encode_phrases(self._writable(constraints))}
         # A banned phrase longer than any output can never occur: dropped.
         phrases["banned"] = self.spellings.banned(banned, self.settings.max_output_length - 1)
-        ids, scores = self.search_ids(self.encode_text(text), 1, phrases)
+        source, truncated = self._encode_whole(text)
+        ids, scores = self.search_ids(source, 1, phrases)
         starts = self.model_search.word_starts
         closing = None if starts is None else terminology.closing_tokens(starts, self.eos_id)
         missing = terminology.missing(phrases["constraints"], ids, closing)[:, 0]
         return {
             **self._best(ids, scores),
             "constraints_met": tf.equal(missing, 0),
-            "truncated": self._over_limit(text),
+            "truncated": truncated,
         }
 
     def _writable(self, constraints):
@@ -272,7 +274,7 @@ class TranslatorGraph(tf.Module):
         source_len)` (pieces, `""` at padding)`, "truncated": (batch,)}`
         (each text is one sentence, cut at `max_input_length`: true where
         it was longer)."""
-        source = self.encode_text(text)
+        source, truncated = self._encode_whole(text)
         ids, scores = self.best_ids(source, tf.constant(0, tf.int64))
         ids = ids[:, 0]
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), 1))
@@ -286,7 +288,7 @@ class TranslatorGraph(tf.Module):
             "token_scores": self.model_search.token_log_probs(source, ids),
             "target_tokens": self._pieces(ids),
             "source_tokens": self._pieces(source),
-            "truncated": self._over_limit(text),
+            "truncated": truncated,
         }
 
     @tf.function(input_signature=[TEXT, SEED])
