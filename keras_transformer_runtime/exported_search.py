@@ -105,6 +105,7 @@ class ExportedSearchTranslator(runner.Runner):
     """
 
     methods = frozenset({runner.TRANSLATE, runner.TRANSLATE_WITH_SCORES})
+    max_n_best = 1  # the search inside the model returns the best only
 
     def __init__(self, path, runtime):
         self.path = os.fspath(path)

@@ -87,16 +87,31 @@ class Runner:
         settings: the `DecodingSettings` the runner decodes with.
         model: the Keras model the runner runs in this process
             (`Translator`'s), or `None` (an export).
+        limits: what one request may hold, `{"max_batch_size",
+            "max_input_tokens"}` (sentences, and source tokens with each
+            EOS), as an export records them; `None`: no limit.
     """
 
     methods = frozenset({TRANSLATE})
     has_token_scores = False
     model = None
+    limits = {"max_batch_size": None, "max_input_tokens": None}
 
     @property
     def name(self):
         """The runner's name in messages: its class's."""
         return type(self).__name__
+
+    @property
+    def max_n_best(self):
+        """The most translations `translate_with_scores` gives per input:
+        the beam size."""
+        return self.settings.beam_size
+
+    def source_lengths(self, texts):
+        """Each text's source tokens as the model's tokenizer counts them,
+        EOS not counted (a text of several sentences counted whole)."""
+        return self._source_lengths([as_text(text) for text in texts])
 
     def supports(self, method):
         """Whether the runner implements `method` (a name of `METHODS`)."""
