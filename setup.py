@@ -14,6 +14,10 @@ INSTALL_REQUIRES = [
     "numpy",
 ]
 
+# The HTTP server of keras_transformer_runtime.serve: an ASGI app, its
+# server, and Prometheus's text format.
+SERVE = ["starlette>=0.40", "uvicorn>=0.30", "prometheus_client>=0.20"]
+
 setup(
     name="keras_transformer",
     version="0.1.0",
@@ -23,8 +27,14 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(
-        include=["keras_transformer", "keras_transformer.*", "keras_transformer_runtime"]
+        include=[
+            "keras_transformer",
+            "keras_transformer.*",
+            "keras_transformer_runtime",
+            "keras_transformer_runtime.*",
+        ]
     ),
+    package_data={"keras_transformer_runtime.serving": ["page.html"]},
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={
@@ -47,6 +57,11 @@ setup(
             "ai-edge-litert>=2.0",
             "tf2onnx>=1.17",
             "onnxruntime>=1.20",
+            # The server (`[serve]`), its tests' HTTP client, and the
+            # driver of headless Chromium for its page's test.
+            *SERVE,
+            "httpx",
+            "selenium>=4.20",
         ],
         # KERAS_BACKEND=jax or torch for the layers and the model. torch is
         # pinned to the CPU build that this project's machines carry (an
@@ -63,6 +78,8 @@ setup(
         "litert": ["ai-edge-litert>=2.0"],
         # export.export_onnx (tf2onnx) and ONNXTranslator (ONNX Runtime).
         "onnx": ["tf2onnx>=1.17", "onnxruntime>=1.20"],
+        # python -m keras_transformer_runtime.serve (no TensorFlow needed).
+        "serve": SERVE,
         # The peers of benchmarks/compare.py (torch pinned as above).
         "bench": ["keras-hub>=0.32", "torch==2.13.0", "ctranslate2>=4.8"],
     },

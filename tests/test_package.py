@@ -97,7 +97,8 @@ def test_the_runtime_needs_neither_tensorflow_nor_keras():
     `sentencepiece` and NumPy (which both interpreters take arrays of),
     nothing else (the large tier runs each and checks `sys.modules`); and
     the SavedModel client, TensorFlow and TF Text (imported when one is
-    made: `test_without_tensorflow` imports the runtime without them)."""
+    made: `test_without_tensorflow` imports the runtime without them); and
+    the server (`serve.py`, `serving/`), its `[serve]` extra."""
     allowed = set(sys.stdlib_module_names) | {
         "keras_transformer_runtime",
         "ctranslate2",
@@ -106,8 +107,11 @@ def test_the_runtime_needs_neither_tensorflow_nor_keras():
         "sentencepiece",
         "numpy",
     }
-    for path in sorted(RUNTIME_DIR.glob("*.py")):
+    server = {"starlette", "uvicorn", "prometheus_client"}
+    for path in sorted(RUNTIME_DIR.rglob("*.py")):
         client = {"tensorflow", "tensorflow_text"} if path.name == "saved_model.py" else set()
+        if path.name == "serve.py" or path.parent.name == "serving":
+            client = server
         assert imported_modules(path) <= allowed | client, path
 
 
@@ -150,7 +154,7 @@ def test_modules_stay_under_the_line_limit():
     root = PACKAGE_DIR.parent
     paths = [
         *modules(),
-        *RUNTIME_DIR.glob("*.py"),
+        *RUNTIME_DIR.rglob("*.py"),
         *(root / "examples").rglob("*.py"),
         *(root / "benchmarks").rglob("*.py"),
     ]
@@ -167,10 +171,11 @@ def test_the_contributing_layout_names_every_module():
     text = (PACKAGE_DIR.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
     layout = text.split("## Layout", 1)[1].split("```")[1]
     named = set(re.findall(r"[A-Za-z_]\w*", layout))
-    packages = {p.parent for p in modules()} | {RUNTIME_DIR}
+    runtime = list(RUNTIME_DIR.rglob("*.py"))
+    packages = {p.parent for p in [*modules(), *runtime]}
     missing = sorted(
         str(path.relative_to(PACKAGE_DIR.parent))
-        for path in [*modules(), *RUNTIME_DIR.glob("*.py")]
+        for path in [*modules(), *runtime]
         if path.stem != "__init__" and path.stem not in named
     )
     missing += sorted(p.name for p in packages if p.name not in named)

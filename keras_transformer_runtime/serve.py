@@ -1,0 +1,187 @@
+"""Serve an exported translator over HTTP: TF Serving's REST API,
+`/translate`, a web page, `/metrics`, with dynamic batching.
+
+    python -m keras_transformer_runtime.serve --model ende.tflite --port 8501
+
+`--model` is any export the runtime runs: a `.tflite` file
+(`export_litert`), an `.onnx` file (`export_onnx`), a CTranslate2
+directory (`export_ctranslate2`), or a SavedModel directory or base
+directory of versions (`export_saved_model`; TensorFlow is imported only
+for it). Then, from a TF Serving client (examples/serving_client.py):
+
+    curl -d '{"instances": ["A dog runs."]}' localhost:8501/v1/models/ende:predict
+
+or a person: `curl -d '{"text": ["A dog runs."]}' localhost:8501/translate`,
+or http://localhost:8501/ in a browser. Requests that arrive together are
+translated together, up to `--max_batch_size` sentences or after
+`--batch_timeout_ms` (`serving.batcher`), on `--workers` threads with a
+runner each (a SavedModel: one, shared). Needs the `[serve]` extra
+(`pip install -e ".[serve]"`: starlette, uvicorn, prometheus_client).
+"""
+
+import argparse
+import os
+import sys
+
+from keras_transformer_runtime import validation
+from keras_transformer_runtime.serving.protocol import Limits
+
+DEFAULT_MAX_REQUEST_SENTENCES = 256
+DEFAULT_MAX_REQUEST_TOKENS = 16_384
+
+
+def runner_kind(path):
+    """Which runner runs the export at `path`: `"litert"`, `"onnx"`,
+    `"ctranslate2"` or `"saved_model"`.
+
+    Example:
+
+    >>> runner_kind("ende.tflite")
+    'litert'
+    """
+    path = os.fspath(path)
+    if path.endswith(".tflite"):
+        return "litert"
+    if path.endswith(".onnx"):
+        return "onnx"
+    if os.path.isfile(os.path.join(path, "model.bin")):
+        return "ctranslate2"
+    if os.path.isdir(path):
+        return "saved_model"
+    raise ValueError(
+        f"`model` must be a .tflite file, an .onnx file, a CTranslate2 directory or a "
+        f"SavedModel directory. Received: model={path!r}"
+    )
+
+
+def load_runners(path, workers=1, threads=None, version=None, compute_type="default"):
+    """One runner per worker for the export at `path` (`runner_kind`), each
+    with `threads` threads (default: the cores shared among the workers);
+    a SavedModel is loaded once and shared (its functions are thread-safe).
+
+    Example:
+
+    >>> [runner] = load_runners("ende.tflite")
+    >>> runner.translate(["A dog runs."])
+    ['Ein Hund läuft.']
+    """
+    validation.check_positive_int(workers=workers)
+    validation.check_positive_int(allow_none=True, threads=threads)
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+    kind = runner_kind(path)
+    if kind == "saved_model":
+        from keras_transformer_runtime.saved_model import SavedModelTranslator
+
+        return [SavedModelTranslator(path, version)] * workers
+    loaders = {
+        "litert": lambda: _litert(path, threads),
+        "onnx": lambda: _onnx(path, threads),
+        "ctranslate2": lambda: _ctranslate2(path, threads, compute_type),
+    }
+    return [loaders[kind]() for _ in range(workers)]
+
+
+def _litert(path, threads):
+    from keras_transformer_runtime.litert import LiteRTTranslator
+
+    return LiteRTTranslator(path, num_threads=threads)
+
+
+def _onnx(path, threads):
+    from keras_transformer_runtime.onnx import ONNXTranslator
+
+    return ONNXTranslator(path, num_threads=threads)
+
+
+def _ctranslate2(path, threads, compute_type):
+    from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
+
+    return CTranslate2Translator(path, compute_type=compute_type, intra_threads=threads)
+
+
+def request_limits(runner, max_request_sentences=None, max_request_tokens=None):
+    """What one request may hold: the flags where given, else the limits
+    the export records (a SavedModel's), else the defaults; refusals name
+    the export's limit, or the flag."""
+    recorded = runner.limits
+    sentences = max_request_sentences or recorded["max_batch_size"]
+    tokens = max_request_tokens or recorded["max_input_tokens"]
+    names = (
+        "max_request_sentences" if max_request_sentences or not sentences else "max_batch_size",
+        "max_request_tokens" if max_request_tokens or not tokens else "max_input_tokens",
+    )
+    return Limits(
+        sentences or DEFAULT_MAX_REQUEST_SENTENCES, tokens or DEFAULT_MAX_REQUEST_TOKENS, names
+    )
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_transformer_runtime.serve",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", required=True, help="the export to serve (see above)")
+    parser.add_argument("--model_name", help="TF Serving's model name (default: the file's)")
+    parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to listen on every address")
+    parser.add_argument("--port", type=int, default=8501)
+    parser.add_argument("--max_batch_size", type=int, default=64)
+    parser.add_argument("--batch_timeout_ms", type=float, default=5.0)
+    parser.add_argument("--workers", type=int, default=1, help="threads, each with a runner")
+    parser.add_argument("--threads", type=int, help="each runner's threads (default: shared)")
+    parser.add_argument("--version", type=int, help="a SavedModel base directory's version")
+    parser.add_argument("--compute_type", default="default", help="CTranslate2's")
+    parser.add_argument("--max_request_sentences", type=int, help="default: the export's")
+    parser.add_argument("--max_request_tokens", type=int, help="default: the export's")
+    return parser
+
+
+def model_name_of(path):
+    """TF Serving's name for the export at `path`: its file's name without
+    the extension (`ende.tflite` -> `ende`); a SavedModel's base
+    directory's."""
+    base = os.path.basename(os.path.normpath(os.fspath(path)))
+    return os.path.splitext(base)[0] or "model"
+
+
+def main(argv=None):
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    for name in ("port", "max_batch_size", "workers", "threads"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name} must be positive. Received: --{name}={value}")
+    if args.batch_timeout_ms < 0:
+        parser.error(f"--batch_timeout_ms must be 0 or more. Received: {args.batch_timeout_ms}")
+    try:
+        from keras_transformer_runtime.serving.app import Server
+        from keras_transformer_runtime.serving.app import import_starlette
+
+        import_starlette()
+        import uvicorn
+    except ImportError as error:
+        parser.error(f'{error} (uvicorn: pip install -e ".[serve]")')
+    try:
+        runners = load_runners(
+            args.model, args.workers, args.threads, args.version, args.compute_type
+        )
+    except (ImportError, ValueError, FileNotFoundError) as error:
+        parser.error(str(error))
+    server = Server(
+        runners,
+        model_name=args.model_name or model_name_of(args.model),
+        max_batch_size=args.max_batch_size,
+        batch_timeout_ms=args.batch_timeout_ms,
+        limits=request_limits(runners[0], args.max_request_sentences, args.max_request_tokens),
+    )
+    print(
+        f"serving {server.model_name} ({runners[0].name}, {args.workers} worker(s)) on "
+        f"http://{args.host}:{args.port}/",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(server.app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

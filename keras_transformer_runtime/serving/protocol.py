@@ -1,0 +1,302 @@
+"""The server's request and response bodies, checked: TF Serving's REST
+API (`:predict`, model status, metadata) and `/translate`.
+
+Every problem with a request is a `BadRequest` whose message says what
+is wrong; the server answers it with HTTP 400 and `{"error": message}`,
+as TF Serving does.
+
+TF Serving's predict request names a signature (`signature_name`,
+default `serving_default`) and gives the input `text` in the row format,
+`{"instances": ["A dog runs.", ...]}` (or `[{"text": "..."}, ...]`), or in
+the columnar format, `{"inputs": [...]}` (or `{"inputs": {"text": [...]}}`);
+the answer is `{"predictions": [{"translation", "score"}, ...]}` or
+`{"outputs": {"translation": [...], "score": [...]}}` (`n_best`:
+`translations` and `scores`, best first, the beam size of each).
+"""
+
+import dataclasses
+import json
+
+from keras_transformer_runtime.serving.batcher import Translation
+
+SERVING_DEFAULT = "serving_default"
+N_BEST = "n_best"
+TEXT = "text"
+
+
+class BadRequest(ValueError):
+    """A request the server refuses (HTTP 400); the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one request may hold: `max_sentences` texts and, counted by
+    the model's tokenizer (EOS included), `max_tokens` tokens; each named
+    in the refusal by `names` (the export's name of the limit)."""
+
+    max_sentences: int
+    max_tokens: int
+    names: tuple = ("max_batch_size", "max_input_tokens")
+
+    def check(self, texts, source_lengths):
+        """Raises `BadRequest` naming the limit `texts` exceed;
+        `source_lengths(texts)` counts each text's tokens without EOS."""
+        if len(texts) > self.max_sentences:
+            raise BadRequest(
+                f"A request may hold at most {self.names[0]}={self.max_sentences} sentences; "
+                f"this one holds {len(texts)}."
+            )
+        tokens = sum(source_lengths(texts)) + len(texts)
+        if tokens > self.max_tokens:
+            raise BadRequest(
+                f"A request may hold at most {self.names[1]}={self.max_tokens} source tokens; "
+                f"this one holds {tokens}."
+            )
+
+
+def json_body(body):
+    """The JSON object of a request's `body` (bytes)."""
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise BadRequest(f"The request body is not valid UTF-8: {error}.") from None
+    except json.JSONDecodeError as error:
+        raise BadRequest(f"The request body is not valid JSON: {error}.") from None
+    if not isinstance(value, dict):
+        raise BadRequest(f"The request body must be a JSON object; it is {_kind(value)}.")
+    return value
+
+
+def texts_of(value, name):
+    """`value` as a list of texts: a list of strings, each valid Unicode."""
+    if not isinstance(value, list):
+        raise BadRequest(f"`{name}` must be a list of strings; it is {_kind(value)}.")
+    for index, text in enumerate(value):
+        if not isinstance(text, str):
+            raise BadRequest(f"`{name}[{index}]` must be a string; it is {_kind(text)}.")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest(
+                f"`{name}[{index}]` is not valid Unicode (it holds a lone surrogate)."
+            ) from None
+    return value
+
+
+def _kind(value):
+    """How a JSON value is named in messages."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    return names.get(type(value), "a number")
+
+
+def _checked_keys(body, allowed, what):
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise BadRequest(
+            f"Unknown field(s) {', '.join(unknown)} in {what}; it takes: {', '.join(allowed)}."
+        )
+
+
+class Signature:
+    """A translating signature of the export, as the server answers it:
+    its name, what it asks the runner, its outputs."""
+
+    name = None
+    outputs = {}  # output name: (dtype, dimensions), for the metadata
+
+    def task(self, max_n_best):
+        """The runner's `Translation` for this signature."""
+        raise NotImplementedError
+
+    def columns(self, hypotheses):
+        """The outputs, by name, of the runner's `Hypothesis` lists."""
+        raise NotImplementedError
+
+    def metadata(self):
+        """The signature's `SignatureDef` as TF Serving's metadata shows it."""
+
+        def tensor(name, dtype, dims):
+            shape = {
+                "dim": [{"size": "-1", "name": ""} for _ in range(dims)],
+                "unknown_rank": False,
+            }
+            return {"dtype": dtype, "tensor_shape": shape, "name": name}
+
+        return {
+            "inputs": {TEXT: tensor(f"{self.name}_{TEXT}:0", "DT_STRING", 1)},
+            "outputs": {
+                name: tensor(f"StatefulPartitionedCall:{i}", dtype, dims)
+                for i, (name, (dtype, dims)) in enumerate(sorted(self.outputs.items()))
+            },
+            "method_name": "tensorflow/serving/predict",
+            "defaults": {},
+        }
+
+
+class Best(Signature):
+    """`serving_default`: each text's best translation and its score."""
+
+    name = SERVING_DEFAULT
+    outputs = {"translation": ("DT_STRING", 1), "score": ("DT_FLOAT", 1)}
+
+    def task(self, max_n_best):
+        return Translation(n_best=1)
+
+    def columns(self, hypotheses):
+        return {
+            "translation": [row[0].translation for row in hypotheses],
+            "score": [row[0].score for row in hypotheses],
+        }
+
+
+class NBest(Signature):
+    """`n_best`: the beam's translations of each text and their scores,
+    best first."""
+
+    name = N_BEST
+    outputs = {"translations": ("DT_STRING", 2), "scores": ("DT_FLOAT", 2)}
+
+    def task(self, max_n_best):
+        return Translation(n_best=max_n_best)
+
+    def columns(self, hypotheses):
+        return {
+            "translations": [[h.translation for h in row] for row in hypotheses],
+            "scores": [[h.score for h in row] for row in hypotheses],
+        }
+
+
+def signatures_of(max_n_best):
+    """The signatures a runner with `max_n_best` serves, by name."""
+    served = [Best()] + ([NBest()] if max_n_best > 1 else [])
+    return {signature.name: signature for signature in served}
+
+
+@dataclasses.dataclass(frozen=True)
+class Predict:
+    """A TF Serving predict request: its signature, texts and format."""
+
+    signature: Signature
+    texts: list
+    columnar: bool
+
+    @classmethod
+    def parse(cls, body, signatures):
+        """The request in `body` (a JSON object) for one of `signatures`
+        (`Signature`s by name)."""
+        _checked_keys(body, ("signature_name", "instances", "inputs"), "a predict request")
+        name = body.get("signature_name", SERVING_DEFAULT)
+        if not isinstance(name, str) or name not in signatures:
+            raise BadRequest(
+                f"Unknown signature_name {name!r}; this model serves: {', '.join(signatures)}."
+            )
+        if ("instances" in body) == ("inputs" in body):
+            raise BadRequest("A predict request gives either `instances` or `inputs`.")
+        columnar = "inputs" in body
+        value = body["inputs"] if columnar else body["instances"]
+        if columnar and isinstance(value, dict):
+            _checked_keys(value, (TEXT,), "`inputs`")
+            if TEXT not in value:
+                raise BadRequest("`inputs` must give the signature's input `text`.")
+            value = value[TEXT]
+        elif not columnar and isinstance(value, list):
+            value = [cls._instance(item, index) for index, item in enumerate(value)]
+        texts = texts_of(value, "inputs" if columnar else "instances")
+        return cls(signatures[name], texts, columnar)
+
+    @staticmethod
+    def _instance(item, index):
+        """An instance's text: the string itself or `{"text": string}`."""
+        if isinstance(item, dict):
+            _checked_keys(item, (TEXT,), f"`instances[{index}]`")
+            if TEXT not in item:
+                raise BadRequest(f"`instances[{index}]` must give the input `text`.")
+            return item[TEXT]
+        return item
+
+    def answer(self, hypotheses):
+        """The response body for the runner's `Hypothesis` lists."""
+        columns = self.signature.columns(hypotheses)
+        if self.columnar:
+            return {"outputs": columns}
+        names = list(columns)
+        return {
+            "predictions": [
+                dict(zip(names, values, strict=True))
+                for values in zip(*columns.values(), strict=True)
+            ]
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class TranslateRequest:
+    """A `/translate` request: `{"text": [...] or "...", "n_best"?: int,
+    "with_scores"?: bool, "target_lang"?: str}`.
+
+    The answer, `{"translations": [...]}`, has one object per text: its
+    best `translation`; with `with_scores`, its `score` and, where the
+    runner gives token scores (and `n_best` is 1), its `tokens`,
+    `token_scores` and `words` (`[[word, log_prob], ...]`, the word's
+    pieces summed); with `n_best` above 1, its `alternatives`, best first
+    (`translation`, and `score` with `with_scores`).
+    """
+
+    texts: list
+    n_best: int = 1
+    with_scores: bool = False
+
+    @classmethod
+    def parse(cls, body, max_n_best, languages=()):
+        """The request in `body` (a JSON object) for a runner that gives at
+        most `max_n_best` translations and knows target `languages`."""
+        _checked_keys(body, ("text", "n_best", "with_scores", "target_lang"), "a request")
+        if "text" not in body:
+            raise BadRequest('A /translate request must give `text`: {"text": ["..."]}.')
+        text = body["text"]
+        texts = texts_of([text] if isinstance(text, str) else text, TEXT)
+        n_best = body.get("n_best", 1)
+        if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= max_n_best:
+            raise BadRequest(
+                f"`n_best` must be an integer from 1 to {max_n_best} (this model's beam). "
+                f"Received: n_best={n_best!r}"
+            )
+        with_scores = body.get("with_scores", False)
+        if not isinstance(with_scores, bool):
+            raise BadRequest(f"`with_scores` must be true or false. Received: {with_scores!r}")
+        target_lang = body.get("target_lang")
+        if target_lang is not None and target_lang not in languages:
+            known = (
+                f"the languages it knows: {', '.join(languages)}"
+                if languages
+                else "it translates into one language and takes no target_lang"
+            )
+            raise BadRequest(f"This model cannot translate into {target_lang!r}: {known}.")
+        return cls(texts, n_best, with_scores)
+
+    def task(self, has_token_scores):
+        """What the runner is asked: token scores with `with_scores`, where
+        it has them, for the best translation only."""
+        token_scores = self.with_scores and has_token_scores and self.n_best == 1
+        return Translation(n_best=self.n_best, token_scores=token_scores)
+
+    def answer(self, hypotheses):
+        """The response body for the runner's `Hypothesis` lists."""
+        return {"translations": [self._item(row) for row in hypotheses]}
+
+    def _item(self, row):
+        best = row[0]
+        item = {"translation": best.translation}
+        if self.with_scores:
+            item["score"] = best.score
+            if best.token_scores:
+                item["tokens"] = best.tokens
+                item["token_scores"] = best.token_scores
+                item["words"] = [[word, score] for word, score in best.word_scores]
+        if self.n_best > 1:
+            item["alternatives"] = [
+                {"translation": h.translation, **({"score": h.score} if self.with_scores else {})}
+                for h in row
+            ]
+        return item

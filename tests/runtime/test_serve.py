@@ -1,0 +1,61 @@
+"""`python -m keras_transformer_runtime.serve`'s choices before it serves:
+which runner an export needs, the request limits, and its usage errors
+(the server itself: tests/export/test_server.py)."""
+
+import pytest
+
+from keras_transformer_runtime import serve
+from tests.runtime.serving.reversing import ReversingRunner
+
+
+def test_the_runner_is_chosen_by_the_export(tmp_path):
+    ct2 = tmp_path / "ende_ct2"
+    ct2.mkdir()
+    (ct2 / "model.bin").write_bytes(b"")
+    saved = tmp_path / "exports"
+    saved.mkdir()
+    assert serve.runner_kind(tmp_path / "ende.tflite") == "litert"
+    assert serve.runner_kind("ende.onnx") == "onnx"
+    assert serve.runner_kind(ct2) == "ctranslate2"
+    assert serve.runner_kind(saved) == "saved_model"
+    with pytest.raises(ValueError, match=r"`model` must be a \.tflite file.*model='nothing'"):
+        serve.runner_kind("nothing")
+
+
+def test_the_model_name_is_the_files():
+    assert serve.model_name_of("/models/ende.tflite") == "ende"
+    assert serve.model_name_of("/models/ende_ct2/") == "ende_ct2"
+
+
+def test_limits_come_from_the_flags_then_the_export_then_the_defaults():
+    runner = ReversingRunner()
+    limits = serve.request_limits(runner)
+    assert (limits.max_sentences, limits.max_tokens) == (256, 16_384)
+    assert limits.names == ("max_request_sentences", "max_request_tokens")
+    runner.limits = {"max_batch_size": 32, "max_input_tokens": 1000}  # as a SavedModel records
+    limits = serve.request_limits(runner)
+    assert (limits.max_sentences, limits.max_tokens) == (32, 1000)
+    assert limits.names == ("max_batch_size", "max_input_tokens")
+    limits = serve.request_limits(runner, max_request_sentences=8)
+    assert (limits.max_sentences, limits.max_tokens) == (8, 1000)
+    assert limits.names == ("max_request_sentences", "max_input_tokens")
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--workers", "0"], "--workers must be positive"),
+        (["--max_batch_size", "-1"], "--max_batch_size must be positive"),
+        (["--batch_timeout_ms", "-5"], "--batch_timeout_ms must be 0 or more"),
+        ([], "`model` must be a .tflite file"),
+    ],
+)
+def test_usage_errors_stop_before_anything_loads(flags, message, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        serve.main(["--model", "nothing", *flags])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_load_runners_checks_its_arguments():
+    with pytest.raises(ValueError, match="`workers` must be a positive integer"):
+        serve.load_runners("ende.tflite", workers=0)
