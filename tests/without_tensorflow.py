@@ -19,10 +19,14 @@ class NoTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Fails every import of `BLOCKED` with `ModuleNotFoundError`, as if
     none were installed. (`find_spec` answers with a spec of no origin,
     which `importlib.util.find_spec` callers such as torch._dynamo read as
-    nothing to look at; the import itself fails in `create_module`.)"""
+    nothing to look at; the import itself fails in `create_module`.)
+    `blocked` names more packages to block."""
+
+    def __init__(self, blocked=()):
+        self.blocked = BLOCKED + tuple(blocked)
 
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
+        if name.split(".")[0] in self.blocked:
             return importlib.machinery.ModuleSpec(name, self, origin=None)
         return None
 
