@@ -26,9 +26,6 @@ import sys
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.serving.protocol import Limits
 
-DEFAULT_MAX_REQUEST_SENTENCES = 256
-DEFAULT_MAX_REQUEST_TOKENS = 16_384
-
 
 def runner_kind(path):
     """Which runner runs the export at `path`: `"litert"`, `"onnx"`,
@@ -99,22 +96,6 @@ def _ctranslate2(path, threads, compute_type):
     return CTranslate2Translator(path, compute_type=compute_type, intra_threads=threads)
 
 
-def request_limits(runner, max_request_sentences=None, max_request_tokens=None):
-    """What one request may hold: the flags where given, else the limits
-    the export records (a SavedModel's), else the defaults; refusals name
-    the export's limit, or the flag."""
-    recorded = runner.limits
-    sentences = max_request_sentences or recorded["max_batch_size"]
-    tokens = max_request_tokens or recorded["max_input_tokens"]
-    names = (
-        "max_request_sentences" if max_request_sentences or not sentences else "max_batch_size",
-        "max_request_tokens" if max_request_tokens or not tokens else "max_input_tokens",
-    )
-    return Limits(
-        sentences or DEFAULT_MAX_REQUEST_SENTENCES, tokens or DEFAULT_MAX_REQUEST_TOKENS, names
-    )
-
-
 def make_parser():
     parser = argparse.ArgumentParser(
         prog="python -m keras_transformer_runtime.serve",
@@ -172,7 +153,7 @@ def main(argv=None):
         model_name=args.model_name or model_name_of(args.model),
         max_batch_size=args.max_batch_size,
         batch_timeout_ms=args.batch_timeout_ms,
-        limits=request_limits(runners[0], args.max_request_sentences, args.max_request_tokens),
+        limits=Limits.of(runners[0], args.max_request_sentences, args.max_request_tokens),
     )
     print(
         f"serving {server.model_name} ({runners[0].name}, {args.workers} worker(s)) on "

@@ -57,7 +57,8 @@ class Server:
         version: the version the status and metadata report.
         max_batch_size: the most sentences the batcher runs together.
         batch_timeout_ms: how long a request waits for others to join it.
-        limits: what one request may hold (`protocol.Limits`).
+        limits: what one request may hold (`protocol.Limits`; default:
+            the export's, else 256 sentences and 16,384 tokens).
         max_body_bytes: the largest request body accepted (HTTP 413 above).
 
     Example:
@@ -79,7 +80,7 @@ class Server:
         self.runner = runners[0]
         self.model_name = model_name
         self.version = str(version)
-        self.limits = limits or protocol.Limits(256, 16_384)
+        self.limits = limits or protocol.Limits.of(self.runner)
         self.max_body_bytes = max_body_bytes
         self.signatures = protocol.signatures_of(self.runner.max_n_best)
         self.languages = ()

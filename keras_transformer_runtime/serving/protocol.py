@@ -19,6 +19,9 @@ import json
 
 from keras_transformer_runtime.serving.batcher import Translation
 
+# An export's default request limits (keras_transformer.export).
+DEFAULT_MAX_SENTENCES = 256
+DEFAULT_MAX_TOKENS = 16_384
 SERVING_DEFAULT = "serving_default"
 N_BEST = "n_best"
 TEXT = "text"
@@ -32,11 +35,31 @@ class BadRequest(ValueError):
 class Limits:
     """What one request may hold: `max_sentences` texts and, counted by
     the model's tokenizer (EOS included), `max_tokens` tokens; each named
-    in the refusal by `names` (the export's name of the limit)."""
+    in the refusal by `names` (the export's name of the limit, or the
+    server's flag)."""
 
-    max_sentences: int
-    max_tokens: int
-    names: tuple = ("max_batch_size", "max_input_tokens")
+    max_sentences: int = DEFAULT_MAX_SENTENCES
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    names: tuple = ("max_request_sentences", "max_request_tokens")
+
+    @classmethod
+    def of(cls, runner, max_sentences=None, max_tokens=None):
+        """The limits of a server of `runner`: `max_sentences` and
+        `max_tokens` where given, else the limits its export records (a
+        SavedModel's `max_batch_size` and `max_input_tokens`), else the
+        defaults (256 sentences, 16,384 tokens, as an export's)."""
+        recorded = runner.limits
+        sentences = _limit(
+            max_sentences, "max_request_sentences", recorded["max_batch_size"], "max_batch_size"
+        )
+        tokens = _limit(
+            max_tokens, "max_request_tokens", recorded["max_input_tokens"], "max_input_tokens"
+        )
+        return cls(
+            sentences[0] or DEFAULT_MAX_SENTENCES,
+            tokens[0] or DEFAULT_MAX_TOKENS,
+            (sentences[1], tokens[1]),
+        )
 
     def check(self, texts, source_lengths):
         """Raises `BadRequest` naming the limit `texts` exceed;
@@ -52,6 +75,14 @@ class Limits:
                 f"A request may hold at most {self.names[1]}={self.max_tokens} source tokens; "
                 f"this one holds {tokens}."
             )
+
+
+def _limit(given, flag, recorded, recorded_name):
+    """`(value, name)` of one limit: the given one named by its flag, else
+    the recorded one by the export's name, else `None` (the default)."""
+    if given is None and recorded is not None:
+        return recorded, recorded_name
+    return given, flag
 
 
 def json_body(body):

@@ -1,11 +1,11 @@
 """`python -m keras_transformer_runtime.serve`'s choices before it serves:
 which runner an export needs, the request limits, and its usage errors
-(the server itself: tests/export/test_server.py)."""
+(the server itself: tests/export/test_server.py; its limits:
+tests/runtime/serving/test_protocol.py)."""
 
 import pytest
 
 from keras_transformer_runtime import serve
-from tests.runtime.serving.reversing import ReversingRunner
 
 
 def test_the_runner_is_chosen_by_the_export(tmp_path):
@@ -25,20 +25,6 @@ def test_the_runner_is_chosen_by_the_export(tmp_path):
 def test_the_model_name_is_the_files():
     assert serve.model_name_of("/models/ende.tflite") == "ende"
     assert serve.model_name_of("/models/ende_ct2/") == "ende_ct2"
-
-
-def test_limits_come_from_the_flags_then_the_export_then_the_defaults():
-    runner = ReversingRunner()
-    limits = serve.request_limits(runner)
-    assert (limits.max_sentences, limits.max_tokens) == (256, 16_384)
-    assert limits.names == ("max_request_sentences", "max_request_tokens")
-    runner.limits = {"max_batch_size": 32, "max_input_tokens": 1000}  # as a SavedModel records
-    limits = serve.request_limits(runner)
-    assert (limits.max_sentences, limits.max_tokens) == (32, 1000)
-    assert limits.names == ("max_batch_size", "max_input_tokens")
-    limits = serve.request_limits(runner, max_request_sentences=8)
-    assert (limits.max_sentences, limits.max_tokens) == (8, 1000)
-    assert limits.names == ("max_request_sentences", "max_input_tokens")
 
 
 @pytest.mark.parametrize(

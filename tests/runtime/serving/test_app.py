@@ -125,8 +125,8 @@ def test_translate_gives_alternatives_on_demand(client):
         (b'{"instances": ["a"], "inputs": ["a"]}', "either `instances` or `inputs`"),
         (b'{"instances": ["\\ud800"]}', "`instances[0]` is not valid Unicode"),
         (b'{"signature_name": "score", "instances": ["a"]}', "serves: serving_default, n_best"),
-        (b'{"instances": ["a", "b", "c", "d", "e"]}', "at most max_batch_size=4 sentences"),
-        (b'{"instances": ["' + b"x" * 50 + b'"]}', "at most max_input_tokens=40 source"),
+        (b'{"instances": ["a", "b", "c", "d", "e"]}', "at most max_request_sentences=4 sentences"),
+        (b'{"instances": ["' + b"x" * 50 + b'"]}', "at most max_request_tokens=40 source"),
         (b'{"instances": ["REFUSE this"]}', "refused: REFUSE this"),
     ],
 )
