@@ -128,7 +128,8 @@ def model_name_of(path):
 def main(argv=None):
     parser = make_parser()
     args = parser.parse_args(argv)
-    for name in ("port", "max_batch_size", "workers", "threads"):
+    positive = ("port", "max_batch_size", "workers", "threads")
+    for name in (*positive, "max_request_sentences", "max_request_tokens"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             parser.error(f"--{name} must be positive. Received: --{name}={value}")
@@ -148,13 +149,16 @@ def main(argv=None):
         )
     except (ImportError, ValueError, FileNotFoundError) as error:
         parser.error(str(error))
-    server = Server(
-        runners,
-        model_name=args.model_name or model_name_of(args.model),
-        max_batch_size=args.max_batch_size,
-        batch_timeout_ms=args.batch_timeout_ms,
-        limits=Limits.of(runners[0], args.max_request_sentences, args.max_request_tokens),
-    )
+    try:
+        server = Server(
+            runners,
+            model_name=args.model_name or model_name_of(args.model),
+            max_batch_size=args.max_batch_size,
+            batch_timeout_ms=args.batch_timeout_ms,
+            limits=Limits.of(runners[0], args.max_request_sentences, args.max_request_tokens),
+        )
+    except ValueError as error:
+        parser.error(str(error))
     print(
         f"serving {server.model_name} ({runners[0].name}, {args.workers} worker(s)) on "
         f"http://{args.host}:{args.port}/",

@@ -21,6 +21,7 @@ import importlib.resources
 import re
 import time
 
+from keras_transformer_runtime import validation
 from keras_transformer_runtime.serving import protocol
 from keras_transformer_runtime.serving.batcher import Batcher
 from keras_transformer_runtime.serving.metrics import Metrics
@@ -77,6 +78,15 @@ class Server:
         limits=None,
         max_body_bytes=DEFAULT_MAX_BODY_BYTES,
     ):
+        runners = list(runners)
+        if not runners:
+            raise ValueError("`runners` must hold at least one runner. Received: runners=[]")
+        if not isinstance(model_name, str) or not re.fullmatch(r"[^/:]+", model_name):
+            raise ValueError(
+                "`model_name` must be a non-empty name without '/' or ':'. "
+                f"Received: model_name={model_name!r}"
+            )
+        validation.check_positive_int(max_body_bytes=max_body_bytes)
         self.runner = runners[0]
         self.model_name = model_name
         self.version = str(version)

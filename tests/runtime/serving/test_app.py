@@ -4,6 +4,7 @@ refusals (HTTP 400 naming the problem, never a 500 for bad input), the
 page, `/healthz` and `/metrics`."""
 
 import json
+import re
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -203,3 +204,18 @@ def test_metrics_count_requests_sentences_and_batches():
     latency = ("translation_request_seconds_count", (("endpoint", "translate"),))
     assert samples[latency] == 4
     assert samples[("translation_queued_requests", ())] == 0
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (dict(runners=[]), "`runners` must hold at least one runner"),
+        (dict(model_name="en/de"), "`model_name` must be a non-empty name without '/' or ':'"),
+        (dict(model_name=""), "Received: model_name=''"),
+        (dict(max_body_bytes=0), "`max_body_bytes` must be a positive integer"),
+        (dict(max_batch_size=0), "`max_batch_size` must be a positive integer"),
+    ],
+)
+def test_bad_server_arguments_are_named(arguments, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Server(**{"runners": [ReversingRunner()], **arguments})
