@@ -6,7 +6,10 @@ one and, with it, the later requests that ask for the same thing
 oldest has waited `batch_timeout_ms`, then runs the batch on its own
 runner, which sorts the batch's sentences by length into batches of at
 most `max_batch_size`. One worker forms a batch at a time (as TF Serving's
-batching threads do); several run at once, each with its own runner.
+batching threads do); several run at once, each with its own runner. A
+batch takes its share of the waiting sentences among the idle workers
+(8 waiting, 2 idle workers: 4), so that the cores translate side by side
+rather than one batch after another.
 
 A batch that fails is run again request by request, so that a request
 the runner refuses fails alone and the others get their translations.
@@ -79,6 +82,7 @@ class Batcher:
         self._changed = threading.Condition()
         self._forming = threading.Lock()
         self._closed = False
+        self._idle = len(runners)  # workers not running a batch
         self._threads = [
             threading.Thread(target=self._work, args=(r,), name=f"batcher-{i}", daemon=True)
             for i, r in enumerate(runners)
@@ -117,7 +121,11 @@ class Batcher:
                 batch = self._next_batch()
             if batch is None:
                 return
-            self._run(runner, batch)
+            try:
+                self._run(runner, batch)
+            finally:
+                with self._changed:
+                    self._idle += 1
 
     def _next_batch(self):
         """The next batch of requests (`None` once closed and empty): the
@@ -136,19 +144,22 @@ class Batcher:
                 if left <= 0 or self._fill(first.task) >= self.max_batch_size:
                     break
                 self._changed.wait(left)
-            return self._take(first.task)
+            share = -(-self._fill(first.task) // self._idle)  # rounded up
+            self._idle -= 1
+            return self._take(first.task, min(share, self.max_batch_size))
 
     def _fill(self, task):
         """How many sentences the queued requests for `task` hold."""
         return sum(len(r.sentences) for r in self._queue if r.task == task)
 
-    def _take(self, task):
+    def _take(self, task, size_limit):
         """Removes from the queue the oldest requests for `task` that fit
-        in one batch (at least one), and returns them."""
+        in a batch of `size_limit` sentences (at least one), and returns
+        them."""
         taken, kept, size = [], [], 0
         for request in self._queue:
-            fits = not taken or size + len(request.sentences) <= self.max_batch_size
-            if request.task == task and fits and size < self.max_batch_size:
+            fits = not taken or size + len(request.sentences) <= size_limit
+            if request.task == task and fits and size < size_limit:
                 taken.append(request)
                 size += len(request.sentences)
             else:

@@ -98,6 +98,19 @@ def test_workers_run_batches_side_by_side():
     assert [len(r.calls) for r in runners] == [1, 1]
 
 
+def test_idle_workers_share_the_waiting_sentences():
+    """Eight sentences waiting and two idle workers: a batch of four each,
+    run side by side, not eight on one worker while the other waits."""
+    runners = [ReversingRunner(delay=0.4), ReversingRunner(delay=0.4)]
+    batcher = Batcher(runners, max_batch_size=64, batch_timeout_ms=100)
+    start = time.perf_counter()
+    futures = [batcher.submit(Translation(), [f"s{i}"]) for i in range(8)]
+    assert [translations(f) for f in futures] == [[f"s{i}"[::-1]] for i in range(8)]
+    assert time.perf_counter() - start < 0.75  # one batch time (0.4 s) and the timeout
+    batcher.close()
+    assert sorted(len(call) for r in runners for call in r.calls) == [4, 4]
+
+
 def test_close_answers_the_queued_requests_and_refuses_new_ones():
     batcher = Batcher([ReversingRunner(delay=0.05)], max_batch_size=1, batch_timeout_ms=0)
     futures = [batcher.submit(Translation(), [f"q{i}"]) for i in range(5)]
