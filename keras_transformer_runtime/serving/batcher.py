@@ -2,10 +2,11 @@
 
 A request (`Batcher.submit`) is queued; a worker thread takes the oldest
 one and, with it, the later requests that ask for the same thing
-(`Translation`), until the batch holds `max_batch_size` sentences or the
-oldest has waited `batch_timeout_ms`, then runs the batch on its own
-runner, which sorts the batch's sentences by length into batches of at
-most `max_batch_size`. One worker forms a batch at a time (as TF Serving's
+(`Translation`), until the batch holds `max_batch_size` sentences, the
+oldest has waited `batch_timeout_ms`, or no request has come for a
+quarter of it (the requests that came together are in), then runs the
+batch on its own runner, which sorts the batch's sentences by length
+into batches of at most `max_batch_size`. One worker forms a batch at a time (as TF Serving's
 batching threads do); several run at once, each with its own runner. A
 batch takes its share of the waiting sentences among the idle workers
 (8 waiting, 2 idle workers: 4), so that the cores translate side by side
@@ -21,6 +22,10 @@ import threading
 import time
 
 from keras_transformer_runtime import validation
+
+# A batch stops waiting once no request has come for this part of the
+# timeout: those that were coming together have come.
+LULL_FRACTION = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,9 +134,10 @@ class Batcher:
 
     def _next_batch(self):
         """The next batch of requests (`None` once closed and empty): the
-        oldest request and those after it with the same task, up to
-        `max_batch_size` sentences, once full or once the oldest has
-        waited `batch_timeout`."""
+        oldest request and those after it with the same task, up to this
+        worker's share of them (`max_batch_size` at most), once full, once
+        the oldest has waited `batch_timeout`, or once none has come for
+        `LULL_FRACTION` of it."""
         with self._changed:
             while not self._queue:
                 if self._closed:
@@ -140,10 +146,11 @@ class Batcher:
             first = self._queue[0]
             deadline = first.arrived + self.batch_timeout
             while not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._fill(first.task) >= self.max_batch_size:
+                now = time.monotonic()
+                lull = now - self._queue[-1].arrived >= self.batch_timeout * LULL_FRACTION
+                if now >= deadline or lull or self._fill(first.task) >= self.max_batch_size:
                     break
-                self._changed.wait(left)
+                self._changed.wait(min(deadline - now, self.batch_timeout * LULL_FRACTION))
             share = -(-self._fill(first.task) // self._idle)  # rounded up
             self._idle -= 1
             return self._take(first.task, min(share, self.max_batch_size))

@@ -78,6 +78,19 @@ def test_a_lone_request_waits_at_most_the_timeout():
     batcher.close()
 
 
+def test_a_batch_stops_waiting_once_requests_stop_coming():
+    """Requests that came together run once a quarter of the timeout
+    passes without another: not after the whole timeout."""
+    runner = ReversingRunner()
+    batcher = Batcher([runner], max_batch_size=64, batch_timeout_ms=2000)
+    start = time.perf_counter()
+    futures = [batcher.submit(Translation(), [s]) for s in ("ab", "cd", "ef")]
+    assert [translations(f) for f in futures] == [["ba"], ["dc"], ["fe"]]
+    assert time.perf_counter() - start < 1.5  # 0.5 s of lull, not the 2 s timeout
+    batcher.close()
+    assert runner.calls == [["ab", "cd", "ef"]]
+
+
 def test_a_full_batch_does_not_wait_for_the_timeout():
     batcher = Batcher([ReversingRunner()], max_batch_size=2, batch_timeout_ms=60_000)
     futures = [batcher.submit(Translation(), [s]) for s in ("ab", "cd")]
