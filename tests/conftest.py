@@ -226,3 +226,52 @@ def once_for_all_workers(tmp_path_factory, name, build, load):
         result = build(directory)
         (directory / "built").write_text("")
         return result
+
+
+# Each runner's export of the trained letter reverser with beam search
+# (beam 3), made where a test first asks for it, once for all workers: the
+# runner conformance tests, the LiteRT and ONNX agreement tests, the
+# server's tests and the server benchmark's share them (a conversion takes 20-40 s).
+EXPORT_FILES = {
+    "SavedModelTranslator": "saved_model",
+    "CTranslate2Translator": "ct2",
+    "LiteRTTranslator": "ende.tflite",
+    "ONNXTranslator": "ende.onnx",
+}
+
+
+@pytest.fixture(scope="session")
+def reverser_translator(letter_reverser):
+    """`Translator` of the trained letter reverser, beam 3."""
+    from keras_transformer import Translator
+
+    return Translator(letter_reverser.model, letter_reverser.tokenizer, beam_size=3)
+
+
+@pytest.fixture(scope="session")
+def reverser_export(reverser_translator, tmp_path_factory):
+    """`export(runner_name)`: the path of `reverser_translator`'s export
+    for that runner (alone in its directory), written once per run."""
+    from keras_transformer import export
+
+    writers = {
+        "SavedModelTranslator": export.export_saved_model,
+        "CTranslate2Translator": export.export_ctranslate2,
+        "LiteRTTranslator": export.export_litert,
+        "ONNXTranslator": export.export_onnx,
+    }
+
+    def path(runner_name):
+        def build(directory):
+            target = directory / "export" / EXPORT_FILES[runner_name]
+            target.parent.mkdir(exist_ok=True)
+            return writers[runner_name](reverser_translator, target) or target
+
+        def load(directory):
+            return directory / "export" / EXPORT_FILES[runner_name]
+
+        return os.fspath(
+            once_for_all_workers(tmp_path_factory, f"reverser-{runner_name}", build, load)
+        )
+
+    return path
