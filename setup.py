@@ -15,8 +15,16 @@ INSTALL_REQUIRES = [
 ]
 
 # The HTTP server of keras_transformer_runtime.serve: an ASGI app, its
-# server, and Prometheus's text format.
-SERVE = ["starlette>=0.40", "uvicorn>=0.30", "prometheus_client>=0.20"]
+# server with the C HTTP parser and event loop it uses when installed
+# (benchmarks/NOTES.md: 1.2x the sentences/s of its pure-Python ones),
+# and Prometheus's text format.
+SERVE = [
+    "starlette>=0.40",
+    "uvicorn>=0.30",
+    "httptools>=0.6",
+    "uvloop>=0.19; sys_platform != 'win32'",
+    "prometheus_client>=0.20",
+]
 
 setup(
     name="keras_transformer",

@@ -1,0 +1,227 @@
+"""The HTTP server (`python -m keras_transformer_runtime.serve`) under
+concurrent clients, against its runner called directly.
+
+    python benchmarks/server.py --model exports/multi30k.tflite \\
+        --sentences data/multi30k/test_2016_flickr.en.gz --count 1000 --clients 8
+
+`--clients` clients each send one sentence a request over a kept-alive
+HTTP connection (TF Serving's `:predict`, `serving_default`) and wait for
+the answer, the sentences of `--sentences` (the first `--count`) shared
+among them. A row per `SETTINGS` entry (workers x threads per runner):
+the server started with it (`--max_batch_size`, `--batch_timeout_ms`)
+in a process of its own, and the same runners called directly in
+another process, each worker thread translating consecutive batches of
+the server's mean batch size (read from its `/metrics`), without HTTP,
+JSON or queueing: `server / direct` is what serving costs. Each speed
+is the faster of two passes after a warm-up; the latencies are a
+request's median and 90th percentile.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from keras_transformer_runtime.serve import load_runners  # noqa: E402
+from keras_transformer_runtime.text_files import read_lines  # noqa: E402
+
+# (workers, threads per runner: None for the cores shared among them)
+SETTINGS = ((1, None), (2, 1))
+
+
+def direct_speed(model, sentences, batch_size, workers=1, threads=None, passes=2):
+    """Sentences/s of the runners the server would load (`workers`, each
+    with `threads`), called directly: each worker thread translates the
+    next `batch_size` consecutive sentences until none are left."""
+    runners = load_runners(model, workers, threads)
+    for runner in runners:
+        runner.translate(sentences[:batch_size], batch_size=batch_size)
+    starts = list(range(0, len(sentences), batch_size))
+    lock = threading.Lock()
+
+    def work(runner, pending):
+        while True:
+            with lock:
+                start = next(pending, None)
+            if start is None:
+                return
+            runner.translate(sentences[start : start + batch_size], batch_size=batch_size)
+
+    speeds = []
+    for _ in range(passes):
+        pending = iter(starts)
+        pool = [threading.Thread(target=work, args=(runner, pending)) for runner in runners]
+        begin = time.perf_counter()
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        speeds.append(len(sentences) / (time.perf_counter() - begin))
+    return max(speeds)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Client:
+    """One kept-alive connection to the server's `:predict`."""
+
+    def __init__(self, port):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def translate(self, sentences):
+        body = json.dumps({"instances": sentences})
+        self.connection.request(
+            "POST", "/v1/models/bench:predict", body, {"Content-Type": "application/json"}
+        )
+        response = self.connection.getresponse()
+        answer = json.loads(response.read())
+        if response.status != 200:
+            raise RuntimeError(answer)
+        return [p["translation"] for p in answer["predictions"]]
+
+    def close(self):
+        self.connection.close()
+
+
+def clients_pass(port, sentences, count):
+    """`count` clients sending `sentences` one at a time: `(sentences/s,
+    latencies in seconds)`."""
+    latencies, lock = [], threading.Lock()
+
+    def client(mine):
+        connection = Client(port)
+        try:
+            for sentence in mine:
+                start = time.perf_counter()
+                connection.translate([sentence])
+                with lock:
+                    latencies.append(time.perf_counter() - start)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client, args=(sentences[i::count],)) for i in range(count)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return len(sentences) / (time.perf_counter() - start), latencies
+
+
+def wait_until_serving(server, port, sentences, timeout=300):
+    """Returns once the `server` process on `port` translates `sentences`."""
+    deadline = time.time() + timeout
+    while True:
+        client = Client(port)
+        try:
+            client.translate(sentences)
+            return
+        except OSError:
+            if server.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"the server on port {port} did not start") from None
+            time.sleep(0.2)
+        finally:
+            client.close()
+
+
+def mean_batch(port):
+    """`(batches, sentences)` the server on `port` has run (`/metrics`)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("translation_batch_size_"):
+            name, value = line.split()
+            samples[name] = float(value)
+    return samples["translation_batch_size_count"], samples["translation_batch_size_sum"]
+
+
+def served_row(args, sentences, workers, threads):
+    """`{"speed", "p50", "p90", "batch"}` of the clients against a server
+    started with `workers` and `threads` (`batch`: the mean sentences per
+    batch it ran in the measured passes)."""
+    port = free_port()
+    command = [sys.executable, "-m", "keras_transformer_runtime.serve", "--model", args.model]
+    command += ["--model_name", "bench", "--port", str(port), "--workers", str(workers)]
+    command += ["--max_batch_size", str(args.max_batch_size)]
+    command += ["--batch_timeout_ms", str(args.batch_timeout_ms)]
+    command += ["--threads", str(threads)] if threads else []
+    server = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_serving(server, port, sentences[:1])
+        clients_pass(port, sentences[: 4 * args.clients], args.clients)  # warm-up
+        before = mean_batch(port)
+        best = max((clients_pass(port, sentences, args.clients) for _ in range(2)))
+        after = mean_batch(port)
+    finally:
+        server.terminate()
+        server.wait()
+    speed, latencies = best
+    return {
+        "speed": speed,
+        "p50": statistics.median(latencies),
+        "p90": statistics.quantiles(latencies, n=10)[-1],
+        "batch": (after[1] - before[1]) / (after[0] - before[0]),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", required=True, help="an export the server runs")
+    parser.add_argument("--sentences", required=True, help="a text file, one sentence a line")
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--max_batch_size", type=int, default=64)
+    parser.add_argument("--batch_timeout_ms", type=float, default=5.0)
+    parser.add_argument("--direct", nargs=3, type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    for name in ("count", "clients", "max_batch_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1. Received: {getattr(args, name)}")
+    sentences = read_lines(args.sentences)[: args.count]
+    if args.direct:  # a direct row, in a process of its own: workers, threads, batch size
+        workers, threads, batch_size = args.direct
+        print(json.dumps(direct_speed(args.model, sentences, batch_size, workers, threads or None)))
+        return
+    print(f"{args.model}, {len(sentences)} sentences, {args.clients} clients, ", end="")
+    print(f"{os.cpu_count()} cores")
+    print()
+    print(
+        "| workers x threads | mean batch | server, sentences/s | runners directly, sentences/s "
+        "| server / direct | latency p50, ms | p90, ms |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for workers, threads in SETTINGS:
+        row = served_row(args, sentences, workers, threads)
+        batch = max(1, round(row["batch"]))
+        command = [sys.executable, os.path.abspath(__file__), *(argv or sys.argv[1:])]
+        command += ["--direct", str(workers), str(threads or 0), str(batch)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        direct = json.loads(done.stdout.strip().splitlines()[-1])
+        print(
+            f"| {workers} x {threads or 'all'} | {row['batch']:.1f} | {row['speed']:.1f} "
+            f"| {direct:.1f} | {row['speed'] / direct:.2f}x "
+            f"| {1000 * row['p50']:.0f} | {1000 * row['p90']:.0f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

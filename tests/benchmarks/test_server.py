@@ -1,0 +1,58 @@
+"""benchmarks/server.py: its clients against a served export, and its
+table (the letter reverser's LiteRT export, a few sentences)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer_runtime import LiteRTTranslator
+from tests.training.helpers import letter_reversal_corpus
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "benchmarks")
+
+pytestmark = [pytest.mark.tensorflow_only, pytest.mark.large]  # starts server processes
+
+
+def test_the_table_has_a_row_per_server_setting(reverser_export, tmp_path):
+    path = reverser_export("LiteRTTranslator")
+    sentences = letter_reversal_corpus(16, seed=5)[0]
+    source = tmp_path / "sentences.txt"
+    source.write_text("\n".join(sentences) + "\n")
+    command = [sys.executable, os.path.join(BENCHMARKS, "server.py"), "--model", path]
+    command += ["--sentences", str(source), "--clients", "4", "--count", "16"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")][2:]
+    assert [r.split("|")[1].strip() for r in rows] == ["1 x all", "2 x 1"]
+    for row in rows:
+        batch, served, direct, ratio = (float(c.strip(" x")) for c in row.split("|")[2:6])
+        assert 0 < batch <= 4 and served > 0 and direct > 0
+        assert ratio == pytest.approx(served / direct, abs=0.01)
+
+
+def test_the_clients_get_the_runners_translations(reverser_export):
+    sys.path.insert(0, BENCHMARKS)
+    import server as benchmark
+
+    path = reverser_export("LiteRTTranslator")
+    sentences = letter_reversal_corpus(12, seed=6)[0]
+    port = benchmark.free_port()
+    command = [sys.executable, "-m", "keras_transformer_runtime.serve", "--model", path]
+    process = subprocess.Popen(
+        [*command, "--model_name", "bench", "--port", str(port)],
+        cwd=benchmark.ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        benchmark.wait_until_serving(process, port, sentences[:1])
+        expected = LiteRTTranslator(path).translate(sentences)
+        client = benchmark.Client(port)
+        assert client.translate(sentences) == expected
+        client.close()
+        speed, latencies = benchmark.clients_pass(port, sentences, 3)
+        assert speed > 0 and len(latencies) == len(sentences)
+    finally:
+        process.terminate()
+        process.wait()
