@@ -31,6 +31,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from serving_settings import clients  # noqa: E402
+
 from keras_transformer_runtime.serve import load_runners  # noqa: E402
 from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 
@@ -97,28 +99,23 @@ class Client:
 
 
 def clients_pass(port, sentences, count):
-    """`count` clients sending `sentences` one at a time: `(sentences/s,
+    """`count` clients sending `sentences` one at a time, each on its own
+    kept-alive connection (`serving_settings.clients`): `(sentences/s,
     latencies in seconds)`."""
-    latencies, lock = [], threading.Lock()
+    connections, lock = {}, threading.Lock()
 
-    def client(mine):
-        connection = Client(port)
-        try:
-            for sentence in mine:
-                start = time.perf_counter()
-                connection.translate([sentence])
-                with lock:
-                    latencies.append(time.perf_counter() - start)
-        finally:
-            connection.close()
+    def serve(batch):
+        with lock:
+            client = connections.get(threading.get_ident())
+            if client is None:
+                client = connections[threading.get_ident()] = Client(port)
+        return client.translate(batch)
 
-    threads = [threading.Thread(target=client, args=(sentences[i::count],)) for i in range(count)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return len(sentences) / (time.perf_counter() - start), latencies
+    try:
+        return clients(serve, sentences, count)
+    finally:
+        for client in connections.values():
+            client.close()
 
 
 def wait_until_serving(server, port, sentences, timeout=300):
