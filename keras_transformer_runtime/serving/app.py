@@ -93,6 +93,7 @@ class Server:
         self.limits = limits or protocol.Limits.of(self.runner)
         self.max_body_bytes = max_body_bytes
         self.signatures = protocol.signatures_of(self.runner.max_n_best)
+        self._page = importlib.resources.files(__package__).joinpath("page.html").read_text("utf-8")
         self.languages = ()
         self.metrics = Metrics(max_batch_size, queued=lambda: self.batcher.queued())
         self.batcher = Batcher(
@@ -125,8 +126,7 @@ class Server:
         """The web page (`page.html`)."""
         from starlette.responses import HTMLResponse
 
-        html = importlib.resources.files(__package__).joinpath("page.html").read_text("utf-8")
-        return HTMLResponse(html)
+        return HTMLResponse(self._page)
 
     async def info(self, request):
         """What the page shows and asks: the model's name, languages,
