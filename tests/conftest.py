@@ -209,6 +209,15 @@ def trained_marian(tmp_path_factory):
     )
 
 
+def free_port():
+    """A TCP port of the loopback interface that nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def once_for_all_workers(tmp_path_factory, name, build, load):
     """`build(directory)` once per test run, in a directory that
     pytest-xdist's workers share (under a file lock), and `load(directory)`

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from keras_transformer_runtime import LiteRTTranslator
+from tests.export.test_server import served
 from tests.training.helpers import letter_reversal_corpus
 
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "benchmarks")
@@ -38,21 +39,11 @@ def test_the_clients_get_the_runners_translations(reverser_export):
 
     path = reverser_export("LiteRTTranslator")
     sentences = letter_reversal_corpus(12, seed=6)[0]
-    port = benchmark.free_port()
-    command = [sys.executable, "-m", "keras_transformer_runtime.serve", "--model", path]
-    process = subprocess.Popen(
-        [*command, "--model_name", "bench", "--port", str(port)],
-        cwd=benchmark.ROOT,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        benchmark.wait_until_serving(process, port, sentences[:1])
+    with served(path, name="bench") as url:
+        port = int(url.rsplit(":", 1)[1])
         expected = LiteRTTranslator(path).translate(sentences)
         client = benchmark.Client(port)
         assert client.translate(sentences) == expected
         client.close()
         speed, latencies = benchmark.clients_pass(port, sentences, 3)
         assert speed > 0 and len(latencies) == len(sentences)
-    finally:
-        process.terminate()
-        process.wait()

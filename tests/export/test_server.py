@@ -8,7 +8,6 @@ import concurrent.futures
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ import pytest
 from keras_transformer_runtime import CTranslate2Translator
 from keras_transformer_runtime import LiteRTTranslator
 from keras_transformer_runtime import SavedModelTranslator
+from tests.conftest import free_port
 from tests.examples.helpers import load_example
 from tests.training.helpers import letter_reversal_corpus
 
@@ -29,17 +29,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SENTENCES = letter_reversal_corpus(24, seed=33)[0]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
-def served(model, *flags, without_tensorflow=True):
-    """The base URL of a server of `model` started with `flags`; with
-    `without_tensorflow`, in a process where TensorFlow and Keras cannot
-    be imported."""
+def served(model, *flags, name="ende", without_tensorflow=True):
+    """The base URL of a server of `model` named `name`, started with
+    `flags`; with `without_tensorflow`, in a process where TensorFlow and
+    Keras cannot be imported."""
     port = free_port()
     module = (
         "tests.export.serve_without_tensorflow"
@@ -49,7 +43,7 @@ def served(model, *flags, without_tensorflow=True):
     command = [sys.executable, "-m", module, "--model", os.fspath(model), "--port", str(port)]
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(
-            [*command, "--model_name", "ende", *flags],
+            [*command, "--model_name", name, *flags],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -4,13 +4,14 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+
+from tests.conftest import free_port
 
 # TensorFlow by design; every test starts Python processes.
 pytestmark = [pytest.mark.tensorflow_only, pytest.mark.large]
@@ -61,12 +62,6 @@ def test_mirrored_on_two_devices_equals_one_device(tmp_path):
     print(
         f"one device: {one['seconds']:.2f}s, two logical devices: {two['seconds']:.2f}s for 2 steps"
     )
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def test_two_workers_end_with_identical_weights(tmp_path):
