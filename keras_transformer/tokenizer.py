@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import special_ids
+from keras_transformer_runtime import languages
 
 WORD_MARK = "\u2581"  # SentencePiece's mark of a word's first piece
 _WORD_CHARACTER = re.compile(r"\w")
@@ -49,6 +50,9 @@ class Tokenizer(tf.Module):
     pad_id, unk_id = special_ids.PAD_ID, -1
     bos_id, eos_id = special_ids.BOS_ID, special_ids.EOS_ID
     samples_segmentations = False
+    # Whether a multilingual model's text must name its language
+    # (`TargetLanguages.required`).
+    language_tag_required = True
 
     def tokenize(self, text):
         """Strings `(batch,)` to ragged int32 ids `(batch, None)`, without
@@ -84,6 +88,24 @@ class Tokenizer(tf.Module):
         """The piece of one id (Python), or `None` where the tokenizer has
         no pieces to show."""
         return None
+
+    @property
+    def languages(self):
+        """The `TargetLanguages` whose tags (`>>fr<<`) are pieces of the
+        vocabulary: what a multilingual model translates into (empty for
+        one language pair, and for a tokenizer without pieces)."""
+        if "_languages" not in self.__dict__:
+            count = self.vocab_size or 0
+            pieces = (self.id_to_piece(i) for i in range(count))
+            required = self.language_tag_required
+            self._languages = languages.TargetLanguages.of_pieces(pieces, required)
+        return self._languages
+
+    @property
+    def language_tags(self):
+        """The target-language tags in the vocabulary, such as
+        `(">>cs<<", ">>de<<", ">>fr<<")`; `()` for one language pair."""
+        return tuple(languages.tags(self.languages.codes))
 
     @property
     def fingerprint(self):

@@ -154,6 +154,7 @@ class CTranslate2Translator(runner.Runner):
         )
         self.translator = ctranslate2.Translator(model_dir, **self._options)
         self.pieces = host_tokenizer(tokenizer_kind(model_dir, recorded), model_dir)
+        self.languages = self.pieces.languages
         self._ctranslate2 = ctranslate2
         self._eos_piece = self.pieces.eos_piece
 
@@ -330,9 +331,10 @@ class CTranslate2Translator(runner.Runner):
 
         return self._by_length(sentences, batch_size, run)
 
-    def score(self, sources, targets, batch_size=64):
+    def score(self, sources, targets, batch_size=64, target_lang=None):
         """Scores each target as a translation of its source (forced
-        decoding), like `Translator.score`: a list of `TargetScore`. A
+        decoding; into `target_lang` for a multilingual model), like
+        `Translator.score`: a list of `TargetScore`. A
         target is truncated as `Translator.score` truncates it, to the
         model's `max_length` tokens with EOS (whatever
         `max_output_length` limits translations to)."""
@@ -342,6 +344,7 @@ class CTranslate2Translator(runner.Runner):
                 "`sources` and `targets` must hold one target per source. Received: "
                 f"{len(sources)} sources and {len(targets)} targets"
             )
+        sources = self.tagged_sources(sources, target_lang)
         keep = self._model_max_length - 1
         alpha = self.settings.alpha
 

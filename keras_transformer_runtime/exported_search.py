@@ -115,6 +115,7 @@ class ExportedSearchTranslator(runner.Runner):
         self.quantization = recorded.get("quantization") or "float32"
         self.pad_id, self.eos_id = recorded["pad_id"], recorded["eos_id"]
         self.pieces = load_tokenizer(self.path, recorded)
+        self.languages = self.pieces.languages
 
     def _search(self, source_ids):
         """`(ids, scores)` of int32 NumPy `source_ids` `[batch, length]`."""
@@ -145,9 +146,13 @@ class ExportedSearchTranslator(runner.Runner):
     def _source_lengths(self, texts):
         return [len(self.pieces.source_ids(runner.as_text(text))) for text in texts]
 
-    def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=16):
+    def translate_with_scores(
+        self, sentences, n_best=1, token_scores=False, batch_size=16, target_lang=None
+    ):
         """`Runner.translate_with_scores`, 16 sentences a batch by default."""
-        return super().translate_with_scores(sentences, n_best, token_scores, batch_size)
+        return super().translate_with_scores(
+            sentences, n_best, token_scores, batch_size, target_lang
+        )
 
     def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
         """The best translation of each sentence as a `Hypothesis` (in a
@@ -187,6 +192,6 @@ class ExportedSearchTranslator(runner.Runner):
 
         return in_length_order(len(sentences), lambda i: len(sentences[i]), run, batch_size)
 
-    def translate(self, sentences, batch_size=16):
+    def translate(self, sentences, batch_size=16, target_lang=None):
         """The best translation of each sentence, in order."""
-        return super().translate(sentences, batch_size)
+        return super().translate(sentences, batch_size, target_lang)

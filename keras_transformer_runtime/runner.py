@@ -6,13 +6,15 @@ TensorFlow graphs), `SavedModelTranslator` (an export for TF Serving),
 same calls and return the same result types (`keras_transformer_runtime.
 results`), so that code written against one runs against another:
 
-    translate(sentences, batch_size=64)                      -> [str]
+    translate(sentences, batch_size=64, target_lang=None)    -> [str]
     translate_with_scores(sentences, n_best=1, token_scores=False,
-                          batch_size=64)                     -> [[Hypothesis]]
-    sample(sentences, num_samples=1, seed=0, batch_size=64)  -> [[Hypothesis]]
-    score(sources, targets, batch_size=64)                   -> [TargetScore]
+                          batch_size=64, target_lang=None)   -> [[Hypothesis]]
+    sample(sentences, num_samples=1, seed=0, batch_size=64,
+           target_lang=None)                                 -> [[Hypothesis]]
+    score(sources, targets, batch_size=64, target_lang=None) -> [TargetScore]
     translate_with_constraints(sentences, constraints=None, banned=None,
-                               batch_size=64)                -> [Hypothesis]
+                               batch_size=64, glossary=None,
+                               target_lang=None)             -> [Hypothesis]
     describe()                                               -> str
 
 A runner lists what it supports in `methods`; the others raise
@@ -28,6 +30,13 @@ joined back with its own separators, and a sentence longer than
 implements the methods on sentences (`_translate_with_scores`,
 `_sample`, `_translate_with_constraints`) and `_source_lengths`; the
 public methods split and join.
+
+A multilingual model (one whose vocabulary has target-language tags,
+`languages`) translates into the language each request names:
+`target_lang` is one code for all inputs or a list of one per input, and
+every sentence of an input is tagged with its language before it is
+translated (`keras_transformer_runtime.languages`); an unknown language
+is a `ValueError` naming the model's.
 """
 
 import dataclasses
@@ -36,6 +45,7 @@ import json
 from keras_transformer_runtime import glossary as glossary_module
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.documents import Split
+from keras_transformer_runtime.languages import TargetLanguages
 from keras_transformer_runtime.results import RefusedRequestError
 
 TRANSLATE = "translate"
@@ -90,12 +100,15 @@ class Runner:
         limits: what one request may hold, `{"max_batch_size",
             "max_input_tokens"}` (sentences, and source tokens with each
             EOS), as an export records them; `None`: no limit.
+        languages: the `TargetLanguages` the model knows (the tags in its
+            vocabulary; empty for a model of one language pair).
     """
 
     methods = frozenset({TRANSLATE})
     has_token_scores = False
     model = None
     limits = {"max_batch_size": None, "max_input_tokens": None}
+    languages = TargetLanguages()
 
     @property
     def name(self):
@@ -124,42 +137,64 @@ class Runner:
             f"{self.name} does not support `{method}`; it supports: {supported}."
         )
 
-    def translate(self, sentences, batch_size=64):
-        """The best translation of each input, in order."""
-        results = self.translate_with_scores(sentences, batch_size=batch_size)
+    def translate(self, sentences, batch_size=64, target_lang=None):
+        """The best translation of each input, in order (into
+        `target_lang`: see the module's docstring)."""
+        results = self.translate_with_scores(
+            sentences, batch_size=batch_size, target_lang=target_lang
+        )
         return [options[0].translation for options in results]
 
-    def translate_with_scores(self, sentences, n_best=1, token_scores=False, batch_size=64):
+    def translate_with_scores(
+        self, sentences, n_best=1, token_scores=False, batch_size=64, target_lang=None
+    ):
         """For each input, its `n_best` best `Hypothesis` (at most the beam
         size), best first; with `token_scores`, each with its tokens and
         their log-probabilities. An input of several sentences joins its
         sentences' i-th best into its i-th."""
         return self._hypotheses_per_input(
             TRANSLATE_WITH_SCORES,
-            sentences,
+            self.split(sentences, target_lang),
             lambda part: self._translate_with_scores(part, n_best, token_scores, batch_size),
             n_best,
         )
 
-    def sample(self, sentences, num_samples=1, seed=0, batch_size=64):
+    def sample(self, sentences, num_samples=1, seed=0, batch_size=64, target_lang=None):
         """For each input, `num_samples` translations drawn at random
         (`temperature`, `top_k`, `top_p`) as `Hypothesis`, repeatable with
         the same `seed`; an input of several sentences joins its
         sentences' i-th draws into its i-th."""
         return self._hypotheses_per_input(
             SAMPLE,
-            sentences,
+            self.split(sentences, target_lang),
             lambda part: self._sample(part, num_samples, seed, batch_size),
             num_samples,
         )
 
-    def score(self, sources, targets, batch_size=64):
+    def score(self, sources, targets, batch_size=64, target_lang=None):
         """How likely the model finds each target for its source (forced
-        decoding): a `TargetScore` per pair, each pair scored whole."""
+        decoding): a `TargetScore` per pair, each pair scored whole (a
+        multilingual model's as a translation into `target_lang`)."""
         self._unsupported(SCORE)
 
+    def tagged_sources(self, sources, target_lang):
+        """`sources` as a multilingual model reads them, each tagged with
+        its `target_lang` (see `languages.TargetLanguages.requested`); for
+        a model of one language, as they are."""
+        texts, codes = self.languages.requested(sources, target_lang)
+        if not self.languages:
+            return texts
+        pairs = zip(texts, codes, strict=True)
+        return [self.languages.tagged(as_text(text), code) for text, code in pairs]
+
     def translate_with_constraints(
-        self, sentences, constraints=None, banned=None, batch_size=64, glossary=None
+        self,
+        sentences,
+        constraints=None,
+        banned=None,
+        batch_size=64,
+        glossary=None,
+        target_lang=None,
     ):
         """The best translation of each input that holds its
         `constraints` and none of its `banned` phrases (per input, a list
@@ -179,7 +214,7 @@ class Runner:
             name: glossary_module.phrase_lists(name, value, len(texts))
             for name, value in (("constraints", constraints), ("banned", banned))
         }
-        split = self.split(texts)
+        split = self.split(texts, target_lang)
         rows = split.rows()
         several = {row for row in range(len(texts)) if len(split.units(row)) > 1}
         banned_each = [terms["banned"][row] for row in rows]
@@ -229,14 +264,12 @@ class Runner:
             for row, h in enumerate(joined)
         ]  # fmt: skip
 
-    def _hypotheses_per_input(self, method, sentences, run, count):
+    def _hypotheses_per_input(self, method, split, run, count):
         """`method`'s results: `run(sentences)` (per sentence, a list of
-        `count` `Hypothesis`) on the split inputs, joined per input."""
+        `count` `Hypothesis`) on the `split` inputs, joined per input."""
         if method not in self.methods:
             self._unsupported(method)
-        return self._joined(
-            self.split(sentences), run, lambda head, done: head.hypotheses(done, count)
-        )
+        return self._joined(split, run, lambda head, done: head.hypotheses(done, count))
 
     def _joined(self, split, run, join):
         """`join(split, run(split.sentences))`; a `RefusedRequestError`
@@ -250,18 +283,39 @@ class Runner:
             done = join(head, error.done[: len(head.sentences)])
             raise RefusedRequestError(error.reason, start, end, done) from None
 
-    def split(self, sentences):
-        """`sentences` as the runner translates them (`Split`), with a
-        `RuntimeWarning` if one is over `max_input_length`."""
+    def split(self, sentences, target_lang=None):
+        """`sentences` as the runner translates them (`Split`), each
+        tagged with its `target_lang` for a multilingual model, with a
+        `RuntimeWarning` if one is over `max_input_length` (less its
+        tag's tokens)."""
+        texts, codes = self.languages.requested(sentences, target_lang)
         limit = self.settings.max_input_length  # None: no limit
         split = Split.of(
-            sentences,
+            texts,
             self.settings.split_sentences,
-            None if limit is None else limit - 1,
+            None if limit is None else limit - 1 - self._tag_length(),
             self._source_lengths,
         )
         split.warn(limit, stacklevel=3)
+        if self.languages:
+            rows = split.rows()
+            tagged = [
+                self.languages.tagged(as_text(sentence), codes[row])
+                for sentence, row in zip(split.sentences, rows, strict=True)
+            ]
+            split = dataclasses.replace(split, sentences=tagged)
         return split
+
+    def _tag_length(self):
+        """The most source tokens a language tag adds to a sentence (0 for
+        a model of one language)."""
+        if not self.languages:
+            return 0
+        if "_tag_tokens" not in self.__dict__:
+            plain = self._source_lengths(["a"])[0]
+            tagged = self._source_lengths([self.languages.tagged("a", c) for c in self.languages])
+            self._tag_tokens = max(tagged) - plain
+        return self._tag_tokens
 
     def _source_lengths(self, texts):
         """Each text's source tokens, EOS not counted."""

@@ -24,6 +24,7 @@ from keras_transformer_runtime import glossary
 from keras_transformer_runtime import results
 from keras_transformer_runtime import runner
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.languages import TargetLanguages
 from keras_transformer_runtime.settings import DecodingSettings
 
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -163,6 +164,9 @@ class SavedModelTranslator(runner.Runner):
         self.limits = {
             name: self.recorded.get(name) for name in ("max_batch_size", "max_input_tokens")
         }
+        self.languages = TargetLanguages(
+            tuple(self.recorded.get("languages", ())), self.recorded.get("language_required", True)
+        )
 
     def describe(self):
         """The export's path, decoding settings and signatures, as text."""
@@ -222,6 +226,8 @@ class SavedModelTranslator(runner.Runner):
                 exceeds a limit; `done` holds the results before it.
         """
         validation.check_positive_int(batch_size=batch_size)
+        if self.languages.requires_target_lang:  # each text tagged on the host already
+            columns = {**columns, "target_lang": [""] * len(next(iter(columns.values())))}
         truncated = {
             "text": self.settings.max_input_length,
             "source": self.settings.max_input_length,
@@ -292,10 +298,10 @@ class SavedModelTranslator(runner.Runner):
         state = np.random.SeedSequence([seed, draw, request]).generate_state(1, np.uint64)
         return self._tf.constant(int(state[0]) >> 2, self._tf.int64)
 
-    def score(self, sources, targets, batch_size=64):
+    def score(self, sources, targets, batch_size=64, target_lang=None):
         """Each target's `TargetScore` for its source (the `score`
-        signature)."""
-        sources, targets = list(sources), list(targets)
+        signature; into `target_lang` for a multilingual model)."""
+        sources, targets = self.tagged_sources(sources, target_lang), list(targets)
         if len(sources) != len(targets):
             raise ValueError(
                 "`sources` and `targets` must hold one target per source. Received: "

@@ -6,6 +6,8 @@ pieces (CTranslate2) or ids (LiteRT, ONNX) run on the host."""
 import json
 import os
 
+from keras_transformer_runtime.languages import TargetLanguages
+
 # Each tokenizer kind's files, as its in-graph tokenizer writes them
 # (`Tokenizer.save_assets`) and an export carries them: a file is named
 # `prefix + name` (a CTranslate2 directory: no prefix; beside a LiteRT or
@@ -40,6 +42,9 @@ class SentencePieces:
     Args:
         model_file: the SentencePiece model (`spm.model`).
 
+    Attributes:
+        languages: the `TargetLanguages` whose tags are pieces of the model.
+
     Example:
 
     >>> pieces = SentencePieces("ende_ct2/spm.model")
@@ -55,6 +60,8 @@ class SentencePieces:
         self.eos_piece = self.processor.id_to_piece(self.eos_id)
         special = (self.processor.pad_id(), self.processor.bos_id(), self.eos_id)
         self._dropped = frozenset(i for i in special if i >= 0)
+        pieces = (self.processor.id_to_piece(i) for i in range(self.processor.get_piece_size()))
+        self.languages = TargetLanguages.of_pieces(pieces)
 
     @classmethod
     def from_assets(cls, directory, prefix=""):
@@ -96,7 +103,9 @@ class MarianPieces:
     Args:
         source_file: the source side's SentencePiece model (`source.spm`).
         target_file: the target side's (`target.spm`).
-        vocab_file: `vocab.json` (`{piece: id}`), needed for ids only.
+        vocab_file: `vocab.json` (`{piece: id}`), needed for ids and for
+            the `languages` (the tags among its pieces) of a multi-target
+            model.
     """
 
     SPECIAL = frozenset({"<pad>", "<unk>", "</s>", "<s>"})
@@ -110,11 +119,14 @@ class MarianPieces:
         }
         self.eos_piece = "</s>"
         self.vocab = None
+        self.languages = TargetLanguages(required=False)
         if vocab_file is not None:
             with open(vocab_file, encoding="utf-8") as f:
                 self.vocab = json.load(f)
             self.pieces_by_id = {i: piece for piece, i in self.vocab.items()}
             self.eos_id = self.vocab[self.eos_piece]
+            # OPUS-MT's tools translate a text without a code as it is.
+            self.languages = TargetLanguages.of_pieces(self.vocab, required=False)
 
     @classmethod
     def from_assets(cls, directory, prefix=""):

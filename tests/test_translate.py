@@ -235,11 +235,11 @@ class RecordingRunner:
     """A runner that records what `translate_with_constraints` is asked."""
 
     def translate_with_constraints(
-        self, sentences, constraints, banned, batch_size=64, glossary=None
+        self, sentences, constraints, banned, batch_size=64, glossary=None, target_lang=None
     ):
         from keras_transformer_runtime.results import Hypothesis
 
-        self.asked = (sentences, constraints, banned, glossary)
+        self.asked = (sentences, constraints, banned, glossary, target_lang)
         return [Hypothesis("", 0.0, constraints_met=True) for _ in sentences]
 
 
@@ -255,11 +255,11 @@ def test_a_glossary_goes_with_the_constraints_of_constrain_mode(tmp_path):
     runner = RecordingRunner()
     args = translate_cli.make_parser().parse_args(["--export_dir", "x", "--mode", "constrain"])
     translate_cli.run(runner, args, lines, glossary)
-    sentences, constraints, banned, given = runner.asked
+    sentences, constraints, banned, given, target_lang = runner.asked
     assert sentences == [b"A dog in the park.", b"A cat.", b"The dog."]
     assert constraints == [["Hund", "rennt"], ["Katze"], []]
     assert banned == [["laeuft"], [], []]
-    assert given is glossary
+    assert given is glossary and target_lang is None
 
 
 def test_a_line_with_a_sentence_over_the_limit_is_named_on_stderr(cli, monkeypatch):

@@ -77,6 +77,9 @@ class MarianTokenizer(Tokenizer):
 
     kind = "marian"
 
+    # OPUS-MT's tools translate a text without a language code as it is.
+    language_tag_required = False
+
     def __init__(self, source_proto, target_proto, vocab, name=None):
         _backend.require_tensorflow("MarianTokenizer", "TF Text")
         super().__init__(name=name)

@@ -4,6 +4,8 @@ checked once, against each other and the translator's settings."""
 import dataclasses
 import random
 
+import tensorflow as tf
+
 from keras_transformer_runtime import glossary
 from keras_transformer_runtime import validation
 
@@ -24,6 +26,8 @@ class TranslationRequest:
         constraints, banned: per sentence, lists of phrases, or `None`.
         seed: sampling's seed (drawn at random when sampling without one);
             `None` for the other searches.
+        target_lang: a multilingual model's target language(s), checked
+            by the translator's `split` (`None`: none asked for).
     """
 
     sentences: list
@@ -33,6 +37,7 @@ class TranslationRequest:
     constraints: list | None = None
     banned: list | None = None
     seed: int | None = None
+    target_lang: str | list | None = None
 
     @property
     def with_options(self):
@@ -99,3 +104,29 @@ class TranslationRequest:
     def _options_received(self):
         prefixes = "given" if self.prefixes is not None else None
         return f"prefixes={prefixes}, max_output_length={self.max_output_length}"
+
+
+def check_constraints(tokenizer, constraints):
+    """Refuses a constraint (per sentence, a list of phrases) that would be
+    met by something else: one with no piece (empty or spaces: met by
+    anything), and one with characters `tokenizer`'s target vocabulary
+    cannot write (they would come out as unknown pieces, which
+    translations drop)."""
+    phrases = sorted({phrase for sentence in constraints for phrase in sentence})
+    for phrase in phrases:
+        if not phrase.strip():
+            raise ValueError(
+                "Each of `constraints` must hold at least one character other than "
+                f"spaces. Received: {phrase!r}"
+            )
+    unk_id = tokenizer.unk_id
+    if not phrases or unk_id < 0:
+        return
+    pieces = tokenizer.tokenize_target(tf.constant(phrases)).to_list()
+    for phrase, ids in zip(phrases, pieces, strict=True):
+        if unk_id in ids:
+            raise ValueError(
+                "Each of `constraints` must be written with the target vocabulary: "
+                f"{phrase!r} holds characters it lacks, which would come out as unknown "
+                f"pieces. Received: {phrase!r}"
+            )

@@ -8,6 +8,7 @@ from keras_transformer.translator.graph import TranslatorGraph
 from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer.translator.model_search import resolved_settings
 from keras_transformer.translator.request import TranslationRequest
+from keras_transformer.translator.request import check_constraints
 from keras_transformer_runtime import glossary as phrases
 from keras_transformer_runtime import results
 from keras_transformer_runtime import runner
@@ -110,6 +111,7 @@ class Translator(runner.Runner):
         self.bos_id, self.eos_id = self.model_search.bos_id, self.model_search.eos_id
         self.jit_compile = jit_compile
         self.graph = TranslatorGraph(self.model_search, jit_compile=jit_compile, name=name)
+        self.languages = tokenizer.languages
 
     def without_xla(self):
         """This translator with its search as a plain graph (`jit_compile`
@@ -179,7 +181,13 @@ class Translator(runner.Runner):
         return self._batches(sentences, run, batch_size)
 
     def translate_with_constraints(
-        self, sentences, constraints=None, banned=None, batch_size=64, glossary=None
+        self,
+        sentences,
+        constraints=None,
+        banned=None,
+        batch_size=64,
+        glossary=None,
+        target_lang=None,
     ):
         """`Runner.translate_with_constraints` (the graph's
         `translate_with_constraints` per sentence), every constraint
@@ -194,9 +202,9 @@ class Translator(runner.Runner):
         if glossary is not None:
             found = [glossary.constraints(runner.as_text(s)) for s in sentences]
             lists = [own + terms for own, terms in zip(lists, found, strict=True)]
-        self._check_constraints(lists)
+        check_constraints(self.tokenizer, lists)
         return super().translate_with_constraints(
-            sentences, constraints, banned, batch_size, glossary
+            sentences, constraints, banned, batch_size, glossary, target_lang
         )
 
     def _translate_with_constraints(self, sentences, constraints, banned, batch_size):
@@ -227,6 +235,7 @@ class Translator(runner.Runner):
         return_alignments=False,
         constraints=None,
         banned=None,
+        target_lang=None,
     ):
         """Translates a list of strings, `batch_size` sentences at a time
         (sorted by length for little padding), and returns a list in the
@@ -255,6 +264,10 @@ class Translator(runner.Runner):
                 `translate_with_constraints`; beam or greedy search, no
                 other option); a `RuntimeWarning` names the sentences
                 whose constraints the length limit left unmet.
+            target_lang: for a multilingual model (`languages`), the
+                language to translate into: one code (`"fr"`) or a list
+                of one per sentence; see `keras_transformer_runtime.
+                languages`.
 
         Returns:
             The translations, strings (or `AlignedTranslation`s), in order.
@@ -265,6 +278,8 @@ class Translator(runner.Runner):
         ['Ein Hund rennt.']
         >>> translator.translate(["A dog runs."], constraints=[["Hund", "rennt"]])
         ['Ein Hund rennt.']
+        >>> multilingual.translate(["A dog runs.", "A dog runs."], target_lang=["de", "fr"])
+        ['Ein Hund rennt.', 'Un chien court.']
         """
         request = TranslationRequest.checked(
             self.model_search.strategy,
@@ -275,14 +290,19 @@ class Translator(runner.Runner):
             constraints=constraints,
             banned=banned,
             seed=seed,
+            target_lang=target_lang,
         )
         if request.with_terms:
             found = self.translate_with_constraints(
-                request.sentences, request.constraints, request.banned, batch_size
+                request.sentences,
+                request.constraints,
+                request.banned,
+                batch_size,
+                target_lang=request.target_lang,
             )
             phrases.warn_unmet(found, stacklevel=3)
             return [h.translation for h in found]
-        split = self.split(request.sentences)
+        split = self.split(request.sentences, request.target_lang)
         if request.return_alignments:
             return split.aligned(
                 self._batches(
@@ -332,32 +352,7 @@ class Translator(runner.Runner):
             len(sentences), lambda i: len(sentences[i]), run, batch_size, progress
         )
 
-    def _check_constraints(self, constraints):
-        """Refuses a constraint (per sentence, a list of phrases) that
-        would be met by something else: one with no piece (empty or
-        spaces: met by anything), and one with characters the target
-        vocabulary cannot write (they would come out as unknown pieces,
-        which translations drop)."""
-        phrases = sorted({phrase for sentence in constraints for phrase in sentence})
-        for phrase in phrases:
-            if not phrase.strip():
-                raise ValueError(
-                    "Each of `constraints` must hold at least one character other than "
-                    f"spaces. Received: {phrase!r}"
-                )
-        unk_id = self.tokenizer.unk_id
-        if not phrases or unk_id < 0:
-            return
-        pieces = self.tokenizer.tokenize_target(tf.constant(phrases)).to_list()
-        for phrase, ids in zip(phrases, pieces, strict=True):
-            if unk_id in ids:
-                raise ValueError(
-                    "Each of `constraints` must be written with the target vocabulary: "
-                    f"{phrase!r} holds characters it lacks, which would come out as unknown "
-                    f"pieces. Received: {phrase!r}"
-                )
-
-    def score(self, sources, targets, batch_size=64, progress=None):
+    def score(self, sources, targets, batch_size=64, progress=None, target_lang=None):
         """Scores each target as a translation of its source (forced
         decoding), `batch_size` pairs at a time; see the graph's `score`.
         A target is scored as the tokenizer segments it: for a translation
@@ -372,7 +367,7 @@ class Translator(runner.Runner):
         >>> [s.log_prob for s in translator.score(["A dog."], ["Ein Hund."])]
         [-1.93]
         """
-        sources, targets = list(sources), list(targets)
+        sources, targets = self.tagged_sources(sources, target_lang), list(targets)
         if len(sources) != len(targets):
             raise ValueError(
                 "`sources` and `targets` must hold one target per source. Received: "

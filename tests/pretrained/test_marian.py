@@ -279,3 +279,20 @@ def test_the_training_loss_of_an_imported_model_is_a_cross_entropy(marian_direct
     loss = float(model.loss(target, logits))
     assert loss == pytest.approx(hand_loss(target, logits, 0.1, smoothed=outputs), rel=1e-5)
     assert loss < 2 * np.log(outputs)  # a cross-entropy, not 10⁶
+
+
+def test_a_multi_target_model_takes_target_lang_in_its_codes(marian_directory):
+    """OPUS-MT's `>>fra<<` codes are the model's languages: `target_lang`
+    writes them before each sentence, a text without one is translated as
+    it is (as OPUS-MT's tools do), and another code is refused."""
+    pretrained = load_marian(marian_directory)
+    translator = Translator(pretrained.model, pretrained.tokenizer, beam_size=1, max_extra_length=4)
+    assert translator.languages.codes == ("deu", "fra") and not translator.languages.required
+    sources = ["Two dogs run. A cat sleeps.", "e f"]
+    each = translator.translate([">>fra<< Two dogs run.", ">>fra<< A cat sleeps.", ">>fra<< e f"])
+    expected = [f"{each[0]} {each[1]}", each[2]]
+    assert translator.translate(sources, target_lang="fra") == expected
+    assert translator.translate([">>fra<< Two dogs run. A cat sleeps.", ">>fra<<e f"]) == expected
+    assert translator.translate(["e f"]) == translator.translate(["e f"], target_lang=None)
+    with pytest.raises(ValueError, match="knows: 'deu', 'fra'"):
+        translator.translate(sources, target_lang="de")
