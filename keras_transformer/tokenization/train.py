@@ -87,6 +87,7 @@ def train_sentencepiece(
     seed=0,
     num_threads=None,
     max_sentence_length=8192,
+    user_defined_symbols=(),
 ):
     """Trains a SentencePiece model and returns its tokenizer.
 
@@ -111,6 +112,10 @@ def train_sentencepiece(
         seed: sampling seed, for reproducible vocabularies.
         num_threads: training threads (default: all cores).
         max_sentence_length: longer sentences (in bytes) are skipped.
+        user_defined_symbols: strings that are each always one piece,
+            wherever they occur in a text: the target-language tags of a
+            multilingual model (`languages.tags(["de", "fr"])`, which
+            `tokenizer.language_tags` then lists), or a `<BT>` mark.
 
     Returns:
         A `SentencePieceTokenizer`.
@@ -118,13 +123,21 @@ def train_sentencepiece(
     Example:
 
     >>> tokenizer = train_sentencepiece(["train.en.gz", "train.de.gz"], 37000)
+
+    One vocabulary for English into German and French, with their tags:
+
+    >>> tokenizer = train_sentencepiece(files, 8000, user_defined_symbols=[">>de<<", ">>fr<<"])
+    >>> tokenizer.language_tags
+    ('>>de<<', '>>fr<<')
     """
     validation.check_positive_int(vocab_size=vocab_size)
     validation.check_choice(MODEL_TYPES, model_type=model_type)
-    if vocab_size < 260:
+    symbols = _checked_symbols(user_defined_symbols)
+    if vocab_size < 260 + len(symbols):
         raise ValueError(
-            "`vocab_size` must leave room for 4 special ids and 256 byte "
-            f"pieces (at least 260). Received: vocab_size={vocab_size}"
+            "`vocab_size` must leave room for 4 special ids, 256 byte pieces and the "
+            f"{len(symbols)} user-defined symbols (at least {260 + len(symbols)}). "
+            f"Received: vocab_size={vocab_size}"
         )
     sentencepiece.set_random_generator_seed(seed)
     model = io.BytesIO()
@@ -143,6 +156,7 @@ def train_sentencepiece(
             max_sentence_length=max_sentence_length,
             num_threads=num_threads or os.cpu_count() or 1,
             hard_vocab_limit=False,
+            user_defined_symbols=symbols,
             minloglevel=2,
             **SPECIAL_IDS,
         )
@@ -151,3 +165,25 @@ def train_sentencepiece(
             raise sentences.error from None
         raise
     return SentencePieceTokenizer(model.getvalue())
+
+
+def _checked_symbols(user_defined_symbols):
+    """`user_defined_symbols` as a list of distinct strings without white
+    space, or a `ValueError` naming the one that is not."""
+    if isinstance(user_defined_symbols, str):
+        raise ValueError(
+            "`user_defined_symbols` must be a list of strings, not one string. "
+            f"Received: user_defined_symbols={user_defined_symbols!r}"
+        )
+    symbols = list(user_defined_symbols)
+    for symbol in symbols:
+        if not isinstance(symbol, str) or not symbol or re.search(r"\s", symbol):
+            raise ValueError(
+                "Each of `user_defined_symbols` must be a non-empty string without white "
+                f"space. Received: {symbol!r} in user_defined_symbols={symbols!r}"
+            )
+    if len(set(symbols)) < len(symbols):
+        raise ValueError(
+            f"`user_defined_symbols` must be distinct. Received: user_defined_symbols={symbols!r}"
+        )
+    return symbols
