@@ -23,6 +23,7 @@ from keras_transformer.training.fine_tuning import FineTuningSetup
 from keras_transformer.training.fine_tuning import lora_targets
 from keras_transformer.training.fine_tuning import merge_lora
 from keras_transformer.training.fine_tuning import prepare_fine_tuning
+from keras_transformer.training.language_id import LanguageIdentifier
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.metrics import Perplexity
@@ -52,6 +53,9 @@ _TENSORFLOW_PARTS = {
     "fit_batch_shapes": ("data", "tf.data and the TF Text tokenizer"),
     "make_batches": ("data", "tf.data and the TF Text tokenizer"),
     "TranslationEvaluator": ("evaluation", "the in-graph searches"),
+    "mix_corpora": ("multilingual", "tf.data"),
+    "mixing_weights": ("multilingual", "tf.data"),
+    "tagged_pairs": ("multilingual", "tf.data"),
     "text_pairs_from_files": ("text_pairs", "tf.data"),
     "text_pairs_from_lists": ("text_pairs", "tf.data"),
     "text_pairs_from_tfds": ("text_pairs", "tf.data"),
@@ -77,6 +81,7 @@ __all__ = [
     "IncompatibleRunError",
     "LEARNING_RATE_SCHEDULES",
     "LabelSmoothedCrossEntropy",
+    "LanguageIdentifier",
     "MaskedAccuracy",
     "NoTrainingDataError",
     "PairCounts",
@@ -105,12 +110,15 @@ __all__ = [
     "lora_targets",
     "make_batches",
     "merge_lora",
+    "mix_corpora",
+    "mixing_weights",
     "paper_optimizer",
     "prepare_fine_tuning",
     "read_budget",
     "read_evaluations",
     "recommended_jit_compile",
     "recommended_mixed_precision",
+    "tagged_pairs",
     "text_pairs_from_files",
     "text_pairs_from_lists",
     "text_pairs_from_tfds",
