@@ -4,6 +4,7 @@ import contextlib
 import time
 
 import keras
+import numpy as np
 import sacrebleu
 import tensorflow as tf
 
@@ -99,6 +100,12 @@ class TranslationEvaluator(keras.callbacks.Callback):
             sets `model_dir/logs/evaluation` when unset).
         verbose: print a line with the scores at each evaluation, and a
             progress line while translating.
+        target_lang: for a multilingual model, each source's target
+            language (a list, one per source) or one for all: `val_bleu`
+            and `val_chrf` are then the means of each language's scores,
+            `max_sentences` is shared equally between the languages (the
+            first of each), and `history` has each language's scores too
+            (`val_bleu_fr`, ...).
 
     Attributes:
         history: one dict per evaluation of this run, with the update
@@ -123,6 +130,7 @@ class TranslationEvaluator(keras.callbacks.Callback):
         examples=3,
         log_dir=None,
         verbose=1,
+        target_lang=None,
     ):
         _backend.require_tensorflow("training.TranslationEvaluator", "it runs a Translator")
         validation.check_positive_int(allow_none=True, every=every)
@@ -142,8 +150,12 @@ class TranslationEvaluator(keras.callbacks.Callback):
             )
         super().__init__()
         self.translator = translator
-        self.sources = sources[:max_sentences]
-        self.references = references[:max_sentences]
+        self.target_lang = _target_langs(target_lang, len(sources))
+        kept = _kept_rows(self.target_lang, len(sources), max_sentences)
+        self.sources = [sources[i] for i in kept]
+        self.references = [references[i] for i in kept]
+        if self.target_lang is not None:
+            self.target_lang = [self.target_lang[i] for i in kept]
         self.every = every
         self.batch_size = batch_size
         self.examples = examples
@@ -196,7 +208,9 @@ class TranslationEvaluator(keras.callbacks.Callback):
         averages if the optimizer keeps them).
 
         Returns:
-            `{"val_bleu": ..., "val_chrf": ...}`, the same on every worker.
+            `{"val_bleu": ..., "val_chrf": ...}`, the same on every worker;
+            a multilingual evaluation adds each language's on the chief
+            (`val_bleu_fr`, ...), which the epoch logs then show.
         """
         start = time.perf_counter()
         strategy = self.model.distribute_strategy
@@ -205,25 +219,52 @@ class TranslationEvaluator(keras.callbacks.Callback):
             progress = f"evaluating at step {step}" if self.verbose else None
             training = self._training
             with averaged_weights_in(self.model) if training else contextlib.nullcontext():
-                hypotheses = self.translator.translate(self.sources, self.batch_size, progress)
-            values = self._score(hypotheses)
+                hypotheses = self.translator.translate(
+                    self.sources, self.batch_size, progress, target_lang=self.target_lang
+                )
+            values, by_language = self._score(hypotheses)
             self._write_summaries(step, values, hypotheses)
+        else:
+            by_language = {}
         values = broadcast_from_chief(strategy, values)
         scores = dict(zip(SCORES, values, strict=True))
         seconds = time.perf_counter() - start
-        self.history.append({"step": step, **scores, "seconds": seconds})
+        self.history.append({"step": step, **scores, **by_language, "seconds": seconds})
         if self.verbose:
-            print(
-                f"step {step}: validation BLEU {scores['val_bleu']:.2f}, chrF "
-                f"{scores['val_chrf']:.2f} ({len(self.sources)} sentences, {seconds:.1f}s)"
+            each = "".join(
+                f"; {name[len('val_bleu_') :]} {value:.2f}"
+                for name, value in by_language.items()
+                if name.startswith("val_bleu_")
             )
-        return scores
+            mean = "mean " if by_language else ""
+            print(
+                f"step {step}: validation BLEU {mean}{scores['val_bleu']:.2f}{each}, chrF "
+                f"{mean}{scores['val_chrf']:.2f} ({len(self.sources)} sentences, {seconds:.1f}s)"
+            )
+        return {**scores, **by_language}
 
     def _score(self, hypotheses):
-        metrics = {"val_bleu": sacrebleu.BLEU(), "val_chrf": sacrebleu.CHRF()}
+        """`(values, by_language)`: the scores of `SCORES` (each the mean of
+        the languages' for a multilingual evaluation), and each language's,
+        by name (`{}` for one language)."""
+        if self.target_lang is None:
+            return self._scores_of(hypotheses, self.references), {}
+        by_language = {}
+        for code in dict.fromkeys(self.target_lang):
+            rows = [i for i, lang in enumerate(self.target_lang) if lang == code]
+            found = self._scores_of(
+                [hypotheses[i] for i in rows], [self.references[i] for i in rows]
+            )
+            by_language.update({f"{name}_{code}": v for name, v in zip(SCORES, found, strict=True)})
         values = [
-            metrics[name].corpus_score(hypotheses, [self.references]).score for name in SCORES
+            float(np.mean([v for k, v in by_language.items() if k[: len(name) + 1] == name + "_"]))
+            for name in SCORES
         ]
+        return values, by_language
+
+    def _scores_of(self, hypotheses, references):
+        metrics = {"val_bleu": sacrebleu.BLEU(), "val_chrf": sacrebleu.CHRF()}
+        values = [metrics[name].corpus_score(hypotheses, [references]).score for name in SCORES]
         self.signatures = {name: str(metric.get_signature()) for name, metric in metrics.items()}
         return values
 
@@ -241,6 +282,36 @@ class TranslationEvaluator(keras.callbacks.Callback):
                 header = "| source | reference | translation |\n| --- | --- | --- |\n"
                 tf.summary.text("translations", header + "\n".join(rows))
         self._writer.flush()
+
+
+def _target_langs(target_lang, count):
+    """`target_lang` as a list of one language per source, or `None`."""
+    if target_lang is None:
+        return None
+    if isinstance(target_lang, str):
+        return [target_lang] * count
+    target_lang = list(target_lang)
+    if len(target_lang) != count:
+        raise ValueError(
+            "`target_lang` must be one language, or a list of one per source. "
+            f"Received: {len(target_lang)} languages for {count} sources"
+        )
+    return target_lang
+
+
+def _kept_rows(target_lang, count, max_sentences):
+    """The rows of `count` evaluated: the first `max_sentences`, or with
+    several languages, the first `max_sentences / languages` of each (at
+    least one)."""
+    if target_lang is None or len(set(target_lang)) == 1:
+        return list(range(min(count, max_sentences)))
+    share = max(1, max_sentences // len(set(target_lang)))
+    taken, kept = {}, []
+    for row, code in enumerate(target_lang):
+        if taken.get(code, 0) < share:
+            taken[code] = taken.get(code, 0) + 1
+            kept.append(row)
+    return kept
 
 
 def _cell(text):

@@ -28,9 +28,10 @@ class Echo(Runner):
         self.outputs = outputs
         self.calls = 0
 
-    def translate(self, sentences, batch_size=64, progress=None):
+    def translate(self, sentences, batch_size=64, progress=None, target_lang=None):
         self.calls += 1
-        return list(self.outputs)
+        self.asked = (list(sentences), target_lang)
+        return list(self.outputs)[: len(sentences)]
 
 
 def test_scores_are_sacrebleus_on_perfect_and_empty_output():
@@ -42,6 +43,28 @@ def test_scores_are_sacrebleus_on_perfect_and_empty_output():
         assert scores == pytest.approx({"val_bleu": expected, "val_chrf": expected})
     assert evaluator.signatures["val_bleu"].startswith("nrefs:1|")
     assert "chrF2" in evaluator.signatures["val_chrf"] or "nc:6" in evaluator.signatures["val_chrf"]
+
+
+def test_a_multilingual_evaluation_scores_each_language_and_their_mean():
+    """Two directions, 3 sentences each, evaluated on 2 of each: the
+    German outputs are perfect, the French ones empty; the scores are
+    each language's sacreBLEU and their mean, not the pooled BLEU."""
+    references = ["a b c d e", "f g h i j", "k l m n o", "p q r s t", "u v w x y", "z y x w v"]
+    outputs = ["a b c d e", "f g h i j", "", ""]
+    target_lang = ["de", "de", "de", "fr", "fr", "fr"]
+    echo = Echo(outputs)
+    evaluator = training.TranslationEvaluator(
+        echo, list("123456"), references, max_sentences=4, verbose=0, target_lang=target_lang
+    )
+    evaluator.set_model(micro_model())
+    scores = evaluator.evaluate(step=1)
+    assert echo.asked == (["1", "2", "4", "5"], ["de", "de", "fr", "fr"])
+    each = {"val_bleu_de": 100.0, "val_chrf_de": 100.0, "val_bleu_fr": 0.0, "val_chrf_fr": 0.0}
+    assert scores == pytest.approx({"val_bleu": 50.0, "val_chrf": 50.0, **each})
+    entry = evaluator.history[-1]
+    assert (entry["val_bleu_de"], entry["val_bleu_fr"]) == pytest.approx((100.0, 0.0))
+    with pytest.raises(ValueError, match="2 languages for 6 sources"):
+        training.TranslationEvaluator(echo, list("123456"), references, target_lang=["de", "fr"])
 
 
 @pytest.mark.large  # trains to a result
