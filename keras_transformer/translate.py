@@ -9,6 +9,7 @@ or a CTranslate2 export; translate with a LiteRT or ONNX export.
     python -m keras_transformer.translate --ctranslate2_dir /models/ende_ct2 < in.txt
     python -m keras_transformer.translate --litert_model ende.tflite < in.txt
     python -m keras_transformer.translate --onnx_model ende.onnx < in.txt
+    python -m keras_transformer.translate --export_dir /models/en-many --target_lang fr < in.txt
 
 `--export_dir` is a version directory or the base directory that holds
 numbered versions (the newest is used). `--ctranslate2_dir` is a directory
@@ -27,6 +28,12 @@ line break. A line of several sentences is translated sentence by
 sentence and joined back, as exported (`split_sentences`); a sentence
 longer than the export's `max_input_length` is translated in pieces of
 whole words, and a warning on stderr names its line.
+
+A multilingual model (one trained with target-language tags, as
+`examples/wmt_ende.py --target_lang de,fr,cs` trains it) translates into
+`--target_lang`, which must be one of its languages (`--info` lists them);
+without it, each line must start with its language's tag (`>>fr<< A dog
+runs.`).
 
 Output format (tab-separated; scores are length-penalized log-probabilities,
 as the search ranks them):
@@ -163,6 +170,10 @@ def make_parser():
         "--seed", type=int, default=0, help=f"seed of --mode sample, 0 to {MAX_SEED}"
     )
     parser.add_argument(
+        "--target_lang",
+        help="a multilingual model's target language (default: each line starts with its tag)",
+    )
+    parser.add_argument(
         "--info", action="store_true", help="print settings and signatures, then exit"
     )
     return parser
@@ -236,7 +247,7 @@ def fields_of(lines, mode, count, name):
 def run(runner, args, lines, glossary):
     """The runner's results for `lines`, one per line: `TargetScore`s in
     `--mode score`, else each line's hypotheses (a list of `Hypothesis`)."""
-    size = {"batch_size": args.batch_size}
+    size = {"batch_size": args.batch_size, "target_lang": args.target_lang}
     if args.mode == "score":
         pairs = fields_of(lines, "score", (2, 2), "source<TAB>target")
         return runner.score([p[0] for p in pairs], [p[1] for p in pairs], **size)
@@ -307,7 +318,13 @@ def main(argv=None):
     runner = load_runner(parser, args)
     if args.info:
         print(runner.describe())
+        print("target languages: " + (", ".join(runner.languages) or "one (no tags)"))
         return 0
+    if args.target_lang is not None:
+        try:
+            runner.languages.check(args.target_lang)
+        except ValueError as error:
+            parser.error(f"--target_lang: {error}")
     method = methods.TRANSLATE_WITH_CONSTRAINTS if glossary else MODES[args.mode]
     if not runner.supports(method) or (args.with_token_scores and not runner.has_token_scores):
         parser.error(

@@ -105,6 +105,7 @@ def export_ctranslate2(translator, output_dir, quantization=None, overwrite=Fals
         settings = {
             **translator.settings.to_dict(),
             "tokenizer": translator.tokenizer.kind,
+            "languages": list(translator.languages.codes),
             "quantization": quantization or "float32",
             "source_eos": True,
             # `score` truncates targets as `Translator.score` does.

@@ -99,6 +99,7 @@ def export_record(translator, runtime, quantization):
         "runtime": runtime,
         "quantization": quantization or "float32",
         "tokenizer": translator.tokenizer.kind,
+        "languages": list(translator.languages.codes),
         "pad_id": int(translator.pad_id),
         "bos_id": int(translator.bos_id),
         "eos_id": int(translator.eos_id),

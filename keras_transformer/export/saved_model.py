@@ -21,20 +21,12 @@ import shutil
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.export.serving_module import ServingModule
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
 from keras_transformer.export.versions import swap_in
 from keras_transformer.export.versions import unmark
-from keras_transformer.translator.signatures import BANNED
-from keras_transformer.translator.signatures import CONSTRAINTS
-from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
-from keras_transformer.translator.signatures import PHRASE_SEPARATOR
-from keras_transformer.translator.signatures import PREFIX
-from keras_transformer.translator.signatures import SEED
-from keras_transformer.translator.signatures import SOURCE
-from keras_transformer.translator.signatures import TARGET
-from keras_transformer.translator.signatures import TEXT
 from keras_transformer_runtime import validation
 
 SETTINGS_FILE = "keras_transformer.json"
@@ -46,181 +38,9 @@ DEFAULT_MAX_INPUT_TOKENS = 16_384
 DEFAULT_MAX_PHRASES = 32
 
 
-class _ServingModule(tf.Module):
-    """What is saved: the translator's model and tokenizer, its decoding
-    settings as a constant, and one `tf.function` per signature."""
-
-    def __init__(self, translator, limits):
-        super().__init__(name="keras_transformer_translator")
-        self.limits = dict(limits)
-        # The functions read the `tf.Variable`s inside Keras's variables, and
-        # those are what must be saved: exporting a Keras variable writes a
-        # second copy, which the TF1 session loader (TF Serving) restores
-        # instead of the one the graph reads. So the Keras model stays out of
-        # the object graph, and its `tf.Variable`s are listed explicitly.
-        object.__setattr__(self, "translator", translator)
-        object.__setattr__(self, "graph", translator.graph)
-        self.model_variables = [v.value for v in translator.model.variables]
-        # The tokenizer's resources (a MarianTokenizer's lookup table), so
-        # that the export creates and initializes them on load.
-        self.tokenizer = translator.tokenizer
-        # Likewise the lookup tables of banned phrases' spellings.
-        self.spellings = translator.graph.spellings
-        # A variable, not a constant: constants are not saved as objects.
-        self.settings_json = tf.Variable(
-            json.dumps(self.settings(), sort_keys=True), trainable=False, name="settings_json"
-        )
-
-    def settings(self):
-        """The translator's decoding settings and the request limits."""
-        return {**self.translator.settings.to_dict(), **self.limits}
-
-    def _within_limits(self, text, side="source"):
-        """`text`, after assertions that the request is within the limits
-        (an `InvalidArgument` error names the limit otherwise); `side`
-        says how the text counts: `"text"` every token (the signatures
-        that split texts translate them all), `"source"` truncated to
-        `max_input_length`, `"target"` to the model's `max_length`."""
-        max_batch, max_tokens = self.limits["max_batch_size"], self.limits["max_input_tokens"]
-        truncated_to = {
-            "text": None,
-            "source": self.translator.settings.max_input_length,
-            "target": self.translator.model.max_length,
-        }[side]
-        tokenizer = self.translator.tokenizer
-        tokenize = tokenizer.tokenize_target if side == "target" else tokenizer.tokenize
-        lengths = tf.cast(tokenize(text).row_lengths(), tf.int64) + 1
-        if truncated_to is not None:
-            lengths = tf.minimum(lengths, truncated_to)
-        tokens = tf.reduce_sum(lengths)
-        side = "source" if side == "text" else side
-        checks = [
-            tf.debugging.assert_less_equal(
-                tf.size(text),
-                max_batch,
-                message=f"A request may hold at most max_batch_size={max_batch} sentences.",
-            ),
-            tf.debugging.assert_less_equal(
-                tokens,
-                tf.cast(max_tokens, tokens.dtype),
-                message=f"A request may hold at most max_input_tokens={max_tokens} {side} tokens.",
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            return tf.identity(text)
-
-    def _phrases_within_limits(self, phrases, name, longest_checked=True):
-        """`phrases` (each sentence's, joined by `|||`), after assertions
-        that the request is within the limits: each sentence has at most
-        `max_phrases` phrases, each phrase (with `longest_checked`) at most
-        the longest output's tokens (`max_output_length - 1`, room for
-        EOS), and all of them, counted whole, at most `max_input_tokens`. The searches keep
-        phrases whole, and a constrained step's cost grows with the square
-        of a phrase's length: truncated counts would not bound it."""
-        batch = tf.size(phrases)
-        split = tf.strings.strip(tf.strings.split(tf.reshape(phrases, [-1]), PHRASE_SEPARATOR))
-        lengths = tf.cast(
-            self.translator.tokenizer.tokenize_target(split.flat_values).row_lengths(), tf.int64
-        )
-        counted = tf.RaggedTensor.from_row_splits(
-            tf.cast(lengths > 0, tf.int64), split.row_splits, validate=False
-        )
-        per_sentence = tf.reduce_max(tf.concat([tf.reduce_sum(counted, axis=1), [0]], 0))
-        longest = tf.reduce_max(tf.concat([lengths, [0]], 0))
-        most_phrases = self.limits["max_phrases"]
-        most_tokens = self.translator.settings.max_output_length - 1
-        max_tokens = self.limits["max_input_tokens"]
-        checks = [
-            tf.debugging.assert_less_equal(
-                tf.cast(batch, tf.int64),
-                tf.cast(self.limits["max_batch_size"], tf.int64),
-                message=(
-                    f"A request may hold at most max_batch_size={self.limits['max_batch_size']} "
-                    "sentences."
-                ),
-            ),
-            tf.debugging.assert_less_equal(
-                per_sentence,
-                tf.cast(most_phrases, tf.int64),
-                message=f"A request may hold at most max_phrases={most_phrases} {name} phrases "
-                "per sentence.",
-            ),
-            tf.debugging.assert_less_equal(
-                longest if longest_checked else tf.constant(0, tf.int64),
-                tf.cast(most_tokens, tf.int64),
-                message=f"A request may hold at most {most_tokens} target tokens in one {name} "
-                "phrase (the longest output, EOS aside).",
-            ),
-            tf.debugging.assert_less_equal(
-                tf.reduce_sum(lengths),
-                tf.cast(max_tokens, tf.int64),
-                message=f"A request may hold at most max_input_tokens={max_tokens} {name} tokens.",
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            return tf.identity(phrases)
-
-    # Plain methods, made `tf.function`s by `signatures()` and kept off the
-    # object: `tf.saved_model.save` traces a saved object's functions again
-    # (in its own context); the signatures it is given it saves as traced.
-    def _serving_default(self, text):
-        return self.graph.serving_default(self._within_limits(text, "text"))
-
-    def _n_best(self, text):
-        return self.graph.n_best(self._within_limits(text, "text"))
-
-    def _translate_with_options(self, text, prefix, max_output_length):
-        return self.graph.translate_with_options(
-            self._within_limits(text, "text"),
-            self._within_limits(prefix, "target"),
-            max_output_length,
-        )
-
-    def _translate_with_constraints(self, text, constraints, banned):
-        return self.graph.translate_with_constraints(
-            self._within_limits(text),
-            self._phrases_within_limits(constraints, "constraints"),
-            # A banned phrase longer than any output cannot occur (the
-            # search drops it): refused only by the counts.
-            self._phrases_within_limits(banned, "banned", longest_checked=False),
-        )
-
-    def _translate_with_alignments(self, text):
-        return self.graph.translate_with_alignments(self._within_limits(text))
-
-    def _sample(self, text, seed):
-        return self.graph.sample(self._within_limits(text, "text"), seed)
-
-    def _score(self, source, target):
-        return self.graph.score(self._within_limits(source), self._within_limits(target, "target"))
-
-    def signatures(self):
-        """Each signature's concrete function: the graph's functions, those
-        that run the model behind the request limits (`tokenize` and
-        `detokenize` as they are)."""
-        limited = {
-            "serving_default": (self._serving_default, [TEXT]),
-            "n_best": (self._n_best, [TEXT]),
-            "translate_with_options": (
-                self._translate_with_options,
-                [TEXT, PREFIX, MAX_OUTPUT_LENGTH],
-            ),
-            "translate_with_alignments": (self._translate_with_alignments, [TEXT]),
-            "translate_with_constraints": (
-                self._translate_with_constraints,
-                [TEXT, CONSTRAINTS, BANNED],
-            ),
-            "sample": (self._sample, [TEXT, SEED]),
-            "score": (self._score, [SOURCE, TARGET]),
-        }
-        functions = self.graph.signature_functions()
-        for name, (method, inputs) in limited.items():
-            functions[name] = tf.function(method, input_signature=inputs)
-        return {name: function.get_concrete_function() for name, function in functions.items()}
-
-
-def _write_warmup(path, sentences):
-    """A TFRecord of `PredictionLog`s for TF Serving to run at load time."""
+def _write_warmup(path, sentences, languages):
+    """A TFRecord of `PredictionLog`s for TF Serving to run at load time
+    (a multilingual model's into its first language)."""
     from tensorflow_serving.apis import model_pb2
     from tensorflow_serving.apis import predict_pb2
     from tensorflow_serving.apis import prediction_log_pb2
@@ -229,6 +49,9 @@ def _write_warmup(path, sentences):
         model_spec=model_pb2.ModelSpec(signature_name="serving_default")
     )
     request.inputs["text"].CopyFrom(tf.make_tensor_proto(list(sentences), dtype=tf.string))
+    if languages.requires_target_lang:
+        target_lang = [languages.codes[0]] * len(sentences)
+        request.inputs["target_lang"].CopyFrom(tf.make_tensor_proto(target_lang, dtype=tf.string))
     log = prediction_log_pb2.PredictionLog(
         predict_log=prediction_log_pb2.PredictLog(request=request)
     )
@@ -299,6 +122,16 @@ def export_saved_model(
         `tokenize`: `text` -> `ids` int32 `[batch, length]` (padded with
             the model's pad id), `lengths` int32 `[batch]`.
         `detokenize`: `ids` int32 `[batch, length]` -> `text` `[batch]`.
+
+    A multilingual model's (`translator.languages`: tags in its
+    vocabulary, required on every source, as this package trains them;
+    an imported OPUS-MT model takes the tag typed in the text instead)
+    translating signatures, all but `tokenize` and `detokenize`, take one
+    more input, `target_lang` string `[batch]`:
+    each text's (or source's) target language, one of the model's (else
+    `InvalidArgument` names them), or `""` for a text that starts with its
+    tag (`>>fr<< A dog.`); every sentence of a text is translated into its
+    language. The export's settings record the `languages`.
 
     `translate_with_alignments` and `translate_with_constraints` take each
     text as one sentence, cut at `max_input_length` tokens, and say so in
@@ -383,7 +216,7 @@ def export_saved_model(
 
 
 def _write_export(translator, directory, version, limits, warmup_sentences):
-    module = _ServingModule(translator, limits)
+    module = ServingModule(translator, limits)
     tf.saved_model.save(module, directory, signatures=module.signatures())
     unmark(directory)  # the staging marker is not part of the export
     extra = os.path.join(directory, "assets.extra")
@@ -391,4 +224,4 @@ def _write_export(translator, directory, version, limits, warmup_sentences):
     with open(os.path.join(extra, SETTINGS_FILE), "w") as f:
         json.dump({"version": version, **module.settings()}, f, indent=2, sort_keys=True)
     if warmup_sentences:
-        _write_warmup(os.path.join(extra, WARMUP_FILE), warmup_sentences)
+        _write_warmup(os.path.join(extra, WARMUP_FILE), warmup_sentences, translator.languages)

@@ -77,8 +77,17 @@ def split(text, tokenizer, by_sentence, max_tokens):
     `by_sentence`, their sentences (`tokenization.sentences.segments`),
     else each text whole; a sentence of more than `max_tokens` source
     tokens (EOS not counted) becomes pieces of its words, each the most
-    whole words that fit, a word alone over it a piece of its own."""
+    whole words that fit, a word alone over it a piece of its own.
+
+    For a multilingual model (`tokenizer.languages`), a text that starts
+    with a language tag (`>>fr<< ...`) asks for that language in each of
+    its non-empty pieces: the tag is written before every one (its tokens
+    counted against `max_tokens`), as the Python runners tag a request's
+    sentences."""
     text = tf.convert_to_tensor(text, tf.string)
+    tags = tf.fill(tf.shape(text), "")
+    if tokenizer.languages:
+        text, tags = _leading_tags(text)
     if by_sentence:
         segments = sentences.segments(text)
     else:
@@ -90,14 +99,17 @@ def split(text, tokenizer, by_sentence, max_tokens):
     units = tf.where(translated)[:, 0]
     unit_text = tf.gather(segments.flat_values, units)
     lengths = tokenizer.tokenize(unit_text).row_lengths()
-    long = lengths > max_tokens
+    unit_rows = tf.gather(rows, units)
+    tag_tokens = tokenizer.tokenize(tags).row_lengths()
+    limits = max_tokens - tf.gather(tag_tokens, unit_rows)  # room for the tag
+    long = lengths > limits
     long_units = tf.where(long)[:, 0]
     words = tf.strings.split(
         tf.strings.regex_replace(tf.gather(unit_text, long_units), f"[{WHITESPACE}]+", " "), " "
     )
     words = tf.ragged.boolean_mask(words, tf.not_equal(words, ""))
     counts = words.with_flat_values(tokenizer.tokenize(words.flat_values).row_lengths())
-    chunks = _word_pieces(counts, max_tokens)  # ragged (long units, words)
+    chunks = _word_pieces(counts, tf.gather(limits, long_units))  # ragged (long units, words)
     chunk_counts = tf.reduce_max(chunks, axis=1) + 1
     per_unit = tf.tensor_scatter_nd_update(tf.ones_like(lengths), long_units[:, None], chunk_counts)
     starts = tf.cumsum(per_unit, exclusive=True)
@@ -113,17 +125,28 @@ def split(text, tokenizer, by_sentence, max_tokens):
     )
     pieces = tf.where(is_long_piece > 0, long_pieces, pieces)
     piece_units = tf.repeat(tf.range(tf.size(per_unit, out_type=tf.int64)), per_unit)
-    unit_rows = tf.gather(rows, units)
+    piece_tags = tf.gather(tags, tf.gather(unit_rows, piece_units))
+    tagged = tf.not_equal(piece_tags, "") & tf.not_equal(tf.strings.strip(pieces), "")
+    pieces = tf.where(tagged, tf.strings.join([piece_tags, pieces], " "), pieces)
     over_limit = tf.math.unsorted_segment_max(
         tf.cast(long, tf.int32), unit_rows, segments.nrows(out_type=tf.int64)
     )
     return GraphSplit(segments, units, pieces, piece_units, over_limit > 0)
 
 
+def _leading_tags(text):
+    """`(texts, tags)`: each text without the language tag it starts with
+    (and the space after it), and that tag (`""` for none)."""
+    tagged = tf.strings.regex_full_match(text, r"(?s)\s*>>[^\s<>]+<<.*")
+    tags = tf.strings.regex_replace(text, r"(?s)^\s*(>>[^\s<>]+<<).*$", r"\1")
+    rest = tf.strings.regex_replace(text, r"^\s*>>[^\s<>]+<<\s*", "")
+    return tf.where(tagged, rest, text), tf.where(tagged, tags, "")
+
+
 def _word_pieces(counts, max_tokens):
     """`documents.word_pieces` of each row of ragged int64 token `counts`
-    `(rows, words)`: ragged `(rows, words)`, the piece of each word,
-    counted from 0 in its row."""
+    `(rows, words)` with its row's `max_tokens` (int64 `(rows,)`): ragged
+    `(rows, words)`, the piece of each word, counted from 0 in its row."""
     # A column more than the longest row, so that the loop runs at least
     # once (an empty `TensorArray` of unknown shape cannot be stacked).
     dense = tf.pad(counts.to_tensor(0), [[0, 0], [0, 1]])

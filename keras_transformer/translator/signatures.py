@@ -18,3 +18,6 @@ BANNED = tf.TensorSpec([None], tf.string, name="banned")
 PHRASE_SEPARATOR = glossary.PHRASE_SEPARATOR
 UNWRITABLE_CONSTRAINT = glossary.UNWRITABLE_CONSTRAINT
 IDS = tf.TensorSpec([None, None], tf.int32, name="ids")
+# A multilingual model's export: per text, its target language (`""`: a
+# tag typed at the start of the text, `>>fr<< ...`).
+TARGET_LANG = tf.TensorSpec([None], tf.string, name="target_lang")

@@ -54,6 +54,7 @@ def test_scores_equal_the_teacher_forced_forward_pass(words_tokenizer, tmp_path,
         "source_eos": True,
         "model_max_length": 64,
         "tokenizer": "sentencepiece",
+        "languages": [],  # a model of one language pair
     }
     # An export written before the tokenizer's kind was recorded still loads.
     del settings["tokenizer"]
