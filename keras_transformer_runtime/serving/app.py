@@ -94,7 +94,7 @@ class Server:
         self.max_body_bytes = max_body_bytes
         self.signatures = protocol.signatures_of(self.runner.max_n_best)
         self._page = importlib.resources.files(__package__).joinpath("page.html").read_text("utf-8")
-        self.languages = ()
+        self.languages = self.runner.languages
         self.metrics = Metrics(max_batch_size, queued=lambda: self.batcher.queued())
         self.batcher = Batcher(
             runners, max_batch_size, batch_timeout_ms, on_batch=self.metrics.batch
@@ -135,7 +135,7 @@ class Server:
             {
                 "model": self.model_name,
                 "runner": self.runner.name,
-                "languages": list(self.languages),
+                "languages": list(self.languages.codes),
                 "max_n_best": self.runner.max_n_best,
                 "token_scores": self.runner.has_token_scores,
                 "max_sentences": self.limits.max_sentences,
@@ -157,9 +157,10 @@ class Server:
 
         async def answer():
             body = protocol.json_body(await self._body(request))
-            parsed = protocol.TranslateRequest.parse(body, self.runner.max_n_best, self.languages)
+            parsed = protocol.TranslateRequest.parse(body, self.runner.max_n_best)
+            texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
             task = parsed.task(self.runner.has_token_scores)
-            return parsed.answer(await self._run(task, parsed.texts)), len(parsed.texts)
+            return parsed.answer(await self._run(task, texts)), len(texts)
 
         return await self._answered("translate", answer)
 
@@ -184,8 +185,9 @@ class Server:
     async def _predict(self, request):
         body = protocol.json_body(await self._body(request))
         parsed = protocol.Predict.parse(body, self.signatures)
+        texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
         task = parsed.signature.task(self.runner.max_n_best)
-        return parsed.answer(await self._run(task, parsed.texts)), len(parsed.texts)
+        return parsed.answer(await self._run(task, texts)), len(texts)
 
     def _status(self):
         state = {"error_code": "OK", "error_message": ""}
@@ -196,7 +198,8 @@ class Server:
         }
 
     def _metadata(self):
-        definitions = {name: s.metadata() for name, s in self.signatures.items()}
+        multilingual = bool(self.languages)
+        definitions = {name: s.metadata(multilingual) for name, s in self.signatures.items()}
         return {
             "model_spec": {"name": self.model_name, "signature_name": "", "version": self.version},
             "metadata": {"signature_def": {"signature_def": definitions}},

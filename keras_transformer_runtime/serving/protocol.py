@@ -25,6 +25,7 @@ DEFAULT_MAX_TOKENS = 16_384
 SERVING_DEFAULT = "serving_default"
 N_BEST = "n_best"
 TEXT = "text"
+TARGET_LANG = "target_lang"  # a multilingual model's input: each text's language
 
 
 class BadRequest(ValueError):
@@ -114,6 +115,23 @@ def texts_of(value, name):
     return value
 
 
+def tagged_texts(texts, target_lang, languages):
+    """`texts` each starting with the tag of its `target_lang` (one for
+    all, a list of one per text, or `None`: tags typed in the texts), as a
+    runner reads them without `target_lang`: requests for different
+    languages are batched together, each sentence translated into its own.
+
+    Raises:
+        BadRequest: a language the model (`languages`, its
+            `TargetLanguages`) does not know, naming those it knows.
+    """
+    try:
+        texts, codes = languages.requested(texts, target_lang)
+    except ValueError as error:
+        raise BadRequest(str(error)) from None
+    return [languages.tagged(text, code) for text, code in zip(texts, codes, strict=True)]
+
+
 def _kind(value):
     """How a JSON value is named in messages."""
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
@@ -145,8 +163,9 @@ class Signature:
         """The outputs, by name, of the runner's `Hypothesis` lists."""
         raise NotImplementedError
 
-    def metadata(self):
-        """The signature's `SignatureDef` as TF Serving's metadata shows it."""
+    def metadata(self, multilingual=False):
+        """The signature's `SignatureDef` as TF Serving's metadata shows it
+        (with a `target_lang` input for a `multilingual` model)."""
 
         def tensor(name, dtype, dims):
             shape = {
@@ -155,8 +174,9 @@ class Signature:
             }
             return {"dtype": dtype, "tensor_shape": shape, "name": name}
 
+        names = (TEXT, TARGET_LANG) if multilingual else (TEXT,)
         return {
-            "inputs": {TEXT: tensor(f"{self.name}_{TEXT}:0", "DT_STRING", 1)},
+            "inputs": {n: tensor(f"{self.name}_{n}:0", "DT_STRING", 1) for n in names},
             "outputs": {
                 name: tensor(f"StatefulPartitionedCall:{i}", dtype, dims)
                 for i, (name, (dtype, dims)) in enumerate(sorted(self.outputs.items()))
@@ -212,6 +232,7 @@ class Predict:
     signature: Signature
     texts: list
     columnar: bool
+    target_lang: list | None = None
 
     @classmethod
     def parse(cls, body, signatures):
@@ -227,25 +248,32 @@ class Predict:
             raise BadRequest("A predict request gives either `instances` or `inputs`.")
         columnar = "inputs" in body
         value = body["inputs"] if columnar else body["instances"]
+        target_lang = None
         if columnar and isinstance(value, dict):
-            _checked_keys(value, (TEXT,), "`inputs`")
+            _checked_keys(value, (TEXT, TARGET_LANG), "`inputs`")
             if TEXT not in value:
                 raise BadRequest("`inputs` must give the signature's input `text`.")
-            value = value[TEXT]
+            value, target_lang = value[TEXT], value.get(TARGET_LANG)
         elif not columnar and isinstance(value, list):
-            value = [cls._instance(item, index) for index, item in enumerate(value)]
+            instances = [cls._instance(item, index) for index, item in enumerate(value)]
+            value = [text for text, _ in instances]
+            if any(lang is not None for _, lang in instances):
+                target_lang = [lang for _, lang in instances]
         texts = texts_of(value, "inputs" if columnar else "instances")
-        return cls(signatures[name], texts, columnar)
+        if target_lang is not None and not isinstance(target_lang, str):
+            target_lang = texts_of(target_lang, TARGET_LANG)
+        return cls(signatures[name], texts, columnar, target_lang)
 
     @staticmethod
     def _instance(item, index):
-        """An instance's text: the string itself or `{"text": string}`."""
+        """An instance's text and target language: the string itself, or
+        `{"text": string, "target_lang"?: string}`."""
         if isinstance(item, dict):
-            _checked_keys(item, (TEXT,), f"`instances[{index}]`")
+            _checked_keys(item, (TEXT, TARGET_LANG), f"`instances[{index}]`")
             if TEXT not in item:
                 raise BadRequest(f"`instances[{index}]` must give the input `text`.")
-            return item[TEXT]
-        return item
+            return item[TEXT], item.get(TARGET_LANG)
+        return item, None
 
     def answer(self, hypotheses):
         """The response body for the runner's `Hypothesis` lists."""
@@ -277,11 +305,13 @@ class TranslateRequest:
     texts: list
     n_best: int = 1
     with_scores: bool = False
+    target_lang: str | list | None = None
 
     @classmethod
-    def parse(cls, body, max_n_best, languages=()):
+    def parse(cls, body, max_n_best):
         """The request in `body` (a JSON object) for a runner that gives at
-        most `max_n_best` translations and knows target `languages`."""
+        most `max_n_best` translations; `target_lang` (a language, or one
+        per text) is checked against the model's by `tagged_texts`."""
         _checked_keys(body, ("text", "n_best", "with_scores", "target_lang"), "a request")
         if "text" not in body:
             raise BadRequest('A /translate request must give `text`: {"text": ["..."]}.')
@@ -297,14 +327,9 @@ class TranslateRequest:
         if not isinstance(with_scores, bool):
             raise BadRequest(f"`with_scores` must be true or false. Received: {with_scores!r}")
         target_lang = body.get("target_lang")
-        if target_lang is not None and target_lang not in languages:
-            known = (
-                f"the languages it knows: {', '.join(languages)}"
-                if languages
-                else "it translates into one language and takes no target_lang"
-            )
-            raise BadRequest(f"This model cannot translate into {target_lang!r}: {known}.")
-        return cls(texts, n_best, with_scores)
+        if target_lang is not None and not isinstance(target_lang, str):
+            target_lang = texts_of(target_lang, "target_lang")
+        return cls(texts, n_best, with_scores, target_lang)
 
     def task(self, has_token_scores):
         """What the runner is asked: token scores with `with_scores`, where

@@ -145,7 +145,8 @@ def test_bad_predict_requests_are_refused_with_a_reason(client, body, message):
         ({"text": ["a"], "n_best": 4}, "`n_best` must be an integer from 1 to 3"),
         ({"text": ["a"], "n_best": True}, "`n_best` must be an integer from 1 to 3"),
         ({"text": ["a"], "with_scores": "yes"}, "`with_scores` must be true or false"),
-        ({"text": ["a"], "target_lang": "fr"}, "cannot translate into 'fr'"),
+        ({"text": ["a"], "target_lang": "fr"}, "translates into one language"),
+        ({"text": ["a"], "target_lang": 3}, "`target_lang` must be a list of strings"),
     ],
 )
 def test_bad_translate_requests_are_refused_with_a_reason(client, body, message):
