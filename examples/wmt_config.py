@@ -13,9 +13,12 @@ import os
 import types
 
 from wmt_corpora import CORPORA
+from wmt_presets import DATA_PRESETS
+from wmt_presets import RUN_PRESETS
 
 import keras_transformer as kt
 from keras_transformer import training
+from keras_transformer_runtime import languages
 
 
 def setting(default, help, group, choices=None, shown=None, model_argument=False, frozen=False):
@@ -99,7 +102,19 @@ class RunConfig:
     tfds_name: str = setting("wmt14_translate/de-en", "TFDS data set", "data")
     tfds_data_dir: str | None = setting(None, "TFDS data directory", "data", shown="TFDS's")
     source_lang: str = setting("en", "source language: TFDS feature, or --data's", "data")
-    target_lang: str = setting("de", "target language: TFDS feature, or --data's", "data")
+    target_lang: str = setting(
+        "de",
+        "target language: TFDS feature, or --data's; with --data, several comma-separated "
+        "(de,fr,cs) train one multilingual model, each source tagged with its target (>>fr<<)",
+        "data",
+        frozen=True,
+    )
+    temperature: float = setting(
+        5.0,
+        "several --target_lang: each pair is drawn from a language's corpus with probability "
+        "proportional to its size^(1/temperature) (1: proportional; larger: more uniform)",
+        "data",
+    )
     max_eval_sentences: int | None = setting(None, "sentences evaluated", "data", shown="all")
     tokenizer_sentences: int = setting(
         2_000_000, "pairs the vocabulary is trained on", "data", frozen=True
@@ -233,7 +248,7 @@ class RunConfig:
             self.eval_every = self.steps_per_checkpoint
         if self.data:
             self.data_dir = self.data_dir or os.path.join("data", self.data)
-            corpus, languages = CORPORA[self.data], (self.source_lang, self.target_lang)
+            corpus, languages = CORPORA[self.data], (self.source_lang, self.target_langs[0])
             for role, names in (("train", ("train_src", "train_tgt")),
                                 ("valid", ("valid_src", "valid_tgt")),
                                 ("test", ("test_src", "test_ref"))):  # fmt: skip
@@ -243,12 +258,22 @@ class RunConfig:
                         setattr(self, name, path)
 
     @property
+    def target_langs(self):
+        """`--target_lang`'s languages, in order."""
+        return tuple(code.strip() for code in self.target_lang.split(","))
+
+    @property
+    def multilingual(self):
+        """Whether the run trains one model for several target languages."""
+        return len(self.target_langs) > 1
+
+    @property
     def local_files(self):
         return [self.train_src, self.train_tgt, self.test_src, self.test_ref]
 
     @property
     def uses_tfds(self):
-        return not all(self.local_files)
+        return not self.multilingual and not all(self.local_files)
 
     @property
     def data_source(self):
@@ -274,32 +299,6 @@ def model_arguments_of(settings):
     `RunConfig` as a dict (e.g. a finished run's stored configuration)."""
     names = [f.name for f in dataclasses.fields(RunConfig) if f.metadata["model_argument"]]
     return {name: settings[name] for name in names if settings.get(name) is not None}
-
-
-# What each preset changes from the defaults above (the paper's base run).
-# big: the paper's big model; small: a good translator from a Multi30k-sized
-# corpus on a CPU (examples/README.md); tiny: for tests and smoke runs.
-# fmt: off
-RUN_PRESETS = {
-    "base": {},
-    "big": dict(model="big", train_steps=300_000, average_last=20),
-    "small": dict(model="small", vocab_size=4000, dropout=0.2, norm_first=True, batch_tokens=1024,
-                  update_tokens=1024, warmup_steps=800, learning_rate_scale=0.5,
-                  train_steps=50_000, steps_per_checkpoint=100, eval_every=200,
-                  eval_sentences=500, max_length=128),
-    "tiny": dict(model="tiny", vocab_size=400, batch_tokens=1024, update_tokens=1024,
-                 warmup_steps=100, train_steps=40, steps_per_checkpoint=20, average_last=2,
-                 max_length=64),
-}
-# fmt: on
-
-# What each named corpus (`--data`) changes: its run preset, directories and
-# budget; RUN_PRESETS[preset] applies first, flags last.
-DATA_PRESETS = {
-    "multi30k": dict(preset="small", budget_minutes=30.0,
-                     model_dir=os.path.join("runs", "multi30k"),
-                     export_dir=os.path.join("exports", "multi30k")),
-}  # fmt: skip
 
 
 def _flag_type(annotation):
@@ -352,11 +351,22 @@ def parse_config(argv=None, description=None):
     data = DATA_PRESETS.get(given.get("data"), {})
     preset = given.get("preset", data.get("preset", RunConfig.preset))
     config = RunConfig(**{**RUN_PRESETS[preset], **data, **given})
+    try:
+        languages.check_codes(config.target_lang)
+    except ValueError as error:
+        parser.error(f"--target_lang: {error}")
+    if config.multilingual and not config.data:
+        parser.error(
+            f"--target_lang {config.target_lang}: several target languages need a --data corpus "
+            f"that has them ({', '.join(CORPORA)})"
+        )
     if config.data:
         try:
-            CORPORA[config.data].check_languages((config.source_lang, config.target_lang))
+            CORPORA[config.data].check_languages((config.source_lang, *config.target_langs))
         except ValueError as error:
             parser.error(f"--source_lang/--target_lang: {error}")
+    if not config.temperature > 0:
+        parser.error(f"--temperature must be positive, not {config.temperature}")
     if (config.freeze or config.lora_rank or config.lora_alpha) and not config.init_from:
         parser.error("--freeze, --lora_rank and --lora_alpha fine-tune a model: give --init_from")
     for part in (config.freeze or "").split(","):

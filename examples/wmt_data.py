@@ -4,12 +4,14 @@ network is there), from a named corpus (`--data`, downloaded into
 `--data_dir` when missing) or from local files."""
 
 import dataclasses
+import os
 import socket
 import sys
 
 import wmt_corpora
 
 from keras_transformer import training
+from keras_transformer_runtime import text_files
 
 TFDS_HOST = ("storage.googleapis.com", 443)
 
@@ -17,11 +19,20 @@ TFDS_HOST = ("storage.googleapis.com", 443)
 @dataclasses.dataclass
 class Data:
     """The training pairs, and the valid and test sets as `(sources,
-    references)` lists (`valid` may be `None`)."""
+    references)` lists (`valid` may be `None`). A multilingual run's sets
+    hold every direction, one after the other, and `target_lang` names
+    each row's language per set (`{"valid": [...], "test": [...]}`);
+    `mixing_weights` are the training corpora's."""
 
     train: object
     valid: tuple | None
     test: tuple
+    target_lang: dict = dataclasses.field(default_factory=dict)
+    mixing_weights: dict | None = None
+
+    def languages_of(self, name):
+        """Set `name`'s language per row (`None` for one language)."""
+        return self.target_lang.get(name)
 
 
 def _decode(line, where):
@@ -71,7 +82,7 @@ def _fetch_corpus(config):
     failed download stops the command with the URL and the directory."""
     corpus = wmt_corpora.CORPORA[config.data]
     print(f"data: {config.data} in {config.data_dir} ({corpus.note})")
-    languages = (config.source_lang, config.target_lang)
+    languages = (config.source_lang, *config.target_langs)
     try:
         wmt_corpora.fetch(
             corpus, config.data_dir, languages, config.data_url, check_digests=config.data_digests
@@ -80,10 +91,49 @@ def _fetch_corpus(config):
         sys.exit(f"data: {error}")
 
 
+def _multilingual_data(config):
+    """Every direction of `--data`'s corpus from `--source_lang` into
+    `--target_lang`'s languages: the training corpora mixed by
+    temperature sampling, the valid and test sets one after the other."""
+    corpus = wmt_corpora.CORPORA[config.data]
+
+    def files(role, code):
+        names = (config.source_lang, code)
+        return [os.path.join(config.data_dir, corpus.file_name(role, n)) for n in names]
+
+    corpora, sizes = {}, {}
+    sets = {"valid": ([], []), "test": ([], [])}
+    target_lang = {"valid": [], "test": []}
+    for code in config.target_langs:
+        corpora[code] = training.text_pairs_from_files(*files("train", code))
+        sizes[code] = text_files.count_lines(files("train", code)[1])
+        for name, role in (("valid", "valid"), ("test", "test")):
+            found = _as_lists(
+                training.text_pairs_from_files(*files(role, code)),
+                config.max_eval_sentences,
+                files(role, code),
+            )
+            for rows, more in zip(sets[name], found, strict=True):
+                rows.extend(more)
+            target_lang[name] += [code] * len(found[0])
+    train = training.mix_corpora(corpora, sizes, config.temperature)
+    weights = ", ".join(f"{code} {p:.3f}" for code, p in train.mixing_weights.items())
+    print(f"data: {sum(sizes.values()):,} pairs in {len(sizes)} directions, drawn {weights}")
+    return Data(
+        train=train,
+        valid=sets["valid"],
+        test=sets["test"],
+        target_lang=target_lang,
+        mixing_weights=train.mixing_weights,
+    )
+
+
 def data_stage(config):
     limit = config.max_eval_sentences
     if config.data:
         _fetch_corpus(config)
+    if config.multilingual:
+        return _multilingual_data(config)
     if config.uses_tfds:
         return Data(
             train=_tfds_pairs(config, "train"),

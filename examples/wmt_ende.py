@@ -65,7 +65,7 @@ def main(argv=None, started=None):
     stopwatch = Stopwatch(config.budget_minutes, started)
     with stopwatch.stage("data"):
         data = data_stage(config)
-        start_run(config)
+        start_run(config, data.mixing_weights)
     with stopwatch.stage("vocabulary"):
         tokenizer = tokenizer_stage(config, data.train)
     model = model_stage(config, tokenizer)

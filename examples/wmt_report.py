@@ -46,6 +46,7 @@ def summary_stage(config, run):
     rows.append(("exported weights", f"{weights['name']}: {', '.join(weights['checkpoints'])}"))
     rows.append(("chosen because", weights["reason"]))
     for name, result in scores.items():
+        name = f"{name} (mean of the directions)" if "directions" in result else name
         rows.append((f"{name} sacreBLEU", f"{result['sacrebleu']:.2f}"))
         rows.append((f"{name} chrF", f"{result['chrf']:.2f}"))
         compound_split = result["tokenized_compound_split_bleu"]
@@ -56,6 +57,7 @@ def summary_stage(config, run):
         rows.append(("wall time by stage (min)", by_stage))
     rows.append(("total wall time", f"{run['minutes']:.1f} min" + budget_margin(config, run)))
     table = "| | |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+    table += direction_table(config, scores)
     print("\n" + table)
     with open(os.path.join(config.model_dir, "summary.md"), "w") as f:
         f.write(table + "\n")
@@ -63,6 +65,26 @@ def summary_stage(config, run):
     # In the order of the run (the stages' times).
     path = os.path.join(config.model_dir, "summary.json")
     training.write_json_atomically(path, summary, sort_keys=False)
+
+
+def direction_table(config, scores):
+    """A multilingual run's scores per direction, as a Markdown table after
+    a blank line (`""` for a run of one direction)."""
+    sets = [name for name in ("test", "valid") if "directions" in scores.get(name, {})]
+    if not sets:
+        return ""
+    header = ["direction"]
+    for name in sets:
+        header += [f"{name} sacreBLEU", f"{name} chrF", f"{name} off-target"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for code in scores[sets[0]]["directions"]:
+        cells = [f"{config.source_lang}→{code}"]
+        for name in sets:
+            each = scores[name]["directions"][code]
+            cells += [f"{each['sacrebleu']:.2f}", f"{each['chrf']:.2f}"]
+            cells.append(f"{100 * each['off_target']:.1f}%")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n\n" + "\n".join(lines)
 
 
 def budget_margin(config, run):

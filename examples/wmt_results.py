@@ -6,8 +6,11 @@ import json
 import os
 import sys
 
+from wmt_corpora import CORPORA
+
 import keras_transformer as kt
 from keras_transformer import training
+from keras_transformer_runtime import text_files
 
 from attention_plots import plot_attention
 from bleu import bleu_scores
@@ -74,7 +77,7 @@ def weights_stage(config, model, tokenizer, data):
     names = {k: [os.path.basename(p) for p in v] for k, v in candidates.items()}
     choice, scores = config.export_weights, {}
     if choice == "auto" and len(candidates) > 1:
-        evaluator = evaluator_for(config, model, tokenizer, data.valid)
+        evaluator = evaluator_for(config, model, tokenizer, data.valid, data.languages_of("valid"))
         if evaluator is not None:
             evaluator.set_model(model)
             evaluator.verbose = 0
@@ -110,35 +113,91 @@ def weights_stage(config, model, tokenizer, data):
 
 def evaluation_stage(config, translator, data):
     """Translates the valid and test sets; returns `(scores, hypotheses)`,
-    both keyed by set name."""
+    both keyed by set name. A multilingual run scores each direction
+    (`directions`, with its off-target rate) and reports their means."""
     scores, hypotheses = {}, {}
+    identifier = language_identifier(config) if config.multilingual else None
     for name, split in (("valid", data.valid), ("test", data.test)):
         if not split or not split[0]:
             continue
         sources, references = split
+        target_lang = data.languages_of(name)
         hypotheses[name] = translator.translate(
-            sources, config.eval_batch_size, progress=f"translating {name}"
+            sources,
+            config.eval_batch_size,
+            progress=f"translating {name}",
+            target_lang=target_lang,
         )
         # One line per sentence, whatever a translation holds.
         lines = [" ".join(h.splitlines()) for h in hypotheses[name]]
         with open(os.path.join(config.model_dir, f"hypotheses.{name}.txt"), "w") as f:
             f.write("\n".join(lines) + "\n")
-        scores[name] = bleu_scores(hypotheses[name], references)
+        if target_lang:
+            scores[name] = direction_scores(hypotheses[name], references, target_lang, identifier)
+        else:
+            scores[name] = bleu_scores(hypotheses[name], references)
         result = scores[name]
+        mean = "mean of the directions' " if target_lang else ""
         print(
-            f"{name}: sacreBLEU {result['sacrebleu']:.2f} ({result['signature']}); chrF "
+            f"{name}: {mean}sacreBLEU {result['sacrebleu']:.2f} ({result['signature']}); chrF "
             f"{result['chrf']:.2f} ({result['chrf_signature']}); tokenized compound-split BLEU "
             f"(the paper's measure) {result['tokenized_compound_split_bleu']:.2f}"
         )
+        for code, each in result.get("directions", {}).items():
+            print(
+                f"  {config.source_lang}->{code}: sacreBLEU {each['sacrebleu']:.2f}, chrF "
+                f"{each['chrf']:.2f}, off-target {100 * each['off_target']:.1f}% "
+                f"({each['sentences']} sentences)"
+            )
     return scores, hypotheses
+
+
+def language_identifier(config, sentences=5000):
+    """The identifier of off-target outputs: character n-grams of the first
+    `sentences` training lines of the source and each target language."""
+    corpus = CORPORA[config.data]
+    codes = (config.source_lang, *config.target_langs)
+    texts = {}
+    for code in codes:
+        path = os.path.join(config.data_dir, corpus.file_name("train", code))
+        lines = text_files.iter_lines(path, errors="replace")
+        texts[code] = [line for _, line in zip(range(sentences), lines, strict=False)]
+    return training.LanguageIdentifier.train(texts)
+
+
+def direction_scores(hypotheses, references, target_lang, identifier):
+    """A multilingual set's scores: each direction's `bleu_scores` and its
+    `off_target` rate (`identifier`), and the means of the directions'."""
+    directions = {}
+    for code in dict.fromkeys(target_lang):
+        rows = [i for i, lang in enumerate(target_lang) if lang == code]
+        found = [hypotheses[i] for i in rows]
+        directions[code] = {
+            **bleu_scores(found, [references[i] for i in rows]),
+            "off_target": identifier.off_target_rate(found, code),
+        }
+    first = next(iter(directions.values()))
+    means = {
+        key: sum(d[key] for d in directions.values()) / len(directions)
+        for key in ("sacrebleu", "chrf", "tokenized_compound_split_bleu", "off_target")
+    }
+    return {
+        **means,
+        "signature": first["signature"],
+        "chrf_signature": first["chrf_signature"],
+        "sentences": len(hypotheses),
+        "directions": directions,
+    }
 
 
 def plots_stage(config, model, tokenizer, data, hypotheses):
     paths = [plot_validation_curve(training.read_evaluations(config.model_dir), config.model_dir)]
     if "test" in hypotheses:
-        paths += plot_attention(
-            model, tokenizer, data.test[0][0], hypotheses["test"][0], config.model_dir
-        )
+        source = data.test[0][0]
+        target_lang = data.languages_of("test")
+        if target_lang:  # the source as the model read it
+            source = tokenizer.languages.tagged(source, target_lang[0])
+        paths += plot_attention(model, tokenizer, source, hypotheses["test"][0], config.model_dir)
     paths = [path for path in paths if path]
     for path in paths:
         print(f"attention plot: {path}")

@@ -14,6 +14,7 @@ import numpy as np
 
 import keras_transformer as kt
 from keras_transformer import training
+from keras_transformer_runtime import languages
 
 from wmt_budget import after_training_seconds
 from wmt_budget import budget_plan
@@ -22,13 +23,16 @@ from wmt_config import STATIC_SHAPES
 from wmt_config import model_arguments_of
 
 
-def start_run(config):
+def start_run(config, mixing_weights=None):
     """Creates the run directory, or checks a rerun's settings against the
     stored ones: a changed model or vocabulary is refused, anything else
-    (a larger --train_steps, other evaluation settings) is reported."""
+    (a larger --train_steps, other evaluation settings) is reported. A
+    multilingual run records its corpora's `mixing_weights` with them."""
     os.makedirs(config.model_dir, exist_ok=True)
     path = os.path.join(config.model_dir, "config.json")
     current = config.to_json()
+    if mixing_weights:
+        current["mixing_weights"] = mixing_weights
     if os.path.exists(path):
         with open(path) as f:
             stored = json.load(f)
@@ -70,7 +74,11 @@ def tokenizer_stage(config, train_pairs):
         for sources, targets in batches  # batched: per pair, reading is the slow part
         for s, t in zip(sources, targets, strict=True)
     )
-    tokenizer = kt.tokenization.train_sentencepiece(sample, config.vocab_size, seed=config.seed)
+    # A multilingual run's tags are single pieces (the sources hold them).
+    tags = languages.tags(config.target_langs) if config.multilingual else ()
+    tokenizer = kt.tokenization.train_sentencepiece(
+        sample, config.vocab_size, seed=config.seed, user_defined_symbols=tags
+    )
     tokenizer.save(path + ".tmp")
     os.replace(path + ".tmp", path)
     print(f"tokenizer: {tokenizer.vocab_size} pieces in {time.time() - start:.0f}s -> {path}")
@@ -223,7 +231,7 @@ def translator_for(config, model, tokenizer, beam_size, max_extra_length, jit_co
     )
 
 
-def evaluator_for(config, model, tokenizer, valid):
+def evaluator_for(config, model, tokenizer, valid, target_lang=None):
     """The validation BLEU evaluator of training, if there is a valid set
     and --eval_every is not 0. Its length limit is tighter than the final
     evaluation's: a half-trained model's run-on hypotheses would otherwise
@@ -245,6 +253,7 @@ def evaluator_for(config, model, tokenizer, valid):
         every=config.eval_every,
         max_sentences=config.eval_sentences,
         batch_size=config.eval_batch_size,
+        target_lang=target_lang,
     )
 
 
@@ -284,7 +293,7 @@ def training_stage(config, model, tokenizer, data, stopwatch):
             max_shapes=config.max_shapes,
         )
 
-    evaluator = evaluator_for(config, model, tokenizer, valid)
+    evaluator = evaluator_for(config, model, tokenizer, valid, data.languages_of("valid"))
     best = None
     if evaluator is not None and config.keep_best != "none":
         best = training.BestCheckpoints(

@@ -298,7 +298,7 @@ def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
     config = load_example("wmt_config").parse_config(["--model_dir", str(tmp_path)])
 
     class Translator:
-        def translate(self, sources, batch_size, progress=None):
+        def translate(self, sources, batch_size, progress=None, target_lang=None):
             return ["ein\nHund", "zwei\r\nHunde", "drei"]
 
     sets = data.Data(train=None, valid=None, test=(["a", "b", "c"], ["x", "y", "z"]))

@@ -1,0 +1,104 @@
+"""`wmt_ende.py --data multi30k --target_lang de,fr,cs`: one model for
+three directions, from a `file://` mirror the test writes: tagged sources
+mixed by temperature sampling, tags as single pieces, each direction
+scored with its off-target rate, and a per-direction summary table."""
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import os
+
+import pytest
+
+from keras_transformer.tokenization import SentencePieceTokenizer
+from tests.examples.helpers import load_example
+
+pytestmark = pytest.mark.tensorflow_only  # the example is TensorFlow's
+
+corpora = load_example("wmt_corpora")
+LINES = {"train": 200, "valid": 12, "test": 9}
+LANGUAGES = ("en", "de", "fr", "cs")
+WORDS = {
+    "en": "a dog runs the man sits on grass",
+    "de": "ein hund läuft der mann sitzt im gras",
+    "fr": "un chien court l'homme est assis sur herbe",
+    "cs": "pes běží muž sedí na trávě a malý",
+}
+
+
+def text(role, language, count):
+    words = WORDS[language].split()
+    return "".join(
+        " ".join(words[(i + k) % len(words)] for k in range(3 + i % 4)) + f" {role}\n"
+        for i in range(count)
+    ).encode()
+
+
+CORPUS = dataclasses.replace(
+    corpora.CORPORA["multi30k"],
+    lines=LINES,
+    digests={
+        corpora.CORPORA["multi30k"].file_name(role, language): hashlib.sha256(
+            text(role, language, count)
+        ).hexdigest()
+        for role, count in LINES.items()
+        for language in LANGUAGES
+    },
+)
+
+
+def write_mirror(directory):
+    directory.mkdir(parents=True)
+    for role, count in LINES.items():
+        for language in LANGUAGES:
+            path = directory / CORPUS.file_name(role, language)
+            path.write_bytes(gzip.compress(text(role, language, count)))
+    return directory.as_uri()
+
+
+def test_several_target_languages_need_a_corpus_that_has_them(capsys):
+    parse = load_example("wmt_config").parse_config
+    for flags, message in (
+        ("--target_lang de,fr --train_src a --train_tgt b --test_src c --test_ref d", "--data"),
+        ("--data multi30k --target_lang de,ja", "not 'ja'"),
+        ("--data multi30k --target_lang de,,fr", "--target_lang"),
+        ("--data multi30k --target_lang de,fr --temperature 0", "--temperature"),
+    ):
+        with pytest.raises(SystemExit):
+            parse(flags.split())
+        assert message in capsys.readouterr().err
+    config = parse(["--data", "multi30k", "--target_lang", "de,fr,cs"])
+    assert config.multilingual and config.target_langs == ("de", "fr", "cs")
+    assert not config.uses_tfds
+
+
+@pytest.mark.large  # trains and evaluates: a whole run
+def test_one_model_for_three_directions(tmp_path, monkeypatch):
+    monkeypatch.setitem(corpora.CORPORA, "multi30k", CORPUS)
+    monkeypatch.chdir(tmp_path)
+    url = write_mirror(tmp_path / "mirror")
+    flags = "--preset tiny --num_layers 1 --d_model 16 --num_heads 2 --d_ff 32 --vocab_size 300"
+    flags += " --train_steps 2 --steps_per_checkpoint 2 --beam_size 1 --temperature 2"
+    results = load_example("wmt_ende").main(
+        ["--data", "multi30k", "--data_url", url, "--export_dir", "", "--target_lang", "de,fr,cs"]
+        + flags.split()
+    )
+    run = tmp_path / "runs" / "multi30k"
+    test = results["test"]
+    assert list(test["directions"]) == ["de", "fr", "cs"]
+    assert test["sentences"] == 27 and all(d["sentences"] == 9 for d in test["directions"].values())
+    for key in ("sacrebleu", "chrf", "off_target"):
+        mean = sum(d[key] for d in test["directions"].values()) / 3
+        assert test[key] == pytest.approx(mean)
+    config = json.loads((run / "config.json").read_text())
+    assert config["mixing_weights"] == pytest.approx({"de": 1 / 3, "fr": 1 / 3, "cs": 1 / 3})
+    tokenizer = SentencePieceTokenizer.from_file(run / "spm.model")
+    assert tokenizer.language_tags == (">>cs<<", ">>de<<", ">>fr<<")
+    summary = (run / "summary.md").read_text()
+    assert "| direction | test sacreBLEU | test chrF | test off-target |" in summary
+    assert all(f"| en→{code} |" in summary for code in ("de", "fr", "cs"))
+    assert len((run / "hypotheses.test.txt").read_text().splitlines()) == 27
+    evaluations = json.loads((run / "training_done.json").read_text())["evaluations"]
+    assert {"val_bleu_de", "val_bleu_fr", "val_bleu_cs"} <= set(evaluations[-1])
+    assert os.path.exists(run / "summary.json")
