@@ -219,8 +219,10 @@ class TranslationEvaluator(keras.callbacks.Callback):
             progress = f"evaluating at step {step}" if self.verbose else None
             training = self._training
             with averaged_weights_in(self.model) if training else contextlib.nullcontext():
+                # `target_lang` only where asked for: any runner's `translate` works.
+                options = {} if self.target_lang is None else {"target_lang": self.target_lang}
                 hypotheses = self.translator.translate(
-                    self.sources, self.batch_size, progress, target_lang=self.target_lang
+                    self.sources, self.batch_size, progress, **options
                 )
             values, by_language = self._score(hypotheses)
             self._write_summaries(step, values, hypotheses)

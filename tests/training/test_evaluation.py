@@ -97,7 +97,7 @@ def test_val_bleu_rises_while_training(tmp_path):
     assert [e["step"] for e in evaluator.history] == [50, 100, 150, 200]
     assert all(e["seconds"] > 0 for e in evaluator.history)
     # The last evaluation is the translator's output scored independently.
-    final = evaluator._score(translator.translate(sources[:30]))
+    final, _ = evaluator._score(translator.translate(sources[:30]))
     assert final[0] == pytest.approx(bleu[-1])
     # TensorBoard: scalars by update step and example translations.
     tags = set()
