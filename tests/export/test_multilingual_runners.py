@@ -160,3 +160,23 @@ def test_the_command_line_takes_target_lang(runners, multilingual, monkeypatch, 
     assert code == 2 and "--target_lang" in err and "'de', 'fr'" in err
     code, _, err = run()  # neither --target_lang nor tags in the lines
     assert code == 2 and "pass `target_lang`" in err
+
+
+def test_the_served_model_translates_a_mixed_batch_as_the_translator(runners, multilingual):
+    """The HTTP server over the SavedModel's runner: requests naming their
+    languages, batched together, give `Translator`'s translations."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from keras_transformer_runtime.serving.app import Server
+
+    server = Server([runners("SavedModelTranslator")], model_name="many", batch_timeout_ms=1)
+    with TestClient(server.app) as client:
+        assert client.get("/info").json()["languages"] == list(CODES)
+        body = {"text": SOURCES, "target_lang": TARGETS}
+        found = client.post("/translate", json=body).json()["translations"]
+        rows = [{"text": s, "target_lang": c} for s, c in zip(SOURCES, TARGETS, strict=True)]
+        predicted = client.post("/v1/models/many:predict", json={"instances": rows}).json()
+    expected = multilingual.translate(SOURCES, target_lang=TARGETS)
+    assert [t["translation"] for t in found] == expected
+    assert [p["translation"] for p in predicted["predictions"]] == expected
