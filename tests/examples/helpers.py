@@ -1,6 +1,8 @@
 """Loading the example scripts, which are modules of `examples/`, not of
-the package."""
+the package, and the named corpus of their tests."""
 
+import dataclasses
+import hashlib
 import importlib
 import os
 import sys
@@ -14,3 +16,17 @@ def load_example(name):
     if EXAMPLES not in sys.path:
         sys.path.insert(0, EXAMPLES)
     return importlib.import_module(name)
+
+
+def mirrored_corpus(lines, languages, text):
+    """Multi30k's corpus layout (`wmt_corpora.CORPORA["multi30k"]`) with
+    `lines` per split (`{"train": ..., "valid": ..., "test": ...}`) in
+    `languages`, each file's text `text(role, language, count)` (bytes),
+    and the digests of those texts."""
+    real = load_example("wmt_corpora").CORPORA["multi30k"]
+    digests = {
+        real.file_name(role, language): hashlib.sha256(text(role, language, count)).hexdigest()
+        for role, count in lines.items()
+        for language in languages
+    }
+    return dataclasses.replace(real, lines=lines, digests=digests)

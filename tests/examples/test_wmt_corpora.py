@@ -2,7 +2,6 @@
 mirror the test writes, checked, written atomically; offline, the local
 files are used and a missing one stops with the URL and the directory."""
 
-import dataclasses
 import gzip
 import hashlib
 import os
@@ -13,6 +12,7 @@ import urllib.request
 import pytest
 
 from tests.examples.helpers import load_example
+from tests.examples.helpers import mirrored_corpus
 
 pytestmark = pytest.mark.tensorflow_only  # the example is TensorFlow's
 
@@ -25,17 +25,7 @@ def text(role, language, count):
 
 
 # The layout of the real corpus, with fewer lines and the digests of these.
-CORPUS = dataclasses.replace(
-    corpora.CORPORA["multi30k"],
-    lines=LINES,
-    digests={
-        corpora.CORPORA["multi30k"].file_name(role, language): hashlib.sha256(
-            text(role, language, count)
-        ).hexdigest()
-        for role, count in LINES.items()
-        for language in ("en", "de")
-    },
-)
+CORPUS = mirrored_corpus(LINES, ("en", "de"), text)
 
 
 def write_mirror(directory, lines=LINES, swap=False):

@@ -3,9 +3,7 @@ three directions, from a `file://` mirror the test writes: tagged sources
 mixed by temperature sampling, tags as single pieces, each direction
 scored with its off-target rate, and a per-direction summary table."""
 
-import dataclasses
 import gzip
-import hashlib
 import json
 import os
 
@@ -13,6 +11,7 @@ import pytest
 
 from keras_transformer.tokenization import SentencePieceTokenizer
 from tests.examples.helpers import load_example
+from tests.examples.helpers import mirrored_corpus
 
 pytestmark = pytest.mark.tensorflow_only  # the example is TensorFlow's
 
@@ -35,17 +34,7 @@ def text(role, language, count):
     ).encode()
 
 
-CORPUS = dataclasses.replace(
-    corpora.CORPORA["multi30k"],
-    lines=LINES,
-    digests={
-        corpora.CORPORA["multi30k"].file_name(role, language): hashlib.sha256(
-            text(role, language, count)
-        ).hexdigest()
-        for role, count in LINES.items()
-        for language in LANGUAGES
-    },
-)
+CORPUS = mirrored_corpus(LINES, LANGUAGES, text)
 
 
 def write_mirror(directory):
