@@ -100,6 +100,17 @@ class TargetLanguages:
         translates to nothing in any language)."""
         return text if code is None or not text.strip() else f"{tag(code)} {text}"
 
+    def tagged_texts(self, texts, target_lang):
+        """`texts` each tagged with its language of `requested(texts,
+        target_lang)` (bytes decoded as UTF-8 where a tag is written; a
+        text without a language as it is)."""
+        texts, codes = self.requested(texts, target_lang)
+        return [
+            self.tagged(text.decode("utf-8", errors="replace") if code and isinstance(text, bytes)
+                        else text, code)
+            for text, code in zip(texts, codes, strict=True)
+        ]  # fmt: skip
+
     def requested(self, texts, target_lang):
         """Each of `texts`' language: `(texts, codes)`, `codes` one per text
         (`None` where the text is to be translated as it is).

@@ -181,11 +181,7 @@ class Runner:
         """`sources` as a multilingual model reads them, each tagged with
         its `target_lang` (see `languages.TargetLanguages.requested`); for
         a model of one language, as they are."""
-        texts, codes = self.languages.requested(sources, target_lang)
-        if not self.languages:
-            return texts
-        pairs = zip(texts, codes, strict=True)
-        return [self.languages.tagged(as_text(text), code) for text, code in pairs]
+        return self.languages.tagged_texts(sources, target_lang)
 
     def translate_with_constraints(
         self,

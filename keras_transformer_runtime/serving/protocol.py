@@ -126,10 +126,9 @@ def tagged_texts(texts, target_lang, languages):
             `TargetLanguages`) does not know, naming those it knows.
     """
     try:
-        texts, codes = languages.requested(texts, target_lang)
+        return languages.tagged_texts(texts, target_lang)
     except ValueError as error:
         raise BadRequest(str(error)) from None
-    return [languages.tagged(text, code) for text, code in zip(texts, codes, strict=True)]
 
 
 def _kind(value):
