@@ -7,6 +7,11 @@ import importlib
 import os
 import sys
 
+# The smallest whole run of the example: its tests' flags.
+TINY_RUN_FLAGS = (
+    "--preset tiny --num_layers 1 --d_model 16 --num_heads 2 --d_ff 32 --vocab_size 300 "
+    "--train_steps 2 --steps_per_checkpoint 2 --beam_size 1 --export_dir"
+).split() + [""]
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "examples")
 
 

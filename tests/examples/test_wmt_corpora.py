@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 
+from tests.examples.helpers import TINY_RUN_FLAGS
 from tests.examples.helpers import load_example
 from tests.examples.helpers import mirrored_corpus
 
@@ -204,10 +205,8 @@ def test_the_example_runs_on_the_downloaded_corpus(tmp_path, monkeypatch):
     monkeypatch.setitem(corpora.CORPORA, "multi30k", CORPUS)
     monkeypatch.chdir(tmp_path)
     url = write_mirror(tmp_path / "mirror")
-    flags = "--preset tiny --num_layers 1 --d_model 16 --num_heads 2 --d_ff 32 --vocab_size 300"
-    flags += " --train_steps 2 --steps_per_checkpoint 2 --beam_size 1"
     results = load_example("wmt_ende").main(
-        ["--data", "multi30k", "--data_url", url, "--export_dir", "", *flags.split()]
+        ["--data", "multi30k", "--data_url", url, *TINY_RUN_FLAGS]
     )
     assert (results["valid"]["sentences"], results["test"]["sentences"]) == (20, 10)
     assert len(os.listdir(tmp_path / "data" / "multi30k")) == 6

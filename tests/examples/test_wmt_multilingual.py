@@ -10,6 +10,7 @@ import os
 import pytest
 
 from keras_transformer.tokenization import SentencePieceTokenizer
+from tests.examples.helpers import TINY_RUN_FLAGS
 from tests.examples.helpers import load_example
 from tests.examples.helpers import mirrored_corpus
 
@@ -67,11 +68,9 @@ def test_one_model_for_three_directions(tmp_path, monkeypatch):
     monkeypatch.setitem(corpora.CORPORA, "multi30k", CORPUS)
     monkeypatch.chdir(tmp_path)
     url = write_mirror(tmp_path / "mirror")
-    flags = "--preset tiny --num_layers 1 --d_model 16 --num_heads 2 --d_ff 32 --vocab_size 300"
-    flags += " --train_steps 2 --steps_per_checkpoint 2 --beam_size 1 --temperature 2"
     results = load_example("wmt_ende").main(
-        ["--data", "multi30k", "--data_url", url, "--export_dir", "", "--target_lang", "de,fr,cs"]
-        + flags.split()
+        ["--data", "multi30k", "--data_url", url, "--target_lang", "de,fr,cs"]
+        + ["--temperature", "2", *TINY_RUN_FLAGS]
     )
     run = tmp_path / "runs" / "multi30k"
     test = results["test"]
