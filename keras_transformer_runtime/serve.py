@@ -24,31 +24,9 @@ import os
 import sys
 
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.loading import load_runner
+from keras_transformer_runtime.loading import runner_kind
 from keras_transformer_runtime.serving.protocol import Limits
-
-
-def runner_kind(path):
-    """Which runner runs the export at `path`: `"litert"`, `"onnx"`,
-    `"ctranslate2"` or `"saved_model"`.
-
-    Example:
-
-    >>> runner_kind("ende.tflite")
-    'litert'
-    """
-    path = os.fspath(path)
-    if path.endswith(".tflite"):
-        return "litert"
-    if path.endswith(".onnx"):
-        return "onnx"
-    if os.path.isfile(os.path.join(path, "model.bin")):
-        return "ctranslate2"
-    if os.path.isdir(path):
-        return "saved_model"
-    raise ValueError(
-        f"`model` must be a .tflite file, an .onnx file, a CTranslate2 directory or a "
-        f"SavedModel directory. Received: model={path!r}"
-    )
 
 
 def load_runners(path, workers=1, threads=None, version=None, compute_type="default"):
@@ -65,35 +43,9 @@ def load_runners(path, workers=1, threads=None, version=None, compute_type="defa
     validation.check_positive_int(workers=workers)
     validation.check_positive_int(allow_none=True, threads=threads)
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
-    kind = runner_kind(path)
-    if kind == "saved_model":
-        from keras_transformer_runtime.saved_model import SavedModelTranslator
-
-        return [SavedModelTranslator(path, version)] * workers
-    loaders = {
-        "litert": lambda: _litert(path, threads),
-        "onnx": lambda: _onnx(path, threads),
-        "ctranslate2": lambda: _ctranslate2(path, threads, compute_type),
-    }
-    return [loaders[kind]() for _ in range(workers)]
-
-
-def _litert(path, threads):
-    from keras_transformer_runtime.litert import LiteRTTranslator
-
-    return LiteRTTranslator(path, num_threads=threads)
-
-
-def _onnx(path, threads):
-    from keras_transformer_runtime.onnx import ONNXTranslator
-
-    return ONNXTranslator(path, num_threads=threads)
-
-
-def _ctranslate2(path, threads, compute_type):
-    from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
-
-    return CTranslate2Translator(path, compute_type=compute_type, intra_threads=threads)
+    if runner_kind(path) == "saved_model":
+        return [load_runner(path, version=version)] * workers
+    return [load_runner(path, threads, compute_type=compute_type) for _ in range(workers)]
 
 
 def make_parser():

@@ -1,25 +1,11 @@
 """`python -m keras_transformer_runtime.serve`'s choices before it serves:
-which runner an export needs, the request limits, and its usage errors
+the runners, the request limits, and its usage errors
 (the server itself: tests/export/test_server.py; its limits:
 tests/runtime/serving/test_protocol.py)."""
 
 import pytest
 
 from keras_transformer_runtime import serve
-
-
-def test_the_runner_is_chosen_by_the_export(tmp_path):
-    ct2 = tmp_path / "ende_ct2"
-    ct2.mkdir()
-    (ct2 / "model.bin").write_bytes(b"")
-    saved = tmp_path / "exports"
-    saved.mkdir()
-    assert serve.runner_kind(tmp_path / "ende.tflite") == "litert"
-    assert serve.runner_kind("ende.onnx") == "onnx"
-    assert serve.runner_kind(ct2) == "ctranslate2"
-    assert serve.runner_kind(saved) == "saved_model"
-    with pytest.raises(ValueError, match=r"`model` must be a \.tflite file.*model='nothing'"):
-        serve.runner_kind("nothing")
 
 
 def test_the_model_name_is_the_files():

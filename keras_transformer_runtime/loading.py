@@ -1,0 +1,82 @@
+"""Loading an export by its path: which runner runs it (`runner_kind`) and
+that runner, made with a number of threads (`load_runner`), as the server
+and the corpus pipeline load them.
+
+Example:
+
+>>> load_runner("ende.tflite", threads=1).translate(["A dog runs."])
+['Ein Hund läuft.']
+"""
+
+import os
+
+from keras_transformer_runtime import validation
+
+KINDS = ("litert", "onnx", "ctranslate2", "saved_model")
+
+
+def runner_kind(path):
+    """Which runner runs the export at `path`: `"litert"`, `"onnx"`,
+    `"ctranslate2"` or `"saved_model"`.
+
+    Example:
+
+    >>> runner_kind("ende.tflite")
+    'litert'
+    """
+    path = os.fspath(path)
+    if path.endswith(".tflite"):
+        return "litert"
+    if path.endswith(".onnx"):
+        return "onnx"
+    if os.path.isfile(os.path.join(path, "model.bin")):
+        return "ctranslate2"
+    if os.path.isdir(path):
+        return "saved_model"
+    raise ValueError(
+        f"`model` must be a .tflite file, an .onnx file, a CTranslate2 directory or a "
+        f"SavedModel directory. Received: model={path!r}"
+    )
+
+
+def load_runner(path, threads=None, version=None, compute_type="default"):
+    """The runner of the export at `path` (`runner_kind`), running on
+    `threads` threads (default: the runtime's own choice).
+
+    A SavedModel's threads are TensorFlow's, one pool per process: they
+    are set when TensorFlow has not run anything yet in this process, and
+    a `RuntimeError` says so otherwise. `version` picks a SavedModel base
+    directory's version; `compute_type` is CTranslate2's.
+    """
+    validation.check_positive_int(allow_none=True, threads=threads)
+    kind = runner_kind(path)
+    if kind == "saved_model":
+        return _saved_model(path, threads, version)
+    if kind == "litert":
+        from keras_transformer_runtime.litert import LiteRTTranslator
+
+        return LiteRTTranslator(path, num_threads=threads)
+    if kind == "onnx":
+        from keras_transformer_runtime.onnx import ONNXTranslator
+
+        return ONNXTranslator(path, num_threads=threads)
+    from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
+
+    return CTranslate2Translator(path, compute_type=compute_type, intra_threads=threads or 0)
+
+
+def _saved_model(path, threads, version):
+    from keras_transformer_runtime.saved_model import SavedModelTranslator
+    from keras_transformer_runtime.saved_model import import_tensorflow
+
+    if threads is not None:
+        threading = import_tensorflow().config.threading
+        try:
+            threading.set_intra_op_parallelism_threads(threads)
+            threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError as error:
+            raise RuntimeError(
+                f"TensorFlow's threads are set before it first runs; this process ran it "
+                f"already, so `threads={threads}` cannot apply ({error})."
+            ) from None
+    return SavedModelTranslator(path, version)
