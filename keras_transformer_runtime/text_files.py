@@ -43,14 +43,21 @@ def split_lines(data):
     return [line[:-1] if line.endswith(b"\r") else line for line in lines]
 
 
+def byte_lines(stream):
+    """The lines of a binary stream (any file object that iterates over
+    `\\n`-ended lines, as a file opened in binary mode does), one at a
+    time, as bytes, split as the module says."""
+    for number, line in enumerate(stream):
+        line = line.removeprefix(BYTE_ORDER_MARK) if number == 0 else line
+        line = line[:-1] if line.endswith(b"\n") else line
+        yield line[:-1] if line.endswith(b"\r") else line
+
+
 def iter_lines(path, errors="strict"):
     """The lines of the file at `path`, one at a time, as strings
     (`errors`: as for `bytes.decode`, e.g. `"replace"`)."""
     with open_binary(path) as f:
-        for number, line in enumerate(f):  # binary files iterate over `\n`-ended lines only
-            line = line.removeprefix(BYTE_ORDER_MARK) if number == 0 else line
-            line = line[:-1] if line.endswith(b"\n") else line
-            line = line[:-1] if line.endswith(b"\r") else line
+        for line in byte_lines(f):
             yield line.decode("utf-8", errors)
 
 
