@@ -26,6 +26,11 @@ SERVE = [
     "prometheus_client>=0.20",
 ]
 
+# keras_transformer.translate_corpus and keras_transformer_runtime.corpus:
+# corpus translation on Apache Beam. With TensorFlow 2.21 it resolves to
+# protobuf 6.33 and numpy 2.4 (benchmarks/NOTES.md, "Corpus translation").
+BEAM = ["apache-beam>=2.60"]
+
 setup(
     name="keras_transformer",
     version="0.1.0",
@@ -70,6 +75,8 @@ setup(
             *SERVE,
             "httpx",
             "selenium>=4.20",
+            # Corpus translation (`[beam]`): its pipeline's tests run in CI.
+            *BEAM,
         ],
         # KERAS_BACKEND=jax or torch for the layers and the model. torch is
         # pinned to the CPU build that this project's machines carry (an
@@ -88,6 +95,8 @@ setup(
         "onnx": ["tf2onnx>=1.17", "onnxruntime>=1.20"],
         # python -m keras_transformer_runtime.serve (no TensorFlow needed).
         "serve": SERVE,
+        # python -m keras_transformer.translate_corpus (any Beam runner).
+        "beam": BEAM,
         # The peers of benchmarks/compare.py (torch pinned as above).
         "bench": ["keras-hub>=0.32", "torch==2.13.0", "ctranslate2>=4.8"],
     },

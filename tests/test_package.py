@@ -35,6 +35,7 @@ ALLOWED = {
     "pretrained": {"models", "tokenization", "pretrained"} | SHARED,
     "export": {"export", "translator"} | SHARED,
     "translate.py": {"export"},
+    "translate_corpus.py": set(),  # the runtime's corpus pipeline only
 }
 # The only module allowed to use private attributes of Keras objects.
 KERAS_INTERNALS = PACKAGE_DIR / "training" / "_keras_internals.py"
@@ -97,8 +98,9 @@ def test_the_runtime_needs_neither_tensorflow_nor_keras():
     `sentencepiece` and NumPy (which both interpreters take arrays of),
     nothing else (the large tier runs each and checks `sys.modules`); and
     the SavedModel client, TensorFlow and TF Text (imported when one is
-    made: `test_without_tensorflow` imports the runtime without them); and
-    the server (`serve.py`, `serving/`), its `[serve]` extra."""
+    made: `test_without_tensorflow` imports the runtime without them); the
+    server (`serve.py`, `serving/`), its `[serve]` extra; and the corpus
+    pipeline (`corpus.py`), its `[beam]` extra."""
     allowed = set(sys.stdlib_module_names) | {
         "keras_transformer_runtime",
         "ctranslate2",
@@ -112,6 +114,8 @@ def test_the_runtime_needs_neither_tensorflow_nor_keras():
         client = {"tensorflow", "tensorflow_text"} if path.name == "saved_model.py" else set()
         if path.name == "serve.py" or path.parent.name == "serving":
             client = server
+        if path.name == "corpus.py":
+            client = {"apache_beam"}
         assert imported_modules(path) <= allowed | client, path
 
 
