@@ -11,9 +11,9 @@ than its share and a large one less.
 """
 
 import numpy as np
-import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.training import mixing
 from keras_transformer_runtime import languages
 from keras_transformer_runtime import validation
 
@@ -56,11 +56,7 @@ def tagged_pairs(pairs, target_lang):
     asking for `target_lang`: `">>fr<< " + source`, as every runner tags
     a request (`TargetLanguages.tagged`)."""
     languages.check_codes([target_lang])
-    tag = tf.constant(languages.tag(target_lang))
-    return pairs.map(
-        lambda source, target: (tf.strings.join([tag, source], separator=" "), target),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    return mixing.prefixed_sources(pairs, languages.tag(target_lang))
 
 
 @_backend.tensorflow_only("training.mix_corpora", "tf.data")
@@ -106,18 +102,14 @@ def mix_corpora(corpora, sizes, temperature=DEFAULT_TEMPERATURE, seed=None, shuf
             "`sizes` must give the number of pairs of each corpus, by the same languages. "
             f"Received: corpora for {sorted(corpora)}, sizes={sizes!r}"
         )
-    validation.check_non_negative_int(shuffle_buffer=shuffle_buffer)
     codes = list(corpora)
     weights = mixing_weights({code: sizes[code] for code in codes}, temperature)
-    streams = []
-    for index, code in enumerate(codes):
-        pairs = tagged_pairs(corpora[code], code)
-        if shuffle_buffer:
-            pair_seed = None if seed is None else seed + index
-            pairs = pairs.shuffle(shuffle_buffer, seed=pair_seed, reshuffle_each_iteration=True)
-        streams.append(pairs.repeat())
-    mixed = tf.data.Dataset.sample_from_datasets(
-        streams, weights=[weights[code] for code in codes], seed=seed
-    ).take(sum(sizes.values()))
+    mixed = mixing.mix_pairs(
+        {code: tagged_pairs(corpora[code], code) for code in codes},
+        weights,
+        sum(sizes.values()),
+        seed=seed,
+        shuffle_buffer=shuffle_buffer,
+    )
     mixed.mixing_weights = weights
     return mixed
