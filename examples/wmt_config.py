@@ -1,16 +1,15 @@
 """The settings of `wmt_ende.py`: one dataclass, its presets, its flags.
 
 Every field of `RunConfig` is one command-line flag, with its type, help
-and default read from the field; `RUN_PRESETS` change several defaults at
-once; `parse_config` applies the defaults, then the preset, then the flags.
+and default read from the field (`wmt_fields`); `RUN_PRESETS` change
+several defaults at once; `parse_config` applies the defaults, then the
+preset, then the flags.
 
     config = parse_config(["--preset", "small", "--train_steps", "500"])
 """
 
-import argparse
 import dataclasses
 import os
-import types
 
 from wmt_corpora import CORPORA
 from wmt_presets import DATA_PRESETS
@@ -20,36 +19,10 @@ import keras_transformer as kt
 from keras_transformer import training
 from keras_transformer_runtime import languages
 
-
-def setting(default, help, group, choices=None, shown=None, model_argument=False, frozen=False):
-    """A `RunConfig` field.
-
-    Args:
-        default: the value of the paper's base run.
-        help: the flag's help text.
-        group: the `--help` section.
-        choices: the accepted values, if limited.
-        shown: how `--help` names the default when it is `None`.
-        model_argument: passed to `Transformer.from_preset` when set.
-        frozen: decides the vocabulary or the weights, so a rerun in the
-            same model_dir may not change it.
-    """
-    metadata = dict(help=help, group=group, choices=choices, shown=shown)
-    metadata.update(model_argument=model_argument, frozen=frozen)
-    return dataclasses.field(default=default, metadata=metadata)
-
-
-def model_setting(help, choices=None, frozen=True):
-    """A `Transformer` argument; unset, the model preset's value holds."""
-    shown = "the model preset's"
-    return setting(None, help, "model", choices, shown, model_argument=True, frozen=frozen)
-
-
-def data_file(split, side):
-    """A local corpus file: one sentence a line, plain or .gz, aligned."""
-    help = f"{split} {side}, one sentence a line, plain or .gz"
-    return setting(None, help, "data", shown="--data's, else none: TFDS is read")
-
+from wmt_fields import build_parser
+from wmt_fields import data_file
+from wmt_fields import model_setting
+from wmt_fields import setting
 
 KEEP_BEST = ("val_bleu", "val_chrf", "none")
 # average_last: the paper's average of the last checkpoints; best: the
@@ -301,52 +274,12 @@ def model_arguments_of(settings):
     return {name: settings[name] for name in names if settings.get(name) is not None}
 
 
-def _flag_type(annotation):
-    """`int` for `int` and for `int | None`; likewise for other types."""
-    if isinstance(annotation, types.UnionType):
-        return next(a for a in annotation.__args__ if a is not type(None))
-    return annotation
-
-
-def _default_text(field):
-    shown = field.metadata["shown"] if field.default is None else field.default
-    by_preset = [f"{name}: {p[field.name]}" for name, p in RUN_PRESETS.items() if field.name in p]
-    if field.name == "data":
-        by_preset += [
-            f"{name} sets " + " ".join(f"--{k} {v}" for k, v in p.items())
-            for name, p in DATA_PRESETS.items()
-        ]
-    return f"default: {shown}" + (f"; {', '.join(by_preset)}" if by_preset else "")
-
-
-def build_parser(description=None):
-    """The command line: one flag per `RunConfig` field, with its default."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    groups = {}
-    for field in dataclasses.fields(RunConfig):
-        if field.metadata["group"] not in groups:
-            groups[field.metadata["group"]] = parser.add_argument_group(field.metadata["group"])
-        group = groups[field.metadata["group"]]
-        options = dict(default=None, help=f"{field.metadata['help']} ({_default_text(field)})")
-        if _flag_type(field.type) is bool:
-            options["action"] = argparse.BooleanOptionalAction
-        else:
-            options["type"] = _flag_type(field.type)
-        choices = RUN_PRESETS if field.name == "preset" else field.metadata["choices"]
-        if choices:
-            options["choices"] = sorted(choices)
-        group.add_argument(f"--{field.name}", **options)
-    return parser
-
-
 def parse_config(argv=None, description=None):
     """The `RunConfig` of a command line: the defaults, then the run
     preset, then the `--data` corpus's `DATA_PRESETS`, then the flags
     given. Exits with a usage error for incomplete local data or a
     language the corpus lacks."""
-    parser = build_parser(description)
+    parser = build_parser(RunConfig, description)
     given = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
     data = DATA_PRESETS.get(given.get("data"), {})
     preset = given.get("preset", data.get("preset", RunConfig.preset))
@@ -381,3 +314,4 @@ def parse_config(argv=None, description=None):
             "(and optionally --valid_src, --valid_tgt)"
         )
     return config
+

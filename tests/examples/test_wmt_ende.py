@@ -274,7 +274,8 @@ def test_no_arguments_offline_stop_at_once_with_the_local_files_advice(tmp_path,
 def test_every_setting_is_one_flag_with_its_default():
     config = load_example("wmt_config")
     names = [field.name for field in dataclasses.fields(config.RunConfig)]
-    options = config.build_parser().format_help().split("options:")[1]
+    fields = load_example("wmt_fields")
+    options = fields.build_parser(config.RunConfig).format_help().split("options:")[1]
     flags = [
         line.split()[0].rstrip(",") for line in options.splitlines() if line.startswith("  --")
     ]

@@ -1,0 +1,83 @@
+"""How `wmt_ende.py`'s settings become flags: each field of its settings
+dataclass is made by `setting` (its help, `--help` section, choices, and
+whether it is a model argument or frozen in a run directory), and
+`build_parser` makes one flag of each, its help naming the default and
+what each preset sets."""
+
+import argparse
+import dataclasses
+import types
+
+from wmt_presets import DATA_PRESETS
+from wmt_presets import RUN_PRESETS
+
+
+def setting(default, help, group, choices=None, shown=None, model_argument=False, frozen=False):
+    """A `RunConfig` field.
+
+    Args:
+        default: the value of the paper's base run.
+        help: the flag's help text.
+        group: the `--help` section.
+        choices: the accepted values, if limited.
+        shown: how `--help` names the default when it is `None`.
+        model_argument: passed to `Transformer.from_preset` when set.
+        frozen: decides the vocabulary or the weights, so a rerun in the
+            same model_dir may not change it.
+    """
+    metadata = dict(help=help, group=group, choices=choices, shown=shown)
+    metadata.update(model_argument=model_argument, frozen=frozen)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def model_setting(help, choices=None, frozen=True):
+    """A `Transformer` argument; unset, the model preset's value holds."""
+    shown = "the model preset's"
+    return setting(None, help, "model", choices, shown, model_argument=True, frozen=frozen)
+
+
+def data_file(split, side):
+    """A local corpus file: one sentence a line, plain or .gz, aligned."""
+    help = f"{split} {side}, one sentence a line, plain or .gz"
+    return setting(None, help, "data", shown="--data's, else none: TFDS is read")
+
+
+def _flag_type(annotation):
+    """`int` for `int` and for `int | None`; likewise for other types."""
+    if isinstance(annotation, types.UnionType):
+        return next(a for a in annotation.__args__ if a is not type(None))
+    return annotation
+
+
+def _default_text(field):
+    shown = field.metadata["shown"] if field.default is None else field.default
+    by_preset = [f"{name}: {p[field.name]}" for name, p in RUN_PRESETS.items() if field.name in p]
+    if field.name == "data":
+        by_preset += [
+            f"{name} sets " + " ".join(f"--{k} {v}" for k, v in p.items())
+            for name, p in DATA_PRESETS.items()
+        ]
+    return f"default: {shown}" + (f"; {', '.join(by_preset)}" if by_preset else "")
+
+
+def build_parser(config_class, description=None):
+    """The command line: one flag per field of `config_class` (a dataclass
+    of `setting` fields), with its default."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    groups = {}
+    for field in dataclasses.fields(config_class):
+        if field.metadata["group"] not in groups:
+            groups[field.metadata["group"]] = parser.add_argument_group(field.metadata["group"])
+        group = groups[field.metadata["group"]]
+        options = dict(default=None, help=f"{field.metadata['help']} ({_default_text(field)})")
+        if _flag_type(field.type) is bool:
+            options["action"] = argparse.BooleanOptionalAction
+        else:
+            options["type"] = _flag_type(field.type)
+        choices = RUN_PRESETS if field.name == "preset" else field.metadata["choices"]
+        if choices:
+            options["choices"] = sorted(choices)
+        group.add_argument(f"--{field.name}", **options)
+    return parser
