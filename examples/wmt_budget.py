@@ -49,12 +49,17 @@ class Stopwatch:
         self.seconds = {"startup": now - self.started}
 
     @contextlib.contextmanager
-    def stage(self, name):
+    def stage(self, name, outside_budget=False):
+        """Times stage `name`; one `outside_budget` moves the clock's start
+        on by its time, so that the budget does not count it."""
         start = time.time()
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - start
+            seconds = time.time() - start
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+            if outside_budget:
+                self.started += seconds
 
     def elapsed(self):
         """Seconds since the run started."""

@@ -92,6 +92,44 @@ class RunConfig:
     tokenizer_sentences: int = setting(
         2_000_000, "pairs the vocabulary is trained on", "data", frozen=True
     )
+    monolingual_tgt: str | None = setting(
+        None,
+        "back-translation: target-language text to translate into the source language and "
+        "train on, comma-separated file patterns (plain or .gz)",
+        "synthetic data",
+        shown="none",
+        frozen=True,
+    )
+    backtranslate_with: str | None = setting(
+        None,
+        "back-translation: the reverse model: a run's --model_dir, an export, or an OPUS-MT "
+        "directory",
+        "synthetic data",
+        shown="none",
+        frozen=True,
+    )
+    bt_search: str = setting(
+        "beam", "back-translation: beam search or one random draw", "synthetic data",
+        ("beam", "sample"), frozen=True,
+    )  # fmt: skip
+    bt_tag: bool = setting(
+        False, "back-translation: mark synthetic sources with <BT>", "synthetic data", frozen=True
+    )
+    bt_ratio: float | None = setting(
+        None, "back-translation: synthetic pairs drawn per real pair", "synthetic data",
+        shown="their numbers' ratio",
+    )  # fmt: skip
+    distill_from: str | None = setting(
+        None,
+        "distillation: train on this teacher's beam translations of the training sources "
+        "(a run's --model_dir, an export, or an OPUS-MT directory)",
+        "synthetic data",
+        shown="none",
+        frozen=True,
+    )
+    synthetic_workers: int | None = setting(
+        None, "processes translating synthetic data", "synthetic data", shown="the cores"
+    )
     strategy: str = setting("auto", "tf.distribute strategy", "devices", training.STRATEGIES)
     mixed_precision: str = setting(
         "auto",
@@ -298,6 +336,7 @@ def parse_config(argv=None, description=None):
             CORPORA[config.data].check_languages((config.source_lang, *config.target_langs))
         except ValueError as error:
             parser.error(f"--source_lang/--target_lang: {error}")
+    _check_synthetic(parser, config)
     if not config.temperature > 0:
         parser.error(f"--temperature must be positive, not {config.temperature}")
     if (config.freeze or config.lora_rank or config.lora_alpha) and not config.init_from:
@@ -315,3 +354,18 @@ def parse_config(argv=None, description=None):
         )
     return config
 
+
+def _check_synthetic(parser, config):
+    """Usage errors of the synthetic-data flags (wmt_synthetic)."""
+    if bool(config.monolingual_tgt) != bool(config.backtranslate_with):
+        parser.error("--monolingual_tgt and --backtranslate_with go together")
+    if (config.bt_tag or config.bt_ratio is not None) and not config.monolingual_tgt:
+        parser.error("--bt_tag and --bt_ratio go with --monolingual_tgt")
+    if config.multilingual and (config.monolingual_tgt or config.distill_from):
+        parser.error("synthetic data is made for one target language, not several")
+    if config.bt_ratio is not None and not config.bt_ratio > 0:
+        parser.error(f"--bt_ratio must be positive, not {config.bt_ratio}")
+    if config.synthetic_workers is not None and config.synthetic_workers < 1:
+        parser.error(f"--synthetic_workers must be positive, not {config.synthetic_workers}")
+    if (config.monolingual_tgt or config.distill_from) and config.uses_tfds:
+        parser.error("synthetic data needs local files or --data, not TFDS")

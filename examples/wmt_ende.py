@@ -13,6 +13,12 @@
         --train_src train.en --train_tgt train.de --valid_src valid.en \\
         --valid_tgt valid.de --test_src test.en --test_ref test.de
 
+    # Back-translate German text with a reverse (de->en) run, train on both;
+    # or train on a teacher's translations (Apache Beam: pip install -e ".[beam]"):
+    python examples/wmt_ende.py --data multi30k --monolingual_tgt 'mono/*.de.gz' \\
+        --backtranslate_with runs/deen [--bt_search sample] [--bt_tag]
+    python examples/wmt_ende.py --data multi30k --model tiny --distill_from runs/multi30k
+
     # Fine-tune a trained model (a run's --model_dir, or an OPUS-MT model
     # directory) on your own corpus, keeping its vocabulary; LoRA optional:
     python examples/wmt_ende.py --preset small --init_from opus-mt-en-de \\
@@ -20,7 +26,8 @@
 
 Stages, each skipped when already done in `--model_dir` (rerun the same
 command after a crash and it continues; after completion it only reports):
-data -> shared SentencePiece vocabulary (`spm.model`) -> training with the
+data -> synthetic data, if asked (`wmt_synthetic`; outside the budget) ->
+shared SentencePiece vocabulary (`spm.model`) -> training with the
 paper's recipe (checkpoints; resumes), scoring validation BLEU and chrF
 every checkpoint, keeping the best checkpoints and optionally stopping
 early -> the weights to export: the paper's average of the last
@@ -57,6 +64,7 @@ from wmt_stages import start_run  # noqa: E402
 from wmt_stages import tokenizer_stage  # noqa: E402
 from wmt_stages import training_stage  # noqa: E402
 from wmt_stages import translator_for  # noqa: E402
+from wmt_synthetic import synthetic_stage  # noqa: E402
 
 
 def main(argv=None, started=None):
@@ -66,6 +74,9 @@ def main(argv=None, started=None):
     with stopwatch.stage("data"):
         data = data_stage(config)
         start_run(config, data.mixing_weights)
+    # Synthetic data is made once, before the budgeted run (its own time).
+    with stopwatch.stage("synthetic data", outside_budget=True):
+        data = synthetic_stage(config, data)
     with stopwatch.stage("vocabulary"):
         tokenizer = tokenizer_stage(config, data.train)
     model = model_stage(config, tokenizer)

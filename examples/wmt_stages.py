@@ -21,6 +21,7 @@ from wmt_budget import budget_plan
 from wmt_budget import training_budget
 from wmt_config import STATIC_SHAPES
 from wmt_config import model_arguments_of
+from wmt_synthetic import user_symbols
 
 
 def start_run(config, mixing_weights=None):
@@ -74,10 +75,13 @@ def tokenizer_stage(config, train_pairs):
         for sources, targets in batches  # batched: per pair, reading is the slow part
         for s, t in zip(sources, targets, strict=True)
     )
-    # A multilingual run's tags are single pieces (the sources hold them).
+    # A multilingual run's tags, and <BT>, are single pieces (sources hold them).
     tags = languages.tags(config.target_langs) if config.multilingual else ()
     tokenizer = kt.tokenization.train_sentencepiece(
-        sample, config.vocab_size, seed=config.seed, user_defined_symbols=tags
+        sample,
+        config.vocab_size,
+        seed=config.seed,
+        user_defined_symbols=(*tags, *user_symbols(config)),
     )
     tokenizer.save(path + ".tmp")
     os.replace(path + ".tmp", path)

@@ -1,0 +1,170 @@
+"""Synthetic training data for `wmt_ende.py`, translated by
+`keras_transformer_runtime.corpus` (Apache Beam, `pip install -e
+".[beam]"`) with `--synthetic_workers` local processes:
+
+* back-translation (Sennrich et al., 2016; sampled, Edunov et al., 2018):
+  `--backtranslate_with` (a reverse model) translates the target-side
+  monolingual text of `--monolingual_tgt` into the source language, by
+  beam search or one random draw (`--bt_search`); each synthetic pair
+  (its translation, the original line) is mixed with the real pairs,
+  `--bt_ratio` synthetic pairs drawn per real one (default: in
+  proportion to their numbers), its source marked `<BT>` with `--bt_tag`
+  (Caswell et al., 2019; the tag is then one piece of the vocabulary);
+* sequence-level distillation (Kim & Rush, 2016): `--distill_from` (the
+  teacher) translates the training sources by beam search, and the model
+  trains on its translations instead of the references.
+
+A model is a run's `--model_dir` (the export its run wrote), an export
+(a SavedModel directory, a CTranslate2 directory, a `.tflite` or `.onnx`
+file) or a Hugging Face OPUS-MT directory (exported once into
+`--model_dir`). The translations are kept in `--model_dir/backtranslation`
+or `--model_dir/distillation` and reused by a rerun (a killed one goes on
+where it stopped).
+"""
+
+import gzip
+import json
+import os
+import sys
+
+from keras_transformer import training
+from keras_transformer_runtime import loading
+from keras_transformer_runtime import text_files
+
+BT_TAG = "<BT>"
+SEARCH = {"beam": "translate", "sample": "sample"}
+
+
+def export_of(config, path, role):
+    """The export to translate with, from `path` (see the module); `role`
+    names it in messages and in the OPUS-MT export's directory."""
+    record = os.path.join(path, "export.json")
+    if os.path.isfile(record):
+        with open(record) as f:
+            return json.load(f)["export_dir"]
+    if os.path.isfile(os.path.join(path, "training_done.json")):
+        sys.exit(f"--{role}: {path} is a run without an export; rerun it with --export_dir.")
+    if os.path.isfile(os.path.join(path, "vocab.json")):
+        return _exported_marian(config, path, role)
+    try:
+        loading.runner_kind(path)
+    except ValueError:
+        sys.exit(
+            f"--{role}: {path} is neither a run's --model_dir, an export (SavedModel, "
+            "CTranslate2, .tflite, .onnx) nor an OPUS-MT directory."
+        )
+    return path
+
+
+def _exported_marian(config, path, role):
+    """An OPUS-MT directory's SavedModel, exported once into the run."""
+    import keras_transformer as kt
+
+    target = os.path.join(config.model_dir, f"{role}_export")
+    if not os.path.isdir(target):
+        pretrained = kt.pretrained.load_marian(path)
+        translator = kt.Translator(pretrained.model, pretrained.tokenizer, pretrained.settings)
+        kt.export.export_saved_model(translator, target)
+    return target
+
+
+def translated(config, export, files, name, search):
+    """`files` translated by `export` into `--model_dir/NAME` (kept from
+    an earlier run); the summary."""
+    from keras_transformer_runtime import corpus
+    from keras_transformer_runtime.corpus_shards import CorpusJob
+
+    output = os.path.join(config.model_dir, name)
+    done = os.path.join(output, corpus.SUMMARY)
+    if os.path.exists(done):
+        with open(done) as f:
+            summary = json.load(f)
+        print(f"{name}: already translated ({summary['lines']:,} lines)")
+        return summary
+    workers = config.synthetic_workers or os.cpu_count() or 1
+    print(f"{name}: translating {', '.join(files)} with {export} ({search}, {workers} workers)")
+    summary = corpus.translate_corpus(
+        files,
+        output,
+        export,
+        CorpusJob(mode=SEARCH[search], seed=config.seed),
+        workers=workers,
+        threads=max(1, (os.cpu_count() or 1) // workers),
+    )
+    print(
+        f"{name}: {summary['translated']:,} lines in {summary['seconds']:.0f}s "
+        f"({summary['sentences_per_second']:.1f}/s), {summary['errors']:,} errors"
+    )
+    return summary
+
+
+def pair_files(config, name, source_is_translation):
+    """The translated lines of `--model_dir/NAME` as parallel `.gz` files
+    (`(source, target)` paths), in the inputs' order; the source is the
+    translation for back-translation, the original for distillation."""
+    from keras_transformer_runtime import corpus
+
+    directory = os.path.join(config.model_dir, name)
+    paths = tuple(os.path.join(directory, f"pairs.{side}.gz") for side in ("src", "tgt"))
+    if all(os.path.exists(p) for p in paths):
+        return paths
+    temporary = [p + ".tmp" for p in paths]
+    with gzip.open(temporary[0], "wt") as sources, gzip.open(temporary[1], "wt") as targets:
+        for record in corpus.read_records(directory, kinds=("translations",)):
+            pair = (record["translation"], record["source"])
+            pair = pair if source_is_translation else pair[::-1]
+            sources.write(_one_line(pair[0]) + "\n")
+            targets.write(_one_line(pair[1]) + "\n")
+    for path, done in zip(temporary, paths, strict=True):
+        os.replace(path, done)
+    return paths
+
+
+def _one_line(text):
+    return " ".join(text.splitlines())
+
+
+def user_symbols(config):
+    """The vocabulary's extra pieces the synthetic data needs."""
+    return (BT_TAG,) if config.monolingual_tgt and config.bt_tag else ()
+
+
+def synthetic_stage(config, data):
+    """`data` with its training pairs from the synthetic-data settings
+    (see the module): the same `data` when none is set."""
+    if config.distill_from:
+        export = export_of(config, config.distill_from, "distill_from")
+        translated(config, export, [config.train_src], "distillation", "beam")
+        sources, targets = pair_files(config, "distillation", source_is_translation=False)
+        print(f"distillation: training on {config.distill_from}'s translations")
+        data.train = training.text_pairs_from_files(sources, targets)
+    if config.monolingual_tgt:
+        export = export_of(config, config.backtranslate_with, "backtranslate_with")
+        patterns = [p.strip() for p in config.monolingual_tgt.split(",") if p.strip()]
+        translated(config, export, patterns, "backtranslation", config.bt_search)
+        data.train = _with_backtranslations(config, data.train)
+    return data
+
+
+def _with_backtranslations(config, real):
+    """The real pairs and the back-translated ones, mixed."""
+    sources, targets = pair_files(config, "backtranslation", source_is_translation=True)
+    synthetic = training.text_pairs_from_files(sources, targets)
+    if config.bt_tag:
+        synthetic = training.prefixed_sources(synthetic, BT_TAG)
+    sizes = {
+        "real": text_files.count_lines(config.train_tgt),
+        "synthetic": text_files.count_lines(targets),
+    }
+    ratio = config.bt_ratio if config.bt_ratio is not None else sizes["synthetic"] / sizes["real"]
+    weights = {"real": 1 / (1 + ratio), "synthetic": ratio / (1 + ratio)}
+    print(
+        f"back-translation: {sizes['real']:,} real and {sizes['synthetic']:,} synthetic pairs, "
+        f"drawn {weights['real']:.3f} / {weights['synthetic']:.3f}"
+    )
+    return training.mix_pairs(
+        {"real": real, "synthetic": synthetic},
+        weights,
+        sum(sizes.values()),
+        seed=None,  # draws afresh in a resumed run
+    )
