@@ -1,0 +1,150 @@
+"""Corpus translation: the Apache Beam pipeline (`python -m
+keras_transformer.translate_corpus`) against a single-process loop over
+the same export.
+
+    python benchmarks/corpus_translation.py --export exports/multi30k \\
+        --sentences data/multi30k/train.en.gz --count 20000
+
+Rows, each in a process of its own on the first `--count` lines of
+`--sentences`:
+
+* `loop`: one process, the runner on all the cores (`--threads`, default
+  the cores), `runner.translate` over the lines sorted by length in
+  batches of `--batch_size`, as a Python loop over a corpus runs;
+* `beam 1 worker`: the pipeline with one worker process with the cores'
+  threads;
+* `beam N workers`: the pipeline with a worker process per core, one
+  thread each.
+
+Each row's sentences/s counts its whole wall time after loading (the
+pipeline's: reading, grouping, translating and writing, from its
+summary); `identical` counts the lines whose translation is the loop's.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from keras_transformer_runtime import text_files  # noqa: E402
+from keras_transformer_runtime.batching import in_length_order  # noqa: E402
+
+
+def loop_row(export, path, threads, batch_size, output):
+    """The loop's translations (written to `output`, one per line) and its
+    sentences/s."""
+    from keras_transformer_runtime.loading import load_runner
+
+    lines = text_files.read_lines(path)
+    runner = load_runner(export, threads=threads)
+    runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up: traces, allocates
+    start = time.perf_counter()
+    translations = in_length_order(
+        len(lines),
+        lambda i: len(lines[i]),
+        lambda chunk: runner.translate([lines[i] for i in chunk], batch_size=batch_size),
+        batch_size,
+    )
+    seconds = time.perf_counter() - start
+    with open(output, "w", encoding="utf-8") as f:
+        f.writelines(" ".join(t.splitlines()) + "\n" for t in translations)
+    return {"sentences_per_second": len(lines) / seconds, "seconds": seconds}
+
+
+def beam_row(export, path, workers, threads, batch_size, shard_lines, output):
+    """The pipeline's summary and its translations (one per line)."""
+    from keras_transformer_runtime import corpus
+    from keras_transformer_runtime.corpus_shards import CorpusJob
+
+    job = CorpusJob(batch_size=batch_size, shard_lines=shard_lines)
+    directory = output + ".beam"
+    summary = corpus.translate_corpus(
+        [path], directory, export, job, workers=workers, threads=threads
+    )
+    with open(output, "w", encoding="utf-8") as f:
+        for record in corpus.read_records(directory):
+            f.write(" ".join(record.get("translation", "<error>").splitlines()) + "\n")
+    return summary
+
+
+def run_row(args, row, path, output):
+    """A row in a process of its own (this script with `--row`)."""
+    command = [sys.executable, os.path.abspath(__file__), "--row", json.dumps(row)]
+    command += ["--export", args.export, "--input", path, "--output", output]
+    command += ["--batch_size", str(args.batch_size), "--shard_lines", str(args.shard_lines)]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        check=False,
+    )
+    if done.returncode:
+        raise RuntimeError(f"row {row} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--export", required=True, help="any export (loading.runner_kind)")
+    parser.add_argument("--sentences", help="a text file, plain or .gz")
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--shard_lines", type=int, default=2000)
+    parser.add_argument("--row", help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.row:  # one row, in this process
+        row = json.loads(args.row)
+        if row["kind"] == "loop":
+            result = loop_row(args.export, args.input, row["threads"], args.batch_size, args.output)
+        else:
+            result = beam_row(
+                args.export,
+                args.input,
+                row["workers"],
+                row["threads"],
+                args.batch_size,
+                args.shard_lines,
+                args.output,
+            )
+        print(json.dumps(result))
+        return None
+    cores = os.cpu_count() or 1
+    rows = {
+        "loop": {"kind": "loop", "threads": cores},
+        "beam 1 worker": {"kind": "beam", "workers": 1, "threads": cores},
+        f"beam {cores} workers": {"kind": "beam", "workers": cores, "threads": 1},
+    }
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "input.txt")
+        lines = text_files.read_lines(args.sentences)[: args.count]
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+        results, outputs = {}, {}
+        for name, row in rows.items():
+            outputs[name] = os.path.join(directory, name.replace(" ", "_") + ".txt")
+            results[name] = run_row(args, row, path, outputs[name])
+            print(f"{name}: {results[name]['sentences_per_second']:.1f} sentences/s", flush=True)
+        reference = text_files.read_lines(outputs["loop"])
+        print(f"\n{len(lines):,} sentences, {args.export}, batches of {args.batch_size}\n")
+        print("| row | sentences/s | x loop | identical lines |")
+        print("| --- | ---: | ---: | ---: |")
+        base = results["loop"]["sentences_per_second"]
+        for name, result in results.items():
+            found = text_files.read_lines(outputs[name])
+            same = sum(a == b for a, b in zip(found, reference, strict=True))
+            speed = result["sentences_per_second"]
+            print(f"| {name} | {speed:.1f} | {speed / base:.2f} | {same:,} / {len(reference):,} |")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""benchmarks/corpus_translation.py: its three rows over the letter
+reverser's CTranslate2 export, a few sentences, each row's translations
+the loop's."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.training.helpers import letter_reversal_corpus
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "benchmarks")
+
+pytestmark = [pytest.mark.tensorflow_only, pytest.mark.large]  # starts Beam's processes
+
+
+def test_the_table_has_the_loop_and_the_pipeline_rows(reverser_export, tmp_path):
+    source = tmp_path / "sentences.txt"
+    source.write_text("\n".join(letter_reversal_corpus(30, seed=2)[0]) + "\n")
+    command = [sys.executable, os.path.join(BENCHMARKS, "corpus_translation.py")]
+    command += ["--export", reverser_export("CTranslate2Translator"), "--sentences", str(source)]
+    command += ["--count", "24", "--shard_lines", "5", "--batch_size", "4"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")][2:]
+    cores = os.cpu_count()
+    names = ["loop", "beam 1 worker", f"beam {cores} workers"]
+    assert [r.split("|")[1].strip() for r in rows] == names
+    for row in rows:
+        speed, ratio, same = (c.strip() for c in row.split("|")[2:5])
+        assert float(speed) > 0 and float(ratio) > 0
+        assert same == "24 / 24"
