@@ -75,8 +75,9 @@ def main(argv=None, started=None):
         data = data_stage(config)
         start_run(config, data.mixing_weights)
     # Synthetic data is made once, before the budgeted run (its own time).
-    with stopwatch.stage("synthetic data", outside_budget=True):
-        data = synthetic_stage(config, data)
+    if config.monolingual_tgt or config.distill_from:
+        with stopwatch.stage("synthetic data", outside_budget=True):
+            data = synthetic_stage(config, data)
     with stopwatch.stage("vocabulary"):
         tokenizer = tokenizer_stage(config, data.train)
     model = model_stage(config, tokenizer)
