@@ -28,6 +28,7 @@ import os
 import sys
 
 from keras_transformer import training
+from keras_transformer.translate import one_line
 from keras_transformer_runtime import loading
 from keras_transformer_runtime import text_files
 
@@ -113,15 +114,11 @@ def pair_files(config, name, source_is_translation):
         for record in corpus.read_records(directory, kinds=("translations",)):
             pair = (record["translation"], record["source"])
             pair = pair if source_is_translation else pair[::-1]
-            sources.write(_one_line(pair[0]) + "\n")
-            targets.write(_one_line(pair[1]) + "\n")
+            sources.write(one_line(pair[0]) + "\n")
+            targets.write(one_line(pair[1]) + "\n")
     for path, done in zip(temporary, paths, strict=True):
         os.replace(path, done)
     return paths
-
-
-def _one_line(text):
-    return " ".join(text.splitlines())
 
 
 def user_symbols(config):

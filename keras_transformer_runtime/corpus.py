@@ -243,8 +243,8 @@ class CorpusRun:
 
     def summary(self, result, seconds):
         """What the run did, from its metrics, written to `summary.json`."""
-        counts = {name: _counter(result, name) for name in ("lines", "translated", "errors")}
-        counts["kept_from_earlier_runs"] = _counter(result, "kept_from_earlier_runs")
+        names = ("lines", "translated", "errors", "kept_from_earlier_runs")
+        counts = {name: _counter(result, name) for name in names}
         summary = {
             **counts,
             "seconds": round(seconds, 3),
