@@ -22,13 +22,16 @@ class Data:
     references)` lists (`valid` may be `None`). A multilingual run's sets
     hold every direction, one after the other, and `target_lang` names
     each row's language per set (`{"valid": [...], "test": [...]}`);
-    `mixing_weights` are the training corpora's."""
+    `mixing_weights` are the training corpora's, and `described` says
+    what the training pairs are where they are more than one corpus's
+    (for the summary)."""
 
     train: object
     valid: tuple | None
     test: tuple
     target_lang: dict = dataclasses.field(default_factory=dict)
     mixing_weights: dict | None = None
+    described: str | None = None
 
     def languages_of(self, name):
         """Set `name`'s language per row (`None` for one language)."""
@@ -118,8 +121,10 @@ def _multilingual_data(config):
             target_lang[name] += [code] * len(found[0])
     train = training.mix_corpora(corpora, sizes, config.temperature)
     weights = ", ".join(f"{code} {p:.3f}" for code, p in train.mixing_weights.items())
-    print(f"data: {sum(sizes.values()):,} pairs in {len(sizes)} directions, drawn {weights}")
+    described = f"{sum(sizes.values()):,} pairs in {len(sizes)} directions, drawn {weights}"
+    print(f"data: {described}")
     return Data(
+        described=described,
         train=train,
         valid=sets["valid"],
         test=sets["test"],

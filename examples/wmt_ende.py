@@ -103,6 +103,7 @@ def main(argv=None, started=None):
             "training": trained,
             "results": scores,
             "export": export_path,
+            "training_pairs": data.described,
             "test_sentences": len(data.test[0]),
             "valid_sentences": len(data.valid[0]) if data.valid else 0,
             "vocabulary": tokenizer.vocab_size,

@@ -12,6 +12,7 @@ def summary_stage(config, run):
     steps = f"{trained['final_step']:,}"
     rows = [
         ("data", config.data_source),
+        *([("training pairs", run["training_pairs"])] if run.get("training_pairs") else []),
         ("test / valid sentences", f"{run['test_sentences']} / {run['valid_sentences']}"),
         ("vocabulary", f"{run['vocabulary']:,} shared SentencePiece pieces"),
         ("parameters", f"{run['parameters']:,}"),

@@ -133,18 +133,23 @@ def synthetic_stage(config, data):
         export = export_of(config, config.distill_from, "distill_from")
         translated(config, export, [config.train_src], "distillation", "beam")
         sources, targets = pair_files(config, "distillation", source_is_translation=False)
-        print(f"distillation: training on {config.distill_from}'s translations")
+        data.described = (
+            f"{text_files.count_lines(targets):,} pairs: {config.distill_from}'s translations "
+            "of the training sources"
+        )
+        print(f"distillation: training on {data.described}")
         data.train = training.text_pairs_from_files(sources, targets)
     if config.monolingual_tgt:
         export = export_of(config, config.backtranslate_with, "backtranslate_with")
         patterns = [p.strip() for p in config.monolingual_tgt.split(",") if p.strip()]
         translated(config, export, patterns, "backtranslation", config.bt_search)
-        data.train = _with_backtranslations(config, data.train)
+        data.train, data.described = _with_backtranslations(config, data.train)
     return data
 
 
 def _with_backtranslations(config, real):
-    """The real pairs and the back-translated ones, mixed."""
+    """The real pairs and the back-translated ones, mixed, and what they
+    are (for the summary)."""
     sources, targets = pair_files(config, "backtranslation", source_is_translation=True)
     synthetic = training.text_pairs_from_files(sources, targets)
     if config.bt_tag:
@@ -155,13 +160,16 @@ def _with_backtranslations(config, real):
     }
     ratio = config.bt_ratio if config.bt_ratio is not None else sizes["synthetic"] / sizes["real"]
     weights = {"real": 1 / (1 + ratio), "synthetic": ratio / (1 + ratio)}
-    print(
-        f"back-translation: {sizes['real']:,} real and {sizes['synthetic']:,} synthetic pairs, "
+    tagged = f" (starting with {BT_TAG})" if config.bt_tag else ""
+    described = (
+        f"{sizes['real']:,} real and {sizes['synthetic']:,} back-translated pairs{tagged}, "
         f"drawn {weights['real']:.3f} / {weights['synthetic']:.3f}"
     )
-    return training.mix_pairs(
+    print(f"back-translation: {described}")
+    mixed = training.mix_pairs(
         {"real": real, "synthetic": synthetic},
         weights,
         sum(sizes.values()),
         seed=None,  # draws afresh in a resumed run
     )
+    return mixed, described

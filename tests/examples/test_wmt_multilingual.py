@@ -86,6 +86,7 @@ def test_one_model_for_three_directions(tmp_path, monkeypatch):
     summary = (run / "summary.md").read_text()
     assert "| direction | test sacreBLEU | test chrF | test off-target |" in summary
     assert all(f"| en→{code} |" in summary for code in ("de", "fr", "cs"))
+    assert " pairs in 3 directions, drawn de 0.333, fr 0.333, cs 0.333 |" in summary
     assert len((run / "hypotheses.test.txt").read_text().splitlines()) == 27
     evaluations = json.loads((run / "training_done.json").read_text())["evaluations"]
     assert {"val_bleu_de", "val_bleu_fr", "val_bleu_cs"} <= set(evaluations[-1])

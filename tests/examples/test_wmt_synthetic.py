@@ -102,7 +102,10 @@ def test_back_translation_and_distillation(reverser_export, tmp_path, monkeypatc
     assert "<BT>" in pieces and not any("BT" in p and p != "<BT>" for p in pieces)
     config = json.loads((bt_run / "config.json").read_text())
     assert config["bt_tag"] and config["backtranslate_with"] == export
-    assert (bt_run / "summary.json").exists()
+    summary = json.loads((bt_run / "summary.json").read_text())
+    described = "100 real and 30 back-translated pairs (starting with <BT>), drawn 0.769 / 0.231"
+    assert summary["training_pairs"] == described  # 30 / 130 of the draws are synthetic
+    assert f"| training pairs | {described} |" in (bt_run / "summary.md").read_text()
 
     kd_run = tmp_path / "kd"
     script.main([*run_flags(files, kd_run), "--distill_from", export])
@@ -112,3 +115,6 @@ def test_back_translation_and_distillation(reverser_export, tmp_path, monkeypatc
     assert targets == runner.translate(SOURCES[:100])
     summary = json.loads((kd_run / "summary.json").read_text())
     assert "synthetic data" in summary["stage_seconds"]
+    assert summary["training_pairs"] == (
+        f"100 pairs: {export}'s translations of the training sources"
+    )
