@@ -30,6 +30,7 @@ import functools
 import itertools
 import json
 import logging
+import os
 import time
 import uuid
 
@@ -219,6 +220,11 @@ class CorpusRun:
         """Checks that `output` holds nothing or this run's earlier
         outputs, records the manifest, and removes a killed run's
         temporary files."""
+        if os.path.isfile(self.output):  # a local file (object stores have no directories)
+            raise ValueError(
+                f"`output` must be a directory (new, or an earlier run's). Received the file "
+                f"output={self.output!r}"
+            )
         path = FileSystems.join(self.output, MANIFEST)
         if FileSystems.exists(path):
             with FileSystems.open(path, compression_type="uncompressed") as f:
@@ -303,8 +309,8 @@ def translate_corpus(
         **export_options: `load_runner`'s `version` and `compute_type`.
 
     Raises:
-        ValueError: a pattern matches nothing, or `output` holds another
-            translation's outputs.
+        ValueError: a pattern matches nothing, or `output` is a file or
+            holds another translation's outputs.
     """
     validation.check_positive_int(workers=workers)
     job = job or CorpusJob()

@@ -103,6 +103,14 @@ def test_a_rerun_with_other_settings_is_refused(inputs, tmp_path):
         run(inputs, output, with_scores=True)
 
 
+def test_an_output_that_is_a_file_is_refused(inputs, tmp_path):
+    output = tmp_path / "out.jsonl"
+    output.write_text("kept\n")
+    with pytest.raises(ValueError, match=r"`output` must be a directory .* output='.*out.jsonl'"):
+        run(inputs, output)
+    assert output.read_text() == "kept\n"
+
+
 def test_scores_are_recorded_on_request(inputs, tmp_path):
     run(inputs, tmp_path / "out", with_scores=True)
     records = list(corpus.read_records(os.fspath(tmp_path / "out"), kinds=("translations",)))
