@@ -14,7 +14,13 @@ Rows, each in a process of its own on the first `--count` lines of
 * `beam 1 worker`: the pipeline with one worker process with the cores'
   threads;
 * `beam N workers`: the pipeline with a worker process per core, one
-  thread each.
+  thread each;
+* `N loops side by side`: the ceiling of that pipeline, the loop in a
+  process per core, one thread each, each taking the next of the loop's
+  batches that none has taken, timed from a barrier passed once all have
+  loaded: the workers' speed side by side, balanced, without the
+  pipeline's fixed costs (starting and loading its workers, reading,
+  writing, tearing down).
 
 Each row's sentences/s counts its whole wall time after loading (the
 pipeline's: reading, grouping, translating and writing, from its
@@ -54,6 +60,80 @@ def loop_row(export, path, threads, batch_size, output):
     seconds = time.perf_counter() - start
     with open(output, "w", encoding="utf-8") as f:
         f.writelines(" ".join(t.splitlines()) + "\n" for t in translations)
+    return {"sentences_per_second": len(lines) / seconds, "seconds": seconds}
+
+
+def length_batches(lines, batch_size):
+    """The lines' indices sorted by length, cut into batches of
+    `batch_size` (the loop's batches)."""
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def side_by_side_part(export, lines, batch_size, barrier, next_batch, results):
+    """One of the side-by-side loops (a process of its own): loads the
+    runner on one thread, waits for the others at `barrier`, then
+    translates the next of the loop's batches not yet taken (`next_batch`,
+    a shared counter) until none is left, and puts `(seconds,
+    {index: translation})` on `results`."""
+    from keras_transformer_runtime.loading import load_runner
+
+    batches = length_batches(lines, batch_size)
+    runner = load_runner(export, threads=1)
+    runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up, as the loop's
+    barrier.wait()
+    start = time.perf_counter()
+    translations = {}
+    while True:
+        with next_batch.get_lock():
+            number = next_batch.value
+            next_batch.value += 1
+        if number >= len(batches):
+            break
+        batch = batches[number]
+        found = runner.translate([lines[i] for i in batch], batch_size=batch_size)
+        translations.update(zip(batch, found, strict=True))
+    results.put((time.perf_counter() - start, translations))
+
+
+def side_by_side_row(export, path, processes, batch_size, output):
+    """`processes` one-thread loops at once, sharing the loop's batches
+    (each takes the next one left): their translations (in input order, to
+    `output`) and the lines over the seconds from the barrier to the last
+    one's end."""
+    import multiprocessing
+    import queue
+
+    lines = text_files.read_lines(path)
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(processes), context.Queue()
+    next_batch = context.Value("i", 0)
+    parts = [
+        context.Process(
+            target=side_by_side_part,
+            args=(export, lines, batch_size, barrier, next_batch, results),
+        )
+        for _ in range(processes)
+    ]
+    for part in parts:
+        part.start()
+    done = []
+    while len(done) < processes:
+        try:
+            done.append(results.get(timeout=1.0))
+        except queue.Empty:
+            failed = [part.exitcode for part in parts if part.exitcode not in (None, 0)]
+            if failed:
+                barrier.abort()
+                raise RuntimeError(f"a side-by-side loop failed (exit codes {failed})") from None
+    for part in parts:
+        part.join()
+    translations = {}
+    for _, part_translations in done:
+        translations.update(part_translations)
+    with open(output, "w", encoding="utf-8") as f:
+        f.writelines(" ".join(translations[i].splitlines()) + "\n" for i in range(len(lines)))
+    seconds = max(part_seconds for part_seconds, _ in done)
     return {"sentences_per_second": len(lines) / seconds, "seconds": seconds}
 
 
@@ -105,6 +185,10 @@ def main(argv=None):
         row = json.loads(args.row)
         if row["kind"] == "loop":
             result = loop_row(args.export, args.input, row["threads"], args.batch_size, args.output)
+        elif row["kind"] == "side_by_side":
+            result = side_by_side_row(
+                args.export, args.input, row["processes"], args.batch_size, args.output
+            )
         else:
             result = beam_row(
                 args.export,
@@ -122,6 +206,7 @@ def main(argv=None):
         "loop": {"kind": "loop", "threads": cores},
         "beam 1 worker": {"kind": "beam", "workers": 1, "threads": cores},
         f"beam {cores} workers": {"kind": "beam", "workers": cores, "threads": 1},
+        f"{cores} loops side by side": {"kind": "side_by_side", "processes": cores},
     }
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "input.txt")
