@@ -39,7 +39,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from keras_transformer_runtime import text_files  # noqa: E402
-from keras_transformer_runtime.batching import in_length_order  # noqa: E402
+
+
+def length_batches(lines, batch_size):
+    """The lines' indices sorted by length, cut into batches of
+    `batch_size`: the batches of every row but the pipeline's."""
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def translate_batches(runner, lines, batches, batch_size):
+    """`{index: translation}` for the lines of `batches` (lists of
+    indices), each batch one call of `runner.translate`."""
+    translations = {}
+    for batch in batches:
+        found = runner.translate([lines[i] for i in batch], batch_size=batch_size)
+        translations.update(zip(batch, found, strict=True))
+    return translations
+
+
+def write_lines(output, translations):
+    """Writes `translations` to `output`, one line each (a translation's
+    own line breaks become spaces)."""
+    with open(output, "w", encoding="utf-8") as f:
+        f.writelines(" ".join(t.splitlines()) + "\n" for t in translations)
 
 
 def loop_row(export, path, threads, batch_size, output):
@@ -51,31 +74,29 @@ def loop_row(export, path, threads, batch_size, output):
     runner = load_runner(export, threads=threads)
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up: traces, allocates
     start = time.perf_counter()
-    translations = in_length_order(
-        len(lines),
-        lambda i: len(lines[i]),
-        lambda chunk: runner.translate([lines[i] for i in chunk], batch_size=batch_size),
-        batch_size,
-    )
+    translations = translate_batches(runner, lines, length_batches(lines, batch_size), batch_size)
     seconds = time.perf_counter() - start
-    with open(output, "w", encoding="utf-8") as f:
-        f.writelines(" ".join(t.splitlines()) + "\n" for t in translations)
+    write_lines(output, (translations[i] for i in range(len(lines))))
     return {"sentences_per_second": len(lines) / seconds, "seconds": seconds}
 
 
-def length_batches(lines, batch_size):
-    """The lines' indices sorted by length, cut into batches of
-    `batch_size` (the loop's batches)."""
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+def untaken(batches, next_batch):
+    """The `batches` that no other process has taken, one at a time
+    (`next_batch`: a counter the processes share)."""
+    while True:
+        with next_batch.get_lock():
+            number = next_batch.value
+            next_batch.value += 1
+        if number >= len(batches):
+            return
+        yield batches[number]
 
 
 def side_by_side_part(export, lines, batch_size, barrier, next_batch, results):
     """One of the side-by-side loops (a process of its own): loads the
     runner on one thread, waits for the others at `barrier`, then
-    translates the next of the loop's batches not yet taken (`next_batch`,
-    a shared counter) until none is left, and puts `(seconds,
-    {index: translation})` on `results`."""
+    translates the loop's batches that no other has taken (`untaken`) and
+    puts `(seconds, {index: translation})` on `results`."""
     from keras_transformer_runtime.loading import load_runner
 
     batches = length_batches(lines, batch_size)
@@ -83,16 +104,7 @@ def side_by_side_part(export, lines, batch_size, barrier, next_batch, results):
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up, as the loop's
     barrier.wait()
     start = time.perf_counter()
-    translations = {}
-    while True:
-        with next_batch.get_lock():
-            number = next_batch.value
-            next_batch.value += 1
-        if number >= len(batches):
-            break
-        batch = batches[number]
-        found = runner.translate([lines[i] for i in batch], batch_size=batch_size)
-        translations.update(zip(batch, found, strict=True))
+    translations = translate_batches(runner, lines, untaken(batches, next_batch), batch_size)
     results.put((time.perf_counter() - start, translations))
 
 
@@ -131,8 +143,7 @@ def side_by_side_row(export, path, processes, batch_size, output):
     translations = {}
     for _, part_translations in done:
         translations.update(part_translations)
-    with open(output, "w", encoding="utf-8") as f:
-        f.writelines(" ".join(translations[i].splitlines()) + "\n" for i in range(len(lines)))
+    write_lines(output, (translations[i] for i in range(len(lines))))
     seconds = max(part_seconds for part_seconds, _ in done)
     return {"sentences_per_second": len(lines) / seconds, "seconds": seconds}
 
@@ -147,9 +158,7 @@ def beam_row(export, path, workers, threads, batch_size, shard_lines, output):
     summary = corpus.translate_corpus(
         [path], directory, export, job, workers=workers, threads=threads
     )
-    with open(output, "w", encoding="utf-8") as f:
-        for record in corpus.read_records(directory):
-            f.write(" ".join(record.get("translation", "<error>").splitlines()) + "\n")
+    write_lines(output, (r.get("translation", "<error>") for r in corpus.read_records(directory)))
     return summary
 
 
