@@ -43,6 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from keras_transformer_runtime import corpus_shards
 from keras_transformer_runtime import loading
+from keras_transformer_runtime import processes
 from keras_transformer_runtime import text_files
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.corpus_shards import ERRORS
@@ -83,10 +84,13 @@ class ReadNumberedLines(beam.DoFn):
 class TranslateShards(beam.DoFn):
     """`((file_index, shard), lines)` -> the shard's records, its errors
     as the `"errors"` output; each shard written to `output` (a shard
-    already there is read back, not translated again)."""
+    already there is read back, not translated again). `worker_processes`:
+    each worker is a process of its own that ends with the pipeline, so
+    its exit may skip the last garbage collection (`processes`)."""
 
-    def __init__(self, load_runner, job, output):
+    def __init__(self, load_runner, job, output, worker_processes=False):
         self.load_runner, self.job, self.output = load_runner, job, output
+        self.worker_processes = worker_processes
         self.lines = Metrics.counter(NAMESPACE, "lines")
         self.translated = Metrics.counter(NAMESPACE, "translated")
         self.errors = Metrics.counter(NAMESPACE, "errors")
@@ -94,6 +98,8 @@ class TranslateShards(beam.DoFn):
 
     def setup(self):
         self.runner = self.load_runner()
+        if self.worker_processes:
+            processes.skip_collection_at_exit()
         if self.job.target_lang is not None:  # a language the model lacks stops the job
             self.runner.languages.check(self.job.target_lang)
 
@@ -144,11 +150,16 @@ class TranslateCorpus(beam.PTransform):
         load_runner: a picklable function without arguments that returns
             the runner, called once on each worker.
         job: the `CorpusJob`.
+        worker_processes: whether each worker is a process of its own that
+            ends with the pipeline (Beam's local runner with several
+            workers), whose exit then skips the last garbage collection:
+            a process with TensorFlow loaded spends seconds in it.
     """
 
-    def __init__(self, paths, output, load_runner, job):
+    def __init__(self, paths, output, load_runner, job, worker_processes=False):
         super().__init__()
         self.paths, self.output, self.load_runner, self.job = list(paths), output, load_runner, job
+        self.worker_processes = worker_processes
 
     def expand(self, root):
         return (
@@ -158,9 +169,9 @@ class TranslateCorpus(beam.PTransform):
             | "Read lines" >> beam.ParDo(ReadNumberedLines(self.job))
             | "Group shards" >> beam.GroupByKey()
             | "Translate shards"
-            >> beam.ParDo(TranslateShards(self.load_runner, self.job, self.output)).with_outputs(
-                ERRORS, main=TRANSLATIONS
-            )
+            >> beam.ParDo(
+                TranslateShards(self.load_runner, self.job, self.output, self.worker_processes)
+            ).with_outputs(ERRORS, main=TRANSLATIONS)
         )
 
 
@@ -323,10 +334,13 @@ def translate_corpus(
     direct = options.view_as(DirectOptions)
     direct.direct_num_workers = workers
     direct.direct_running_mode = "multi_processing" if workers > 1 else "in_memory"
-    runner = None if options.get_all_options()["runner"] else local_runner()
+    local = not options.get_all_options()["runner"]
+    runner = local_runner() if local else None
     start = time.perf_counter()
     pipeline = beam.Pipeline(runner=runner, options=options)
-    _ = pipeline | TranslateCorpus([path for path, _ in run.inputs], output, load_runner, job)
+    paths = [path for path, _ in run.inputs]
+    worker_processes = local and workers > 1
+    _ = pipeline | TranslateCorpus(paths, output, load_runner, job, worker_processes)
     result = pipeline.run()
     result.wait_until_finish()
     seconds = time.perf_counter() - start
