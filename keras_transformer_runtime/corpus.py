@@ -95,15 +95,21 @@ class TranslateShards(beam.DoFn):
         self.translated = Metrics.counter(NAMESPACE, "translated")
         self.errors = Metrics.counter(NAMESPACE, "errors")
         self.kept = Metrics.counter(NAMESPACE, "kept_from_earlier_runs")
+        self.loading = Metrics.distribution(NAMESPACE, "loading_ms")
 
     def setup(self):
+        start = time.perf_counter()
         self.runner = self.load_runner()
+        self.loading_ms = round(1000 * (time.perf_counter() - start))  # counted once in a bundle
         if self.worker_processes:
             processes.skip_collection_at_exit()
         if self.job.target_lang is not None:  # a language the model lacks stops the job
             self.runner.languages.check(self.job.target_lang)
 
     def process(self, element):
+        if self.loading_ms is not None:
+            self.loading.update(self.loading_ms)
+            self.loading_ms = None
         (file_index, shard), lines = element
         lines = list(lines)
         done = self._path(TRANSLATIONS, file_index, shard)
@@ -264,6 +270,7 @@ class CorpusRun:
         counts = {name: _counter(result, name) for name in names}
         summary = {
             **counts,
+            "loading_seconds": _slowest_loading(result),
             "seconds": round(seconds, 3),
             "sentences_per_second": round(counts["translated"] / max(seconds, 1e-9), 2),
         }
@@ -276,6 +283,15 @@ def _counter(result, name):
     found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name(name))
     values = [c.committed if c.committed is not None else c.attempted for c in found["counters"]]
     return int(sum(values))
+
+
+def _slowest_loading(result):
+    """The seconds the slowest worker took to load its runner (0 if none
+    loaded)."""
+    query = MetricsFilter().with_namespace(NAMESPACE).with_name("loading_ms")
+    found = result.metrics().query(query)["distributions"]
+    values = [d.committed if d.committed is not None else d.attempted for d in found]
+    return max((value.max / 1000 for value in values if value and value.count), default=0.0)
 
 
 def local_runner():
@@ -301,7 +317,9 @@ def translate_corpus(
     """Translates the files `inputs` matches into `output` (see the
     module's docstring) and returns the summary: `lines`, `translated`
     (this run), `errors`, `kept_from_earlier_runs`, `seconds`,
-    `sentences_per_second` (this run's translated lines).
+    `sentences_per_second` (this run's translated lines over `seconds`,
+    which count the workers' loading) and `loading_seconds` (the slowest
+    worker's loading of its runner).
 
     Args:
         inputs: file patterns (`"mono/*.de.gz"`); the files they match are

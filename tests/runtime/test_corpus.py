@@ -117,6 +117,20 @@ def test_scores_are_recorded_on_request(inputs, tmp_path):
     assert [r["score"] for r in records[:2]] == [-11.0, -15.0]  # the rule's: minus the length
 
 
+def slowly_loaded_runner():
+    time.sleep(0.4)
+    return ReversingRunner()
+
+
+def test_the_summary_counts_the_slowest_loading_apart(inputs, tmp_path):
+    job = CorpusJob(shard_lines=3)
+    summary = corpus.translate_corpus(
+        [inputs], os.fspath(tmp_path / "out"), "unused", job, load_runner=slowly_loaded_runner
+    )
+    assert 0.4 <= summary["loading_seconds"] < summary["seconds"]
+    assert run(inputs, tmp_path / "again")["loading_seconds"] < 0.4
+
+
 def test_a_pattern_that_matches_nothing_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"`inputs` pattern '.*nothing\*' matches no file"):
         corpus.match_inputs([os.fspath(tmp_path / "nothing*")])
