@@ -27,11 +27,20 @@ def test_the_table_has_the_loop_the_pipeline_and_its_ceiling(reverser_export, tm
     cores = os.cpu_count()
     names = ["loop", "beam 1 worker", f"beam {cores} workers", f"{cores} loops side by side"]
     assert [r.split("|")[1].strip() for r in rows] == names
-    loop_speed = float(rows[0].split("|")[2])
+    loop = [float(c) for c in rows[0].split("|")[2:7:2]]  # after and with loading, loading
     for row in rows:
-        speed, ratio, same = (c.strip() for c in row.split("|")[2:5])
-        # On 24 sentences the pipeline's start dwarfs its work: its ratio
-        # may print as 0.00, but it is always its speed over the loop's.
-        assert float(speed) > 0
-        assert float(ratio) == pytest.approx(float(speed) / loop_speed, abs=0.006)
+        after, ratio, with_loading, with_ratio, loading, same = (
+            c.strip() for c in row.split("|")[2:8]
+        )
+        # On 24 sentences the pipeline's start dwarfs its work: its ratios
+        # may print as 0.00, but they are always its speed over the loop's.
+        assert float(ratio) == pytest.approx(float(after) / loop[0], abs=0.006)
+        if row is rows[-1]:  # the ceiling leaves the loading out
+            assert (with_loading, with_ratio, loading) == ("-", "-", "-")
+        else:
+            assert float(with_ratio) == pytest.approx(float(with_loading) / loop[1], abs=0.006)
+            # The seconds with loading are those after it plus the loading
+            # (rounded to 0.01 s in the table).
+            seconds = 24 / float(after) + float(loading)
+            assert 24 / float(with_loading) == pytest.approx(seconds, abs=0.006)
         assert same == "24 / 24"
