@@ -73,6 +73,7 @@ import sys
 import warnings
 
 from keras_transformer_runtime import glossary as phrases
+from keras_transformer_runtime import processes
 from keras_transformer_runtime import runner as methods
 from keras_transformer_runtime import text_files
 from keras_transformer_runtime.ctranslate2 import MAX_SEED
@@ -316,6 +317,7 @@ def main(argv=None):
         except (OSError, ValueError) as error:
             parser.error(f"--glossary: {error}")
     runner = load_runner(parser, args)
+    processes.skip_collection_at_exit()  # this process ends with `main`
     if args.info:
         print(runner.describe())
         print("target languages: " + (", ".join(runner.languages) or "one (no tags)"))

@@ -83,6 +83,7 @@ def main(argv=None):
         from keras_transformer_runtime import corpus
     except ImportError as error:
         parser.error(f'{error} (Apache Beam: pip install -e ".[beam]")')
+    from keras_transformer_runtime import processes
     from keras_transformer_runtime.corpus_shards import CorpusJob
     from keras_transformer_runtime.loading import runner_kind
 
@@ -105,6 +106,7 @@ def main(argv=None):
             target_lang=args.target_lang,
             max_line_tokens=args.max_line_tokens,
         )
+        processes.skip_collection_at_exit()  # one local worker runs in this process
         summary = corpus.translate_corpus(
             args.input,
             args.output,
