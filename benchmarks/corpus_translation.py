@@ -45,13 +45,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from keras_transformer_runtime import text_files  # noqa: E402
+from keras_transformer_runtime.batching import length_batches  # noqa: E402
 
 
-def length_batches(lines, batch_size):
+def line_batches(lines, batch_size):
     """The lines' indices sorted by length, cut into batches of
     `batch_size`: the batches of every row but the pipeline's."""
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    return length_batches(len(lines), lambda i: len(lines[i]), batch_size)
 
 
 def translate_batches(runner, lines, batches, batch_size):
@@ -81,7 +81,7 @@ def loop_row(export, path, threads, batch_size, output):
     runner = load_runner(export, threads=threads)
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up: traces, allocates
     start = time.perf_counter()
-    translations = translate_batches(runner, lines, length_batches(lines, batch_size), batch_size)
+    translations = translate_batches(runner, lines, line_batches(lines, batch_size), batch_size)
     seconds = time.perf_counter() - start
     write_lines(output, (translations[i] for i in range(len(lines))))
     return speeds(len(lines), seconds, start - loading)
@@ -118,7 +118,7 @@ def side_by_side_part(export, lines, batch_size, barrier, next_batch, results):
     puts `(seconds, {index: translation})` on `results`."""
     from keras_transformer_runtime.loading import load_runner
 
-    batches = length_batches(lines, batch_size)
+    batches = line_batches(lines, batch_size)
     runner = load_runner(export, threads=1)
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up, as the loop's
     barrier.wait()

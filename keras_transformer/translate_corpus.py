@@ -106,7 +106,7 @@ def main(argv=None):
             target_lang=args.target_lang,
             max_line_tokens=args.max_line_tokens,
         )
-        processes.skip_collection_at_exit()  # one local worker runs in this process
+        processes.skip_collection_at_exit()  # this process ends with `main`
         summary = corpus.translate_corpus(
             args.input,
             args.output,

@@ -6,6 +6,21 @@ import time
 from keras_transformer_runtime import validation
 
 
+def length_batches(count, size, batch_size):
+    """The indices `range(count)` sorted by `size(i)` and cut into batches
+    of at most `batch_size`, so that a batch pads little.
+
+    Example:
+
+    >>> texts = ["a b c", "a", "a b"]
+    >>> length_batches(3, lambda i: len(texts[i]), 2)
+    [[1, 2], [0]]
+    """
+    validation.check_positive_int(batch_size=batch_size)
+    order = sorted(range(count), key=size)
+    return [order[start : start + batch_size] for start in range(0, count, batch_size)]
+
+
 def in_length_order(count, size, run, batch_size, progress=None):
     """`run(indices)` over `range(count)` in batches of at most
     `batch_size` items of similar `size(i)` (sorted by it, so that a batch
@@ -20,18 +35,16 @@ def in_length_order(count, size, run, batch_size, progress=None):
     >>> in_length_order(3, lambda i: len(texts[i]), lambda c: [texts[i].upper() for i in c], 2)
     ['A B C', 'A', 'A B']
     """
-    validation.check_positive_int(batch_size=batch_size)
-    order = sorted(range(count), key=size)
     results = [None] * count
+    done = 0
     start_time = time.time()
-    for start in range(0, count, batch_size):
-        chunk = order[start : start + batch_size]
+    for chunk in length_batches(count, size, batch_size):
         for i, result in zip(chunk, run(chunk), strict=True):
             results[i] = result
+        done += len(chunk)
         if progress:
             print(
-                f"\r{progress}: {start + len(chunk)}/{count} sentences, "
-                f"{time.time() - start_time:.0f}s",
+                f"\r{progress}: {done}/{count} sentences, {time.time() - start_time:.0f}s",
                 end="",
                 file=sys.stderr,
                 flush=True,
