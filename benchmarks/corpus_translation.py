@@ -10,7 +10,8 @@ Rows, each in a process of its own on the first `--count` lines of
 
 * `loop`: one process, the runner on all the cores (`--threads`, default
   the cores), `runner.translate` over the lines sorted by length in
-  batches of `--batch_size`, as a Python loop over a corpus runs;
+  batches of `--batch_size` (default: the runner's `bulk_batch_size`, as
+  each row's), as a Python loop over a corpus runs;
 * `beam 1 worker`: the pipeline with one worker process with the cores'
   threads;
 * `beam N workers`: the pipeline with a worker process per core, one
@@ -79,19 +80,22 @@ def loop_row(export, path, threads, batch_size, output):
     lines = text_files.read_lines(path)
     loading = time.perf_counter()
     runner = load_runner(export, threads=threads)
+    batch_size = batch_size or runner.bulk_batch_size
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up: traces, allocates
     start = time.perf_counter()
     translations = translate_batches(runner, lines, line_batches(lines, batch_size), batch_size)
     seconds = time.perf_counter() - start
     write_lines(output, (translations[i] for i in range(len(lines))))
-    return speeds(len(lines), seconds, start - loading)
+    return speeds(len(lines), seconds, start - loading, batch_size)
 
 
-def speeds(lines, seconds, loading_seconds):
+def speeds(lines, seconds, loading_seconds, batch_size):
     """A row's result: `lines` translated in `seconds` after
-    `loading_seconds` of loading (`None`: not counted)."""
+    `loading_seconds` of loading (`None`: not counted), in batches of
+    `batch_size`."""
     with_loading = None if loading_seconds is None else lines / (seconds + loading_seconds)
     return {
+        "batch_size": batch_size,
         "sentences_per_second": lines / seconds,
         "with_loading": with_loading,
         "seconds": seconds,
@@ -115,16 +119,17 @@ def side_by_side_part(export, lines, batch_size, barrier, next_batch, results):
     """One of the side-by-side loops (a process of its own): loads the
     runner on one thread, waits for the others at `barrier`, then
     translates the loop's batches that no other has taken (`untaken`) and
-    puts `(seconds, {index: translation})` on `results`."""
+    puts `(seconds, {index: translation}, batch_size)` on `results`."""
     from keras_transformer_runtime.loading import load_runner
 
-    batches = line_batches(lines, batch_size)
     runner = load_runner(export, threads=1)
+    batch_size = batch_size or runner.bulk_batch_size
+    batches = line_batches(lines, batch_size)
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up, as the loop's
     barrier.wait()
     start = time.perf_counter()
     translations = translate_batches(runner, lines, untaken(batches, next_batch), batch_size)
-    results.put((time.perf_counter() - start, translations))
+    results.put((time.perf_counter() - start, translations, batch_size))
 
 
 def side_by_side_row(export, path, processes, batch_size, output):
@@ -160,11 +165,11 @@ def side_by_side_row(export, path, processes, batch_size, output):
     for part in parts:
         part.join()
     translations = {}
-    for _, part_translations in done:
+    for _, part_translations, _ in done:
         translations.update(part_translations)
     write_lines(output, (translations[i] for i in range(len(lines))))
-    seconds = max(part_seconds for part_seconds, _ in done)
-    return speeds(len(lines), seconds, None)
+    seconds = max(part_seconds for part_seconds, _, _ in done)
+    return speeds(len(lines), seconds, None, done[0][2])
 
 
 def beam_row(export, path, workers, threads, batch_size, shard_lines, output):
@@ -179,14 +184,17 @@ def beam_row(export, path, workers, threads, batch_size, shard_lines, output):
     )
     write_lines(output, (r.get("translation", "<error>") for r in corpus.read_records(directory)))
     loading = summary["loading_seconds"]
-    return speeds(summary["translated"], summary["seconds"] - loading, loading)
+    seconds = summary["seconds"] - loading
+    return speeds(summary["translated"], seconds, loading, summary["batch_size"])
 
 
 def run_row(args, row, path, output):
     """A row in a process of its own (this script with `--row`)."""
     command = [sys.executable, os.path.abspath(__file__), "--row", json.dumps(row)]
     command += ["--export", args.export, "--input", path, "--output", output]
-    command += ["--batch_size", str(args.batch_size), "--shard_lines", str(args.shard_lines)]
+    command += ["--shard_lines", str(args.shard_lines)]
+    if args.batch_size:
+        command += ["--batch_size", str(args.batch_size)]
     done = subprocess.run(
         command,
         capture_output=True,
@@ -204,7 +212,7 @@ def main(argv=None):
     parser.add_argument("--export", required=True, help="any export (loading.runner_kind)")
     parser.add_argument("--sentences", help="a text file, plain or .gz")
     parser.add_argument("--count", type=int, default=20000)
-    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--batch_size", type=int, help="default: each runner's bulk_batch_size")
     parser.add_argument("--shard_lines", type=int, default=2000)
     parser.add_argument("--row", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
@@ -248,18 +256,19 @@ def main(argv=None):
             results[name] = run_row(args, row, path, outputs[name])
             print(f"{name}: {results[name]['sentences_per_second']:.1f} sentences/s", flush=True)
         reference = text_files.read_lines(outputs["loop"])
-        print(f"\n{len(lines):,} sentences, {args.export}, batches of {args.batch_size}\n")
+        print(f"\n{len(lines):,} sentences, {args.export}\n")
         print(
-            "| row | after loading, sentences/s | x loop | with loading, sentences/s | x loop "
-            "| loading, s | identical lines |"
+            "| row | batch | after loading, sentences/s | x loop | with loading, sentences/s "
+            "| x loop | loading, s | identical lines |"
         )
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         loop = results["loop"]
         for name, result in results.items():
             found = text_files.read_lines(outputs[name])
             same = sum(a == b for a, b in zip(found, reference, strict=True))
             speed, with_loading = result["sentences_per_second"], result["with_loading"]
-            cells = [name, f"{speed:.1f}", f"{speed / loop['sentences_per_second']:.2f}"]
+            cells = [name, str(result["batch_size"]), f"{speed:.1f}"]
+            cells.append(f"{speed / loop['sentences_per_second']:.2f}")
             if with_loading is None:
                 cells += ["-", "-", "-"]
             else:

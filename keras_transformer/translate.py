@@ -148,7 +148,12 @@ def make_parser():
         default="default",
         help="CTranslate2's compute type with --ctranslate2_dir (default: as exported)",
     )
-    parser.add_argument("--batch_size", type=int, default=64, help="sentences per call")
+    parser.add_argument(
+        "--batch_size",
+        type=int,
+        help="sentences per call (default: the runtime's bulk_batch_size, e.g. 256 for a "
+        "SavedModel, 8 for LiteRT)",
+    )
     parser.add_argument(
         "--mode",
         choices=tuple(MODES),
@@ -183,7 +188,7 @@ def make_parser():
 def check_arguments(parser, args):
     """Usage errors for arguments out of range or that do not go together,
     before anything is loaded."""
-    if args.batch_size <= 0:
+    if args.batch_size is not None and args.batch_size <= 0:
         parser.error(f"--batch_size must be positive. Received: --batch_size={args.batch_size}")
     if args.n_best <= 0:
         parser.error(f"--n_best must be positive. Received: --n_best={args.n_best}")
@@ -248,7 +253,8 @@ def fields_of(lines, mode, count, name):
 def run(runner, args, lines, glossary):
     """The runner's results for `lines`, one per line: `TargetScore`s in
     `--mode score`, else each line's hypotheses (a list of `Hypothesis`)."""
-    size = {"batch_size": args.batch_size, "target_lang": args.target_lang}
+    batch_size = args.batch_size or runner.bulk_batch_size
+    size = {"batch_size": batch_size, "target_lang": args.target_lang}
     if args.mode == "score":
         pairs = fields_of(lines, "score", (2, 2), "source<TAB>target")
         return runner.score([p[0] for p in pairs], [p[1] for p in pairs], **size)

@@ -60,7 +60,12 @@ def make_parser():
     parser.add_argument("--seed", type=int, default=0, help="the seed of --mode sample")
     parser.add_argument("--with_scores", action="store_true", help="record each score")
     parser.add_argument("--target_lang", help="a multilingual model's target language")
-    parser.add_argument("--batch_size", type=int, default=64, help="sentences per call")
+    parser.add_argument(
+        "--batch_size",
+        type=int,
+        help="sentences per call (default: the runtime's bulk_batch_size, e.g. 256 for a "
+        "SavedModel, 8 for LiteRT)",
+    )
     parser.add_argument("--shard_lines", type=int, default=2000, help="lines per shard")
     parser.add_argument(
         "--max_line_tokens", type=int, help="longer lines become error records (default: none)"

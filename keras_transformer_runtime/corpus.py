@@ -96,6 +96,7 @@ class TranslateShards(beam.DoFn):
         self.errors = Metrics.counter(NAMESPACE, "errors")
         self.kept = Metrics.counter(NAMESPACE, "kept_from_earlier_runs")
         self.loading = Metrics.distribution(NAMESPACE, "loading_ms")
+        self.batch_size = Metrics.distribution(NAMESPACE, "batch_size")
 
     def setup(self):
         start = time.perf_counter()
@@ -109,6 +110,7 @@ class TranslateShards(beam.DoFn):
     def process(self, element):
         if self.loading_ms is not None:
             self.loading.update(self.loading_ms)
+            self.batch_size.update(self.job.batch_size_of(self.runner))
             self.loading_ms = None
         (file_index, shard), lines = element
         lines = list(lines)
@@ -270,7 +272,8 @@ class CorpusRun:
         counts = {name: _counter(result, name) for name in names}
         summary = {
             **counts,
-            "loading_seconds": _slowest_loading(result),
+            "loading_seconds": _largest(result, "loading_ms", 0) / 1000,
+            "batch_size": _largest(result, "batch_size", self.job.batch_size),
             "seconds": round(seconds, 3),
             "sentences_per_second": round(counts["translated"] / max(seconds, 1e-9), 2),
         }
@@ -285,13 +288,14 @@ def _counter(result, name):
     return int(sum(values))
 
 
-def _slowest_loading(result):
-    """The seconds the slowest worker took to load its runner (0 if none
-    loaded)."""
-    query = MetricsFilter().with_namespace(NAMESPACE).with_name("loading_ms")
+def _largest(result, name, default):
+    """The largest value of distribution `name` (`default` if none was
+    recorded): the slowest worker's `loading_ms`, the `batch_size` its
+    runner used."""
+    query = MetricsFilter().with_namespace(NAMESPACE).with_name(name)
     found = result.metrics().query(query)["distributions"]
     values = [d.committed if d.committed is not None else d.attempted for d in found]
-    return max((value.max / 1000 for value in values if value and value.count), default=0.0)
+    return max((value.max for value in values if value and value.count), default=default)
 
 
 def local_runner():
@@ -318,8 +322,9 @@ def translate_corpus(
     module's docstring) and returns the summary: `lines`, `translated`
     (this run), `errors`, `kept_from_earlier_runs`, `seconds`,
     `sentences_per_second` (this run's translated lines over `seconds`,
-    which count the workers' loading) and `loading_seconds` (the slowest
-    worker's loading of its runner).
+    which count the workers' loading), `loading_seconds` (the slowest
+    worker's loading of its runner) and `batch_size` (the sentences per
+    call: `job.batch_size`, or the runner's `bulk_batch_size`).
 
     Args:
         inputs: file patterns (`"mono/*.de.gz"`); the files they match are

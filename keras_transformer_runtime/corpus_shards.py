@@ -65,7 +65,8 @@ class CorpusJob:
             where it was exported with `beam_size=1`) or `"sample"` (one
             random draw per line, repeatable: each shard draws with a seed
             made of `seed` and its place).
-        batch_size: sentences per call of the runner.
+        batch_size: sentences per call of the runner (`None`: the
+            runner's `bulk_batch_size`).
         shard_lines: lines per shard (the unit of work, of sorting by
             length, and of output files).
         with_scores: whether each record holds its translation's score.
@@ -78,7 +79,7 @@ class CorpusJob:
     """
 
     mode: str = "translate"
-    batch_size: int = 64
+    batch_size: int | None = None
     shard_lines: int = 2000
     with_scores: bool = False
     seed: int = 0
@@ -87,13 +88,20 @@ class CorpusJob:
 
     def __post_init__(self):
         validation.check_choice(MODES, mode=self.mode)
-        validation.check_positive_int(batch_size=self.batch_size, shard_lines=self.shard_lines)
-        validation.check_positive_int(allow_none=True, max_line_tokens=self.max_line_tokens)
+        validation.check_positive_int(shard_lines=self.shard_lines)
+        validation.check_positive_int(
+            allow_none=True, batch_size=self.batch_size, max_line_tokens=self.max_line_tokens
+        )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"`seed` must be an integer, 0 or more. Received: seed={self.seed!r}")
 
     def to_dict(self):
         return dataclasses.asdict(self)
+
+    def batch_size_of(self, runner):
+        """The sentences per call of `runner`: `batch_size`, or the
+        runner's `bulk_batch_size`."""
+        return self.batch_size or runner.bulk_batch_size
 
     def shard_of(self, number):
         """The shard of line `number` (1-based)."""
@@ -164,7 +172,7 @@ def translate_shard(runner, job, file_index, lines):
 
 def _method(runner, job, seed):
     """The runner's call for `job.mode`: each text's hypotheses, best first."""
-    options = {"batch_size": job.batch_size, "target_lang": job.target_lang}
+    options = {"batch_size": job.batch_size_of(runner), "target_lang": job.target_lang}
     if job.mode == "sample":
         return lambda texts: runner.sample(texts, seed=seed, **options)
     return lambda texts: runner.translate_with_scores(texts, **options)

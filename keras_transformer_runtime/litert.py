@@ -49,6 +49,8 @@ class LiteRTTranslator(ExportedSearchTranslator):
     ['Ein Hund läuft.']
     """
 
+    bulk_batch_size = 8
+
     def __init__(self, path, num_threads=None):
         interpreter_class = import_interpreter()
         super().__init__(path, "litert")

@@ -30,6 +30,8 @@ from keras_transformer_runtime.settings import DecodingSettings
 SAVED_MODEL_FILE = "saved_model.pb"
 # Lines per call of the `tokenize` signature, which counts tokens for the limits.
 TOKENIZE_BATCH = 256
+# Sentences per call when translating a long list (`bulk_batch_size`).
+BULK_BATCH_SIZE = 256
 
 
 def import_tensorflow():
@@ -167,6 +169,12 @@ class SavedModelTranslator(runner.Runner):
         self.languages = TargetLanguages(
             tuple(self.recorded.get("languages", ())), self.recorded.get("language_required", True)
         )
+
+    @property
+    def bulk_batch_size(self):
+        """256 sentences (the export's `max_batch_size` if smaller): the
+        graph's cost per search step is shared by more sentences."""
+        return min(BULK_BATCH_SIZE, self.limits["max_batch_size"] or BULK_BATCH_SIZE)
 
     def describe(self):
         """The export's path, decoding settings and signatures, as text."""

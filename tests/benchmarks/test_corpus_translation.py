@@ -30,11 +30,12 @@ def test_the_table_has_the_loop_the_pipeline_and_its_ceiling(reverser_export, tm
     cores = os.cpu_count()
     names = ["loop", "beam 1 worker", f"beam {cores} workers", f"{cores} loops side by side"]
     assert [r.split("|")[1].strip() for r in rows] == names
-    loop = [printed(c) for c in rows[0].split("|")[2:7:2]]  # after and with loading, loading
+    loop = [printed(c) for c in rows[0].split("|")[3:8:2]]  # after and with loading, loading
     for row in rows:
-        after, ratio, with_loading, with_ratio, loading, same = (
-            c.strip() for c in row.split("|")[2:8]
+        batch, after, ratio, with_loading, with_ratio, loading, same = (
+            c.strip() for c in row.split("|")[2:9]
         )
+        assert batch == "4"  # --batch_size, in every row
         # On 24 sentences the pipeline's start dwarfs its work: its ratios
         # may print as 0.00, but they are always its speed over the loop's.
         assert overlap(printed(ratio), quotient(printed(after), loop[0]))

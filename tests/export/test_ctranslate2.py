@@ -127,6 +127,15 @@ def test_outputs_stopped_by_the_length_limit_are_ours(words_tokenizer, tmp_path,
     np.testing.assert_allclose([t.score for t in theirs], [o[1] for o in ours], atol=1e-4)
 
 
+def test_bulk_batches_follow_the_threads(words_tokenizer, tmp_path):
+    # One thread runs a batch's rows one after the other: small batches
+    # pad least; several share a large batch's rows.
+    tokenizer, _ = words_tokenizer
+    ct2_export.export_ctranslate2(Translator(random_model(), tokenizer), tmp_path / "ct2")
+    assert CTranslate2Translator(tmp_path / "ct2", intra_threads=1).bulk_batch_size == 32
+    assert CTranslate2Translator(tmp_path / "ct2", intra_threads=2).bulk_batch_size == 256
+
+
 @pytest.mark.large  # uses the trained letter reverser
 def test_int8_export_still_reverses(letter_reverser, tmp_path):
     translator = Translator(letter_reverser.model, letter_reverser.tokenizer)

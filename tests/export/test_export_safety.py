@@ -17,6 +17,7 @@ from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import export_saved_model
 from keras_transformer.export.versions import claimed_version
+from keras_transformer_runtime import SavedModelTranslator
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
@@ -115,6 +116,7 @@ def test_requests_over_the_limits_are_refused_with_the_limit(translator, tmp_pat
     settings = json.loads(pathlib.Path(path, "assets.extra", "keras_transformer.json").read_text())
     assert (settings["max_batch_size"], settings["max_input_tokens"]) == (2, tokens)
     assert settings["max_phrases"] == 2
+    assert SavedModelTranslator(path).bulk_batch_size == 2  # its 256 within the limit
 
 
 def pieces(translator, text):

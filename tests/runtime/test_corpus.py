@@ -131,6 +131,11 @@ def test_the_summary_counts_the_slowest_loading_apart(inputs, tmp_path):
     assert run(inputs, tmp_path / "again")["loading_seconds"] < 0.4
 
 
+def test_the_summary_gives_the_batch_size_used(inputs, tmp_path):
+    assert run(inputs, tmp_path / "bulk")["batch_size"] == ReversingRunner.bulk_batch_size
+    assert run(inputs, tmp_path / "set", batch_size=3)["batch_size"] == 3
+
+
 def test_a_pattern_that_matches_nothing_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"`inputs` pattern '.*nothing\*' matches no file"):
         corpus.match_inputs([os.fspath(tmp_path / "nothing*")])

@@ -25,6 +25,20 @@ class SamplingRunner(ReversingRunner):
         return [[Hypothesis(f"{s[::-1]}#{seed}", -1.0)] for s in sentences]
 
 
+class BatchingRunner(ReversingRunner):
+    """Reverses texts in calls of at most `batch_size` (`calls`: each
+    call's texts); 2 sentences a call in bulk."""
+
+    bulk_batch_size = 2
+
+    def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
+        sentences, found = list(sentences), []
+        for start in range(0, len(sentences), batch_size):
+            chunk = sentences[start : start + batch_size]
+            found += super()._translate_with_scores(chunk, n_best, token_scores, batch_size)
+        return found
+
+
 def numbered(*lines):
     return [(number, line) for number, line in enumerate(lines, 1)]
 
@@ -44,6 +58,16 @@ def test_scores_are_recorded_on_request():
         ReversingRunner(), CorpusJob(with_scores=True), 0, numbered(b"abc", b"de")
     )
     assert [r["score"] for r in records] == [-3.0, -2.0]  # the rule's: minus the length
+
+
+@pytest.mark.parametrize("batch_size, sizes", [(None, [2, 2, 1]), (4, [4, 1])])
+def test_batches_are_the_jobs_or_the_runners_bulk_batches(batch_size, sizes):
+    runner = BatchingRunner()
+    lines = numbered(b"e", b"dddd", b"a", b"ccc", b"bb")
+    records, _ = corpus_shards.translate_shard(runner, CorpusJob(batch_size=batch_size), 0, lines)
+    assert [len(call) for call in runner.calls] == sizes
+    assert runner.calls[0][0] in ("a", "e")  # sorted by length
+    assert [r["translation"] for r in records] == ["e", "dddd", "a", "ccc", "bb"]
 
 
 def test_bad_lines_become_error_records_and_the_others_are_translated():
