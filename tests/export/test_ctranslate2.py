@@ -128,11 +128,10 @@ def test_outputs_stopped_by_the_length_limit_are_ours(words_tokenizer, tmp_path,
 
 
 def test_bulk_batches_follow_the_threads(words_tokenizer, tmp_path):
-    # One thread runs a batch's rows one after the other: small batches
-    # pad least; several share a large batch's rows.
+    # Several threads share a large batch's rows.
     tokenizer, _ = words_tokenizer
     ct2_export.export_ctranslate2(Translator(random_model(), tokenizer), tmp_path / "ct2")
-    assert CTranslate2Translator(tmp_path / "ct2", intra_threads=1).bulk_batch_size == 32
+    assert CTranslate2Translator(tmp_path / "ct2", intra_threads=1).bulk_batch_size == 64
     assert CTranslate2Translator(tmp_path / "ct2", intra_threads=2).bulk_batch_size == 256
 
 
