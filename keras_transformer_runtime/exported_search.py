@@ -137,10 +137,6 @@ class ExportedSearchTranslator(runner.Runner):
             ids[i, : len(row)] = row
         return ids
 
-    # The search inside the model runs every row of a batch until the
-    # longest output ends: small batches waste the least.
-    bulk_batch_size = 16
-
     def describe(self):
         """The model file, its quantization and decoding settings."""
         return runner.export_description(
