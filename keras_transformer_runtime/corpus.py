@@ -251,8 +251,8 @@ class CorpusRun:
             if earlier != self.manifest():
                 raise ValueError(
                     f"`output` {self.output!r} holds a corpus translation of other inputs or "
-                    f"settings ({MANIFEST}: {json.dumps(earlier, sort_keys=True)}); use another "
-                    "directory, or remove it to start again."
+                    f"settings ({MANIFEST}: {_differences(earlier, self.manifest())}); use the "
+                    "same ones, another directory, or remove it to start again."
                 )
         else:
             if not FileSystems.exists(self.output):
@@ -280,6 +280,23 @@ class CorpusRun:
         with FileSystems.create(FileSystems.join(self.output, SUMMARY)) as f:
             f.write(json.dumps(summary, indent=1, sort_keys=True).encode())
         return summary
+
+
+def _differences(earlier, now):
+    """What differs between two manifests, as `name: earlier (now: value)`
+    for each job setting, and the inputs or export as a whole."""
+    names = sorted(set(earlier.get("job", {})) | set(now["job"]))
+    parts = [
+        f"job.{name}: {earlier.get('job', {}).get(name)!r} (now: {now['job'].get(name)!r})"
+        for name in names
+        if earlier.get("job", {}).get(name) != now["job"].get(name)
+    ]
+    parts += [
+        f"{key}: {json.dumps(earlier.get(key))} (now: {json.dumps(now[key])})"
+        for key in ("inputs", "export")
+        if earlier.get(key) != now[key]
+    ]
+    return "; ".join(parts)
 
 
 def _counter(result, name):

@@ -101,6 +101,11 @@ def test_a_rerun_with_other_settings_is_refused(inputs, tmp_path):
     run(inputs, output)
     with pytest.raises(ValueError, match=r"holds a corpus translation of other inputs or settings"):
         run(inputs, output, with_scores=True)
+    message = r"job.batch_size: None \(now: 5\); job.with_scores: False \(now: True\)\)"
+    with pytest.raises(ValueError, match=message):
+        run(inputs, output, with_scores=True, batch_size=5)
+    with pytest.raises(ValueError, match=r"settings \(corpus.json: inputs: \[\{.*\(now: \[\{"):
+        run(inputs.replace("*", "a.txt"), output)  # one of the two files
 
 
 def test_an_output_that_is_a_file_is_refused(inputs, tmp_path):
