@@ -285,11 +285,11 @@ class CorpusRun:
 def _differences(earlier, now):
     """What differs between two manifests, as `name: earlier (now: value)`
     for each job setting, and the inputs or export as a whole."""
-    names = sorted(set(earlier.get("job", {})) | set(now["job"]))
+    before, after = earlier.get("job", {}), now["job"]
     parts = [
-        f"job.{name}: {earlier.get('job', {}).get(name)!r} (now: {now['job'].get(name)!r})"
-        for name in names
-        if earlier.get("job", {}).get(name) != now["job"].get(name)
+        f"job.{name}: {before.get(name)!r} (now: {after.get(name)!r})"
+        for name in sorted(set(before) | set(after))
+        if before.get(name) != after.get(name)
     ]
     parts += [
         f"{key}: {json.dumps(earlier.get(key))} (now: {json.dumps(now[key])})"
