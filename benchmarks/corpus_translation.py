@@ -80,7 +80,7 @@ def loop_row(export, path, threads, batch_size, output):
     lines = text_files.read_lines(path)
     loading = time.perf_counter()
     runner = load_runner(export, threads=threads)
-    batch_size = batch_size or runner.bulk_batch_size
+    batch_size = runner.resolve_batch_size(batch_size)
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up: traces, allocates
     start = time.perf_counter()
     translations = translate_batches(runner, lines, line_batches(lines, batch_size), batch_size)
@@ -123,7 +123,7 @@ def side_by_side_part(export, lines, batch_size, barrier, next_batch, results):
     from keras_transformer_runtime.loading import load_runner
 
     runner = load_runner(export, threads=1)
-    batch_size = batch_size or runner.bulk_batch_size
+    batch_size = runner.resolve_batch_size(batch_size)
     batches = line_batches(lines, batch_size)
     runner.translate(lines[:batch_size], batch_size=batch_size)  # warm-up, as the loop's
     barrier.wait()

@@ -253,8 +253,7 @@ def fields_of(lines, mode, count, name):
 def run(runner, args, lines, glossary):
     """The runner's results for `lines`, one per line: `TargetScore`s in
     `--mode score`, else each line's hypotheses (a list of `Hypothesis`)."""
-    batch_size = args.batch_size or runner.bulk_batch_size
-    size = {"batch_size": batch_size, "target_lang": args.target_lang}
+    size = {"batch_size": args.batch_size, "target_lang": args.target_lang}
     if args.mode == "score":
         pairs = fields_of(lines, "score", (2, 2), "source<TAB>target")
         return runner.score([p[0] for p in pairs], [p[1] for p in pairs], **size)

@@ -110,7 +110,7 @@ class TranslateShards(beam.DoFn):
     def process(self, element):
         if self.loading_ms is not None:
             self.loading.update(self.loading_ms)
-            self.batch_size.update(self.job.batch_size_of(self.runner))
+            self.batch_size.update(self.runner.resolve_batch_size(self.job.batch_size))
             self.loading_ms = None
         (file_index, shard), lines = element
         lines = list(lines)

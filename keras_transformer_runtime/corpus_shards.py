@@ -98,11 +98,6 @@ class CorpusJob:
     def to_dict(self):
         return dataclasses.asdict(self)
 
-    def batch_size_of(self, runner):
-        """The sentences per call of `runner`: `batch_size`, or the
-        runner's `bulk_batch_size`."""
-        return self.batch_size or runner.bulk_batch_size
-
     def shard_of(self, number):
         """The shard of line `number` (1-based)."""
         return (number - 1) // self.shard_lines
@@ -172,7 +167,7 @@ def translate_shard(runner, job, file_index, lines):
 
 def _method(runner, job, seed):
     """The runner's call for `job.mode`: each text's hypotheses, best first."""
-    options = {"batch_size": job.batch_size_of(runner), "target_lang": job.target_lang}
+    options = {"batch_size": job.batch_size, "target_lang": job.target_lang}
     if job.mode == "sample":
         return lambda texts: runner.sample(texts, seed=seed, **options)
     return lambda texts: runner.translate_with_scores(texts, **options)

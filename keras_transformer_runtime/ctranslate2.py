@@ -337,13 +337,14 @@ class CTranslate2Translator(runner.Runner):
 
         return self._by_length(sentences, batch_size, run)
 
-    def score(self, sources, targets, batch_size=64, target_lang=None):
+    def score(self, sources, targets, batch_size=None, target_lang=None):
         """Scores each target as a translation of its source (forced
         decoding; into `target_lang` for a multilingual model), like
         `Translator.score`: a list of `TargetScore`. A
         target is truncated as `Translator.score` truncates it, to the
         model's `max_length` tokens with EOS (whatever
         `max_output_length` limits translations to)."""
+        batch_size = self.resolve_batch_size(batch_size)
         sources, targets = list(sources), list(targets)
         if len(sources) != len(targets):
             raise ValueError(

@@ -26,7 +26,6 @@ import json
 import os
 
 from keras_transformer_runtime import runner
-from keras_transformer_runtime import validation
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.results import Hypothesis
 from keras_transformer_runtime.results import length_penalty
@@ -146,14 +145,6 @@ class ExportedSearchTranslator(runner.Runner):
     def _source_lengths(self, texts):
         return [len(self.pieces.source_ids(runner.as_text(text))) for text in texts]
 
-    def translate_with_scores(
-        self, sentences, n_best=1, token_scores=False, batch_size=16, target_lang=None
-    ):
-        """`Runner.translate_with_scores`, 16 sentences a batch by default."""
-        return super().translate_with_scores(
-            sentences, n_best, token_scores, batch_size, target_lang
-        )
-
     def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
         """The best translation of each sentence as a `Hypothesis` (in a
         list: the search inside the model returns the best only), in
@@ -164,7 +155,6 @@ class ExportedSearchTranslator(runner.Runner):
             ValueError: `n_best` is not 1, or `token_scores` is asked for
                 (the model returns neither).
         """
-        validation.check_positive_int(batch_size=batch_size)
         if n_best != 1 or token_scores:
             raise ValueError(
                 f"{self.name} returns the best translation and its score only: n_best=1, "
@@ -191,7 +181,3 @@ class ExportedSearchTranslator(runner.Runner):
             return hypotheses
 
         return in_length_order(len(sentences), lambda i: len(sentences[i]), run, batch_size)
-
-    def translate(self, sentences, batch_size=16, target_lang=None):
-        """The best translation of each sentence, in order."""
-        return super().translate(sentences, batch_size, target_lang)

@@ -6,16 +6,20 @@ TensorFlow graphs), `SavedModelTranslator` (an export for TF Serving),
 same calls and return the same result types (`keras_transformer_runtime.
 results`), so that code written against one runs against another:
 
-    translate(sentences, batch_size=64, target_lang=None)    -> [str]
+    translate(sentences, batch_size=None, target_lang=None)    -> [str]
     translate_with_scores(sentences, n_best=1, token_scores=False,
-                          batch_size=64, target_lang=None)   -> [[Hypothesis]]
-    sample(sentences, num_samples=1, seed=0, batch_size=64,
-           target_lang=None)                                 -> [[Hypothesis]]
-    score(sources, targets, batch_size=64, target_lang=None) -> [TargetScore]
+                          batch_size=None, target_lang=None)   -> [[Hypothesis]]
+    sample(sentences, num_samples=1, seed=0, batch_size=None,
+           target_lang=None)                                   -> [[Hypothesis]]
+    score(sources, targets, batch_size=None, target_lang=None) -> [TargetScore]
     translate_with_constraints(sentences, constraints=None, banned=None,
-                               batch_size=64, glossary=None,
-                               target_lang=None)             -> [Hypothesis]
-    describe()                                               -> str
+                               batch_size=None, glossary=None,
+                               target_lang=None)               -> [Hypothesis]
+    describe()                                                 -> str
+
+`batch_size` is the most sentences per call of the model; `None` (the
+default) is the runner's `bulk_batch_size`, the size at which its kind
+of runner translates a long list fastest on a CPU.
 
 A runner lists what it supports in `methods`; the others raise
 `NotImplementedError` naming the runner. Sentences are strings, or bytes
@@ -103,9 +107,10 @@ class Runner:
         languages: the `TargetLanguages` the model knows (the tags in its
             vocabulary; empty for a model of one language pair).
         bulk_batch_size: the sentences per call with which this kind of
-            runner translates a long list fastest on a CPU: the default of
-            `CorpusJob` and of the `translate` and `translate_corpus`
-            commands (a method's own `batch_size` default is a request's).
+            runner translates a long list fastest on a CPU: what a
+            method's `batch_size=None` (the default) means, and so the
+            default of `CorpusJob` and of the `translate` and
+            `translate_corpus` commands.
     """
 
     methods = frozenset({TRANSLATE})
@@ -142,7 +147,21 @@ class Runner:
             f"{self.name} does not support `{method}`; it supports: {supported}."
         )
 
-    def translate(self, sentences, batch_size=64, target_lang=None):
+    def resolve_batch_size(self, batch_size):
+        """The sentences per call for a method given `batch_size`: it, a
+        positive integer, or this runner's `bulk_batch_size` for `None`.
+
+        Example:
+
+        >>> LiteRTTranslator("ende.tflite").resolve_batch_size(None)
+        8
+        """
+        if batch_size is None:
+            return self.bulk_batch_size
+        validation.check_positive_int(batch_size=batch_size)
+        return batch_size
+
+    def translate(self, sentences, batch_size=None, target_lang=None):
         """The best translation of each input, in order (into
         `target_lang`: see the module's docstring)."""
         results = self.translate_with_scores(
@@ -151,12 +170,13 @@ class Runner:
         return [options[0].translation for options in results]
 
     def translate_with_scores(
-        self, sentences, n_best=1, token_scores=False, batch_size=64, target_lang=None
+        self, sentences, n_best=1, token_scores=False, batch_size=None, target_lang=None
     ):
         """For each input, its `n_best` best `Hypothesis` (at most the beam
         size), best first; with `token_scores`, each with its tokens and
         their log-probabilities. An input of several sentences joins its
         sentences' i-th best into its i-th."""
+        batch_size = self.resolve_batch_size(batch_size)
         return self._hypotheses_per_input(
             TRANSLATE_WITH_SCORES,
             self.split(sentences, target_lang),
@@ -164,11 +184,12 @@ class Runner:
             n_best,
         )
 
-    def sample(self, sentences, num_samples=1, seed=0, batch_size=64, target_lang=None):
+    def sample(self, sentences, num_samples=1, seed=0, batch_size=None, target_lang=None):
         """For each input, `num_samples` translations drawn at random
         (`temperature`, `top_k`, `top_p`) as `Hypothesis`, repeatable with
-        the same `seed`; an input of several sentences joins its
-        sentences' i-th draws into its i-th."""
+        the same `seed` and `batch_size`; an input of several sentences
+        joins its sentences' i-th draws into its i-th."""
+        batch_size = self.resolve_batch_size(batch_size)
         return self._hypotheses_per_input(
             SAMPLE,
             self.split(sentences, target_lang),
@@ -176,7 +197,7 @@ class Runner:
             num_samples,
         )
 
-    def score(self, sources, targets, batch_size=64, target_lang=None):
+    def score(self, sources, targets, batch_size=None, target_lang=None):
         """How likely the model finds each target for its source (forced
         decoding): a `TargetScore` per pair, each pair scored whole (a
         multilingual model's as a translation into `target_lang`)."""
@@ -193,7 +214,7 @@ class Runner:
         sentences,
         constraints=None,
         banned=None,
-        batch_size=64,
+        batch_size=None,
         glossary=None,
         target_lang=None,
     ):
@@ -210,6 +231,7 @@ class Runner:
         """
         if TRANSLATE_WITH_CONSTRAINTS not in self.methods:
             self._unsupported(TRANSLATE_WITH_CONSTRAINTS)
+        batch_size = self.resolve_batch_size(batch_size)
         texts = list(sentences)
         terms = {
             name: glossary_module.phrase_lists(name, value, len(texts))

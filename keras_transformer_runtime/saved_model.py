@@ -306,9 +306,10 @@ class SavedModelTranslator(runner.Runner):
         state = np.random.SeedSequence([seed, draw, request]).generate_state(1, np.uint64)
         return self._tf.constant(int(state[0]) >> 2, self._tf.int64)
 
-    def score(self, sources, targets, batch_size=64, target_lang=None):
+    def score(self, sources, targets, batch_size=None, target_lang=None):
         """Each target's `TargetScore` for its source (the `score`
         signature; into `target_lang` for a multilingual model)."""
+        batch_size = self.resolve_batch_size(batch_size)
         sources, targets = self.tagged_sources(sources, target_lang), list(targets)
         if len(sources) != len(targets):
             raise ValueError(

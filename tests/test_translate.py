@@ -234,10 +234,8 @@ def test_command_line_line_handling():
 class RecordingRunner:
     """A runner that records what `translate_with_constraints` is asked."""
 
-    bulk_batch_size = 7
-
     def translate_with_constraints(
-        self, sentences, constraints, banned, batch_size=64, glossary=None, target_lang=None
+        self, sentences, constraints, banned, batch_size=None, glossary=None, target_lang=None
     ):
         from keras_transformer_runtime.results import Hypothesis
 
@@ -263,7 +261,9 @@ def test_a_glossary_goes_with_the_constraints_of_constrain_mode(tmp_path):
     assert constraints == [["Hund", "rennt"], ["Katze"], []]
     assert banned == [["laeuft"], [], []]
     assert given is glossary and target_lang is None
-    assert runner.batch_size == 7  # without --batch_size, the runner's bulk batches
+    # Without --batch_size, the runner's own default: its bulk batches
+    # (tests/runtime/test_runner.py).
+    assert runner.batch_size is None
 
 
 def test_a_line_with_a_sentence_over_the_limit_is_named_on_stderr(cli, monkeypatch):

@@ -185,7 +185,7 @@ class Translator(runner.Runner):
         sentences,
         constraints=None,
         banned=None,
-        batch_size=64,
+        batch_size=None,
         glossary=None,
         target_lang=None,
     ):
@@ -227,7 +227,7 @@ class Translator(runner.Runner):
     def translate(
         self,
         sentences,
-        batch_size=64,
+        batch_size=None,
         progress=None,
         seed=None,
         prefixes=None,
@@ -245,7 +245,8 @@ class Translator(runner.Runner):
 
         Args:
             sentences: the strings.
-            batch_size: sentences per call of the graph.
+            batch_size: sentences per call of the graph (default: the
+                runner's `bulk_batch_size`).
             progress: a label: a line on stderr counts the sentences done
                 and the seconds spent.
             seed: with `search="sample"`, an int (default a fresh random
@@ -281,6 +282,7 @@ class Translator(runner.Runner):
         >>> multilingual.translate(["A dog runs.", "A dog runs."], target_lang=["de", "fr"])
         ['Ein Hund rennt.', 'Un chien court.']
         """
+        batch_size = self.resolve_batch_size(batch_size)
         request = TranslationRequest.checked(
             self.model_search.strategy,
             sentences,
@@ -352,7 +354,7 @@ class Translator(runner.Runner):
             len(sentences), lambda i: len(sentences[i]), run, batch_size, progress
         )
 
-    def score(self, sources, targets, batch_size=64, progress=None, target_lang=None):
+    def score(self, sources, targets, batch_size=None, progress=None, target_lang=None):
         """Scores each target as a translation of its source (forced
         decoding), `batch_size` pairs at a time; see the graph's `score`.
         A target is scored as the tokenizer segments it: for a translation
@@ -367,6 +369,7 @@ class Translator(runner.Runner):
         >>> [s.log_prob for s in translator.score(["A dog."], ["Ein Hund."])]
         [-1.93]
         """
+        batch_size = self.resolve_batch_size(batch_size)
         sources, targets = self.tagged_sources(sources, target_lang), list(targets)
         if len(sources) != len(targets):
             raise ValueError(
