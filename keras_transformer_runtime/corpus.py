@@ -41,16 +41,17 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from keras_transformer_runtime import corpus_manifest
 from keras_transformer_runtime import corpus_shards
 from keras_transformer_runtime import loading
 from keras_transformer_runtime import processes
 from keras_transformer_runtime import text_files
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.corpus_manifest import MANIFEST
 from keras_transformer_runtime.corpus_shards import ERRORS
 from keras_transformer_runtime.corpus_shards import TRANSLATIONS
 from keras_transformer_runtime.corpus_shards import CorpusJob
 
-MANIFEST = "corpus.json"
 SUMMARY = "summary.json"
 NAMESPACE = "keras_transformer"
 TEMPORARY_SUFFIX = ".tmp"
@@ -186,9 +187,15 @@ class TranslateCorpus(beam.PTransform):
 def write_atomically(path, records):
     """Writes `records` as JSON lines to `path` through a temporary file
     renamed when whole."""
+    write_whole(path, corpus_shards.jsonl(records))
+
+
+def write_whole(path, data):
+    """Writes the bytes `data` to `path` through a temporary file renamed
+    when whole: a reader finds all of it or no file."""
     temporary = f"{path}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}"
     with FileSystems.create(temporary) as f:
-        f.write(corpus_shards.jsonl(records))
+        f.write(data)
     FileSystems.rename([temporary], [path])
 
 
@@ -229,11 +236,7 @@ class CorpusRun:
     job: CorpusJob
 
     def manifest(self):
-        return {
-            "inputs": [{"path": path, "bytes": size} for path, size in self.inputs],
-            "export": self.export,
-            "job": self.job.to_dict(),
-        }
+        return corpus_manifest.manifest(self.inputs, self.export, self.job)
 
     def prepare(self):
         """Checks that `output` holds nothing or this run's earlier
@@ -247,18 +250,21 @@ class CorpusRun:
         path = FileSystems.join(self.output, MANIFEST)
         if FileSystems.exists(path):
             with FileSystems.open(path, compression_type="uncompressed") as f:
-                earlier = json.loads(f.read())
+                try:
+                    earlier = json.loads(f.read())
+                except ValueError:  # not JSON: not this package's
+                    earlier = None
             if earlier != self.manifest():
+                differences = corpus_manifest.differences(earlier, self.manifest())
                 raise ValueError(
                     f"`output` {self.output!r} holds a corpus translation of other inputs or "
-                    f"settings ({MANIFEST}: {_differences(earlier, self.manifest())}); use the "
-                    "same ones, another directory, or remove it to start again."
+                    f"settings ({MANIFEST}: {differences}); use the same ones, another "
+                    "directory, or remove it to start again."
                 )
         else:
             if not FileSystems.exists(self.output):
                 FileSystems.mkdirs(self.output)
-            with FileSystems.create(path) as f:
-                f.write(json.dumps(self.manifest(), indent=1, sort_keys=True).encode())
+            write_whole(path, json.dumps(self.manifest(), indent=1, sort_keys=True).encode())
         self.remove_temporary_files()
 
     def remove_temporary_files(self):
@@ -277,26 +283,11 @@ class CorpusRun:
             "seconds": round(seconds, 3),
             "sentences_per_second": round(counts["translated"] / max(seconds, 1e-9), 2),
         }
-        with FileSystems.create(FileSystems.join(self.output, SUMMARY)) as f:
-            f.write(json.dumps(summary, indent=1, sort_keys=True).encode())
+        write_whole(
+            FileSystems.join(self.output, SUMMARY),
+            json.dumps(summary, indent=1, sort_keys=True).encode(),
+        )
         return summary
-
-
-def _differences(earlier, now):
-    """What differs between two manifests, as `name: earlier (now: value)`
-    for each job setting, and the inputs or export as a whole."""
-    before, after = earlier.get("job", {}), now["job"]
-    parts = [
-        f"job.{name}: {before.get(name)!r} (now: {after.get(name)!r})"
-        for name in sorted(set(before) | set(after))
-        if before.get(name) != after.get(name)
-    ]
-    parts += [
-        f"{key}: {json.dumps(earlier.get(key))} (now: {json.dumps(now[key])})"
-        for key in ("inputs", "export")
-        if earlier.get(key) != now[key]
-    ]
-    return "; ".join(parts)
 
 
 def _counter(result, name):

@@ -104,8 +104,19 @@ def test_a_rerun_with_other_settings_is_refused(inputs, tmp_path):
     message = r"job.batch_size: None \(now: 5\); job.with_scores: False \(now: True\)\)"
     with pytest.raises(ValueError, match=message):
         run(inputs, output, with_scores=True, batch_size=5)
-    with pytest.raises(ValueError, match=r"settings \(corpus.json: inputs: \[\{.*\(now: \[\{"):
+    with pytest.raises(ValueError, match=r"settings \(corpus.json: inputs: removed \S*b.txt.gz\)"):
         run(inputs.replace("*", "a.txt"), output)  # one of the two files
+
+
+def test_a_manifest_that_is_not_json_is_refused_and_kept(inputs, tmp_path):
+    """A `corpus.json` that is not this package's (or was cut short) is
+    neither read as an error of its own nor overwritten."""
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "corpus.json").write_text('{"inputs": [')
+    with pytest.raises(ValueError, match=r"corpus.json: not a manifest this package wrote\)"):
+        run(inputs, output)
+    assert output_files(output) == {"corpus.json": b'{"inputs": ['}
 
 
 def test_an_output_that_is_a_file_is_refused(inputs, tmp_path):
