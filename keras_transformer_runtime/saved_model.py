@@ -233,7 +233,6 @@ class SavedModelTranslator(runner.Runner):
             RefusedRequestError: the export refused an item that alone
                 exceeds a limit; `done` holds the results before it.
         """
-        validation.check_positive_int(batch_size=batch_size)
         if self.languages.requires_target_lang:  # each text tagged on the host already
             columns = {**columns, "target_lang": [""] * len(next(iter(columns.values())))}
         truncated = {
