@@ -247,15 +247,15 @@ class CorpusRun:
                 f"`output` must be a directory (new, or an earlier run's). Received the file "
                 f"output={self.output!r}"
             )
-        path = FileSystems.join(self.output, MANIFEST)
+        path, now = FileSystems.join(self.output, MANIFEST), self.manifest()
         if FileSystems.exists(path):
             with FileSystems.open(path, compression_type="uncompressed") as f:
                 try:
                     earlier = json.loads(f.read())
                 except ValueError:  # not JSON: not this package's
                     earlier = None
-            if earlier != self.manifest():
-                differences = corpus_manifest.differences(earlier, self.manifest())
+            if earlier != now:
+                differences = corpus_manifest.differences(earlier, now)
                 raise ValueError(
                     f"`output` {self.output!r} holds a corpus translation of other inputs or "
                     f"settings ({MANIFEST}: {differences}); use the same ones, another "
@@ -264,7 +264,7 @@ class CorpusRun:
         else:
             if not FileSystems.exists(self.output):
                 FileSystems.mkdirs(self.output)
-            write_whole(path, json.dumps(self.manifest(), indent=1, sort_keys=True).encode())
+            write_whole(path, json.dumps(now, indent=1, sort_keys=True).encode())
         self.remove_temporary_files()
 
     def remove_temporary_files(self):
