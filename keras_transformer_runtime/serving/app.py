@@ -10,6 +10,8 @@
     GET  /healthz                           200 while the server runs
     GET  /metrics                           Prometheus's text format
 
+The translating requests (`POST /translate`, `:predict`) take a short
+way through ASGI (`serving.asgi`); the other pages go through Starlette.
 A request the server refuses (malformed JSON, wrong types, invalid
 UTF-8, over a limit, an input the runner refuses) is answered with HTTP
 400 and `{"error": message}`; the worker threads keep running.
@@ -22,6 +24,7 @@ import re
 import time
 
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.serving import asgi
 from keras_transformer_runtime.serving import protocol
 from keras_transformer_runtime.serving.batcher import Batcher
 from keras_transformer_runtime.serving.metrics import Metrics
@@ -31,6 +34,7 @@ MODEL_PATH = re.compile(
     r"(?P<action>/metadata|:[a-z]+)?$"
 )
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20
+PREDICT_PREFIX = "/v1/models/"
 
 
 def import_starlette():
@@ -111,10 +115,39 @@ class Server:
             Route("/info", self.info),
             Route("/healthz", self.healthz),
             Route("/metrics", self.prometheus),
-            Route("/translate", self.translate, methods=["POST"]),
+            Route("/translate", self.not_allowed, methods=["GET"]),
             Route("/v1/models/{path:path}", self.tf_serving, methods=["GET", "POST"]),
         ]
-        return Starlette(routes=routes, lifespan=self._lifespan)
+        pages = Starlette(routes=routes, lifespan=self._lifespan)
+
+        async def app(scope, receive, send):
+            endpoint = self._translating(scope)
+            if endpoint is None:
+                await pages(scope, receive, send)
+            else:
+                await self._answer(endpoint, receive, send)
+
+        return app
+
+    def _translating(self, scope):
+        """`(name, answer)` of a translating request's endpoint (`POST
+        /translate`, or `:predict` of this model and version), else `None`."""
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return None
+        path = scope["path"]
+        if path == "/translate":
+            return "translate", self._translation
+        if not path.startswith(PREDICT_PREFIX):
+            return None
+        match = MODEL_PATH.match(path[len(PREDICT_PREFIX) :])
+        if (
+            match is not None
+            and match["name"] == self.model_name
+            and match["version"] in (None, self.version)
+            and match["action"] == ":predict"
+        ):
+            return "predict", self._prediction
+        return None
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app):
@@ -152,20 +185,29 @@ class Server:
 
         return Response(self.metrics.text(), media_type=Metrics.content_type)
 
-    async def translate(self, request):
-        """`POST /translate` (`protocol.TranslateRequest`)."""
+    async def not_allowed(self, request):
+        """`/translate` other than POST."""
+        return _json({"error": f"{request.method} /translate is not served; POST it."}, 405)
 
-        async def answer():
-            body = protocol.json_body(await self._body(request))
-            parsed = protocol.TranslateRequest.parse(body, self.runner.max_n_best)
-            texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
-            task = parsed.task(self.runner.has_token_scores)
-            return parsed.answer(await self._run(task, texts)), len(texts)
+    async def _translation(self, body):
+        """`POST /translate` (`protocol.TranslateRequest`): the answer and
+        its number of texts."""
+        parsed = protocol.TranslateRequest.parse(protocol.json_body(body), self.runner.max_n_best)
+        texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
+        task = parsed.task(self.runner.has_token_scores)
+        return parsed.answer(await self._run(task, texts)), len(texts)
 
-        return await self._answered("translate", answer)
+    async def _prediction(self, body):
+        """TF Serving's `:predict` (`protocol.Predict`): the answer and its
+        number of texts."""
+        parsed = protocol.Predict.parse(protocol.json_body(body), self.signatures)
+        texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
+        task = parsed.signature.task(self.runner.max_n_best)
+        return parsed.answer(await self._run(task, texts)), len(texts)
 
     async def tf_serving(self, request):
-        """TF Serving's `/v1/models/...`: predict, status, metadata."""
+        """TF Serving's `/v1/models/...`: status, metadata, and an unknown
+        model or version (`:predict` of this model: `_prediction`)."""
         match = MODEL_PATH.match(request.path_params["path"])
         if match is None or match["name"] != self.model_name:
             name = match["name"] if match else request.path_params["path"]
@@ -174,20 +216,11 @@ class Server:
             message = f"Servable not found for request: Specific({self.model_name}, "
             return _json({"error": message + f"{match['version']})"}, 404)
         action = match["action"]
-        if request.method == "POST" and action == ":predict":
-            return await self._answered("predict", lambda: self._predict(request))
         if request.method == "GET" and action is None:
             return _json(self._status())
         if request.method == "GET" and action == "/metadata":
             return _json(self._metadata())
         return _json({"error": f"{request.method} {request.url.path} is not served."}, 404)
-
-    async def _predict(self, request):
-        body = protocol.json_body(await self._body(request))
-        parsed = protocol.Predict.parse(body, self.signatures)
-        texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
-        task = parsed.signature.task(self.runner.max_n_best)
-        return parsed.answer(await self._run(task, texts)), len(texts)
 
     def _status(self):
         state = {"error_code": "OK", "error_message": ""}
@@ -205,18 +238,6 @@ class Server:
             "metadata": {"signature_def": {"signature_def": definitions}},
         }
 
-    async def _body(self, request):
-        """The request's body, refused past `max_body_bytes`."""
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise _TooLarge(
-                    f"The request body is over the server's limit of {self.max_body_bytes} bytes."
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     async def _run(self, task, texts):
         """The runner's results for `texts`, through the batcher, after the
         request's limits are checked."""
@@ -225,26 +246,26 @@ class Server:
             return []
         return await asyncio.wrap_future(self.batcher.submit(task, texts))
 
-    async def _answered(self, endpoint, answer):
-        """The response of `await answer()` (a body and its sentences), or
-        the error it raised; the request counted in the metrics."""
+    async def _answer(self, endpoint, receive, send):
+        """Answers a translating request (`endpoint`: its name and its
+        answer of the body), or the error it raised; the request counted
+        in the metrics."""
+        name, answer = endpoint
         start = time.perf_counter()
         sentences = 0
         try:
-            body, sentences = await answer()
-            response = _json(body)
-        except _TooLarge as error:
-            response = _json({"error": str(error)}, 413)
+            body, sentences = await answer(await asgi.read_body(receive, self.max_body_bytes))
+            status = 200
+        except asgi.ClientGone:
+            return
+        except asgi.BodyTooLarge as error:
+            status, body = 413, {"error": str(error)}
         except (ValueError, NotImplementedError) as error:  # BadRequest, RefusedRequestError
-            response = _json({"error": str(error)}, 400)
+            status, body = 400, {"error": str(error)}
         except Exception as error:  # noqa: BLE001 (answered, the server keeps running)
-            response = _json({"error": f"{type(error).__name__}: {error}"}, 500)
-        self.metrics.request(endpoint, response.status_code, time.perf_counter() - start, sentences)
-        return response
-
-
-class _TooLarge(Exception):
-    """A request body over the server's limit (HTTP 413)."""
+            status, body = 500, {"error": f"{type(error).__name__}: {error}"}
+        await asgi.send_json(send, status, body)
+        self.metrics.request(name, status, time.perf_counter() - start, sentences)
 
 
 def _json(body, status=200):

@@ -83,6 +83,17 @@ def test_another_model_or_version_is_not_found(client):
     assert "Latest(deen)" in error_of(client.post("/v1/models/deen:predict", json={}), 404)
     assert "Specific(ende, 7)" in error_of(client.get("/v1/models/ende/versions/7"), 404)
     assert "not served" in error_of(client.post("/v1/models/ende:classify", json={}), 404)
+    assert "Specific(ende, 7)" in error_of(
+        client.post("/v1/models/ende/versions/7:predict", json={"instances": ["ab"]}), 404
+    )
+    assert "not served" in error_of(client.post("/v1/models/ende/metadata", json={}), 404)
+
+
+def test_translate_is_posted(client):
+    assert "POST it" in error_of(client.get("/translate"), 405)
+    assert client.put("/translate", json={"text": ["ab"]}).status_code == 405
+    labelled = client.post("/v1/models/ende/labels/stable:predict", json={"instances": ["ab"]})
+    assert labelled.json() == {"predictions": [{"translation": "ba", "score": -2.0}]}
 
 
 def test_translate_for_people(client):
