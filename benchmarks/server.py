@@ -12,15 +12,18 @@ the server started with it (`--max_batch_size`, `--batch_timeout_ms`)
 in a process of its own, and the same runners called directly in
 another process, each worker thread translating consecutive batches of
 the server's mean batch size (read from its `/metrics`), without HTTP,
-JSON or queueing: `server / direct` is what serving costs. Each speed
-is the faster of two passes after a warm-up; the latencies are a
-request's median and 90th percentile.
+JSON or queueing: `server / direct` is what serving costs. The two
+alternate, `--rounds` times after a warm-up (so that the machine's drift
+falls on both alike); a row gives the medians of the rounds' speeds and
+of their ratios, and a request's median and 90th-percentile latency
+over all rounds.
 """
 
 import argparse
 import http.client
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -40,7 +43,7 @@ from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 SETTINGS = ((1, None), (2, 1))
 
 
-def direct_speed(model, sentences, batch_size, workers=1, threads=None, passes=2):
+def direct_speed(model, sentences, batch_size, workers=1, threads=None, passes=1):
     """Sentences/s of the runners the server would load (`workers`, each
     with `threads`), called directly: each worker thread translates the
     next `batch_size` consecutive sentences until none are left."""
@@ -78,24 +81,52 @@ def free_port():
 
 
 class Client:
-    """One kept-alive connection to the server's `:predict`."""
+    """One kept-alive connection to the server's `:predict`, light on the
+    cores the server shares: the request written whole, the answer read by
+    its `Content-Length`, without `http.client`'s header parsing (the
+    clients run on the cores the server is measured on)."""
 
     def __init__(self, port):
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.port = port
+        self.socket = None
+        self.buffer = b""
 
     def translate(self, sentences):
-        body = json.dumps({"instances": sentences})
-        self.connection.request(
-            "POST", "/v1/models/bench:predict", body, {"Content-Type": "application/json"}
+        if self.socket is None:
+            self.socket = socket.create_connection(("127.0.0.1", self.port), timeout=120)
+            self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = json.dumps({"instances": sentences}).encode()
+        head = (
+            "POST /v1/models/bench:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
-        response = self.connection.getresponse()
-        answer = json.loads(response.read())
-        if response.status != 200:
+        self.socket.sendall(head.encode() + body)
+        head, body = self._response()
+        answer = json.loads(body)
+        if not head.startswith(b"HTTP/1.1 200 "):
             raise RuntimeError(answer)
         return [p["translation"] for p in answer["predictions"]]
 
+    def _response(self):
+        """The next response's status line and headers, and its body."""
+        while b"\r\n\r\n" not in self.buffer:
+            self._receive()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?im)^content-length:\s*(\d+)", head)[1])
+        while len(self.buffer) < length:
+            self._receive()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return head, body
+
+    def _receive(self):
+        data = self.socket.recv(1 << 16)
+        if not data:
+            raise ConnectionError("the server closed the connection")
+        self.buffer += data
+
     def close(self):
-        self.connection.close()
+        if self.socket is not None:
+            self.socket.close()
 
 
 def clients_pass(port, sentences, count):
@@ -148,10 +179,22 @@ def mean_batch(port):
     return samples["translation_batch_size_count"], samples["translation_batch_size_sum"]
 
 
-def served_row(args, sentences, workers, threads):
-    """`{"speed", "p50", "p90", "batch"}` of the clients against a server
-    started with `workers` and `threads` (`batch`: the mean sentences per
-    batch it ran in the measured passes)."""
+def direct_in_process(argv, workers, threads, batch_size):
+    """Sentences/s of `direct_speed` in a process of its own (the cores to
+    itself, as the server had them)."""
+    command = [sys.executable, os.path.abspath(__file__), *argv]
+    command += ["--direct", str(workers), str(threads or 0), str(batch_size)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def row(args, argv, sentences, workers, threads):
+    """`{"speed", "direct", "ratio", "p50", "p90", "batch"}` of the clients
+    against a server started with `workers` and `threads`: `--rounds`
+    rounds, each a pass of the clients and then a pass of the runners
+    called directly on batches of that pass's mean size (`batch`: the mean
+    over the rounds), the medians of the rounds (`ratio`: of each round's
+    server / direct, the two measured a minute apart at most)."""
     port = free_port()
     command = [sys.executable, "-m", "keras_transformer_runtime.serve", "--model", args.model]
     command += ["--model_name", "bench", "--port", str(port), "--workers", str(workers)]
@@ -159,21 +202,28 @@ def served_row(args, sentences, workers, threads):
     command += ["--batch_timeout_ms", str(args.batch_timeout_ms)]
     command += ["--threads", str(threads)] if threads else []
     server = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.DEVNULL)
+    rounds, latencies = [], []
     try:
         wait_until_serving(server, port, sentences[:1])
         clients_pass(port, sentences[: 4 * args.clients], args.clients)  # warm-up
-        before = mean_batch(port)
-        best = max((clients_pass(port, sentences, args.clients) for _ in range(2)))
-        after = mean_batch(port)
+        for _ in range(args.rounds):
+            before = mean_batch(port)
+            speed, pass_latencies = clients_pass(port, sentences, args.clients)
+            after = mean_batch(port)
+            batch = (after[1] - before[1]) / (after[0] - before[0])
+            direct = direct_in_process(argv, workers, threads, max(1, round(batch)))
+            rounds.append({"speed": speed, "direct": direct, "batch": batch})
+            latencies += pass_latencies
     finally:
         server.terminate()
         server.wait()
-    speed, latencies = best
     return {
-        "speed": speed,
+        "speed": statistics.median(r["speed"] for r in rounds),
+        "direct": statistics.median(r["direct"] for r in rounds),
+        "ratio": statistics.median(r["speed"] / r["direct"] for r in rounds),
+        "batch": statistics.mean(r["batch"] for r in rounds),
         "p50": statistics.median(latencies),
         "p90": statistics.quantiles(latencies, n=10)[-1],
-        "batch": (after[1] - before[1]) / (after[0] - before[0]),
     }
 
 
@@ -187,9 +237,10 @@ def main(argv=None):
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--max_batch_size", type=int, default=64)
     parser.add_argument("--batch_timeout_ms", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3, help="server and direct passes")
     parser.add_argument("--direct", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for name in ("count", "clients", "max_batch_size"):
+    for name in ("count", "clients", "max_batch_size", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1. Received: {getattr(args, name)}")
     sentences = read_lines(args.sentences)[: args.count]
@@ -206,16 +257,11 @@ def main(argv=None):
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for workers, threads in SETTINGS:
-        row = served_row(args, sentences, workers, threads)
-        batch = max(1, round(row["batch"]))
-        command = [sys.executable, os.path.abspath(__file__), *(argv or sys.argv[1:])]
-        command += ["--direct", str(workers), str(threads or 0), str(batch)]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-        direct = json.loads(done.stdout.strip().splitlines()[-1])
+        result = row(args, list(argv or sys.argv[1:]), sentences, workers, threads)
         print(
-            f"| {workers} x {threads or 'all'} | {row['batch']:.1f} | {row['speed']:.1f} "
-            f"| {direct:.1f} | {row['speed'] / direct:.2f}x "
-            f"| {1000 * row['p50']:.0f} | {1000 * row['p90']:.0f} |",
+            f"| {workers} x {threads or 'all'} | {result['batch']:.1f} | {result['speed']:.1f} "
+            f"| {result['direct']:.1f} | {result['ratio']:.2f}x "
+            f"| {1000 * result['p50']:.0f} | {1000 * result['p90']:.0f} |",
             flush=True,
         )
 

@@ -25,7 +25,7 @@ def test_the_table_has_a_row_per_server_setting(reverser_export, tmp_path):
     source = tmp_path / "sentences.txt"
     source.write_text("\n".join(sentences) + "\n")
     command = [sys.executable, os.path.join(BENCHMARKS, "server.py"), "--model", path]
-    command += ["--sentences", str(source), "--clients", "4", "--count", "16"]
+    command += ["--sentences", str(source), "--clients", "4", "--count", "16", "--rounds", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")][2:]
