@@ -164,18 +164,26 @@ def chromium():
     return browser, driver
 
 
-def test_the_page_translates_with_word_shading_and_alternatives(reverser_export):
+def test_the_page_translates_with_word_shading_and_alternatives(reverser_export, tmp_path):
+    """Also writes the page's screenshot (a PNG) to $SERVE_PAGE_SCREENSHOT,
+    else into the test's directory. $SERVE_PAGE_MODEL (a CTranslate2
+    directory) and $SERVE_PAGE_TEXT serve and type another model and text:
+    docs/serve_page.png is the README's Multi30k model's page."""
     pytest.importorskip("ctranslate2")
     browser, driver = chromium()
     from selenium import webdriver
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    path = reverser_export("CTranslate2Translator")
-    [[best]] = CTranslate2Translator(path).translate_with_scores(SENTENCES[:1], token_scores=True)
+    path = os.environ.get("SERVE_PAGE_MODEL") or reverser_export("CTranslate2Translator")
+    text = os.environ.get("SERVE_PAGE_TEXT") or SENTENCES[0]
+    runner = CTranslate2Translator(path)
+    [[best]] = runner.translate_with_scores([text], token_scores=True)
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    for flag in ("--window-size=900,640", "--hide-scrollbars"):
         options.add_argument(flag)
     with served(path) as url:
         page = webdriver.Chrome(options=options, service=webdriver.ChromeService(driver))
@@ -183,7 +191,7 @@ def test_the_page_translates_with_word_shading_and_alternatives(reverser_export)
             page.get(url + "/")
             wait = WebDriverWait(page, 30)
             wait.until(lambda p: p.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
-            page.find_element(By.ID, "source").send_keys(SENTENCES[0])
+            page.find_element(By.ID, "source").send_keys(text)
             page.find_element(By.ID, "translate").click()
             line = wait.until(lambda p: p.find_elements(By.CSS_SELECTOR, "#output p.translation"))
             assert line[0].get_attribute("data-text") == best.translation
@@ -196,7 +204,12 @@ def test_the_page_translates_with_word_shading_and_alternatives(reverser_export)
             options_shown = wait.until(
                 lambda p: p.find_elements(By.CSS_SELECTOR, "ol.alternatives li")
             )
-            assert len(options_shown) == 3
+            assert len(options_shown) == runner.max_n_best == runner.settings.beam_size
             assert options_shown[0].text.startswith(best.translation)
+            screenshot = os.environ.get("SERVE_PAGE_SCREENSHOT") or str(tmp_path / "page.png")
+            assert page.save_screenshot(screenshot)
+            with open(screenshot, "rb") as image:
+                assert image.read(8) == b"\x89PNG\r\n\x1a\n"
+            assert os.path.getsize(screenshot) > 10_000
         finally:
             page.quit()
