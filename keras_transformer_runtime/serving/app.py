@@ -34,7 +34,7 @@ MODEL_PATH = re.compile(
     r"(?P<action>/metadata|:[a-z]+)?$"
 )
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20
-PREDICT_PREFIX = "/v1/models/"
+MODELS_PREFIX = "/v1/models/"  # TF Serving's REST paths
 
 
 def import_starlette():
@@ -116,7 +116,7 @@ class Server:
             Route("/healthz", self.healthz),
             Route("/metrics", self.prometheus),
             Route("/translate", self.not_allowed, methods=["GET"]),
-            Route("/v1/models/{path:path}", self.tf_serving, methods=["GET", "POST"]),
+            Route(MODELS_PREFIX + "{path:path}", self.tf_serving, methods=["GET", "POST"]),
         ]
         pages = Starlette(routes=routes, lifespan=self._lifespan)
 
@@ -137,9 +137,9 @@ class Server:
         path = scope["path"]
         if path == "/translate":
             return "translate", self._translation
-        if not path.startswith(PREDICT_PREFIX):
+        if not path.startswith(MODELS_PREFIX):
             return None
-        match = MODEL_PATH.match(path[len(PREDICT_PREFIX) :])
+        match = MODEL_PATH.match(path[len(MODELS_PREFIX) :])
         if (
             match is not None
             and match["name"] == self.model_name
