@@ -11,10 +11,14 @@ def softmax(x, axis=-1):
 
 
 def dense(x, layer):
-    """`x @ kernel + bias` with a Keras Dense layer's weights."""
-    y = x @ np.asarray(layer.kernel)
-    if layer.use_bias:
-        y = y + np.asarray(layer.bias)
+    """`x @ kernel + bias` with a Keras `Dense` layer's weights, or an
+    attention projection's (an `EinsumDense`, whose kernel's leading axes
+    multiply `x`'s last: `(features, heads, depth)` read as `(features,
+    heads * depth)`, `(heads, depth, features)` as `(heads * depth,
+    features)`), the output axes flattened."""
+    y = x @ np.asarray(layer.kernel).reshape(x.shape[-1], -1)
+    if layer.bias is not None:
+        y = y + np.asarray(layer.bias).reshape(-1)
     return y
 
 

@@ -215,16 +215,31 @@ def _value(variable):
     return np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
 
 
-def _linear(spec, dense):
-    """A Keras `Dense` (kernel `(in, out)`) as CTranslate2's `(out, in)`."""
-    spec.weight = _value(dense.kernel).T.copy()
-    spec.bias = _value(dense.bias)
+def _linear(spec, weights):
+    """A `(matrix, bias)` pair, the matrix Keras's `(in, out)`, as
+    CTranslate2's linear `(out, in)`."""
+    matrix, bias = weights
+    spec.weight = np.asarray(matrix, np.float32).T.copy()
+    spec.bias = np.asarray(bias, np.float32)
 
 
-def _fused(spec, denses):
-    """Several `Dense` layers of one input as one CTranslate2 linear."""
-    spec.weight = np.concatenate([_value(d.kernel).T for d in denses], axis=0)
-    spec.bias = np.concatenate([_value(d.bias) for d in denses], axis=0)
+def _fused(spec, weights):
+    """Several `(matrix, bias)` pairs of one input as one CTranslate2 linear."""
+    spec.weight = np.concatenate([np.asarray(m, np.float32).T for m, _ in weights], axis=0)
+    spec.bias = np.concatenate([np.asarray(b, np.float32) for _, b in weights], axis=0)
+
+
+def _dense(dense):
+    """A Keras `Dense`'s `(matrix, bias)`."""
+    return _value(dense.kernel), _value(dense.bias)
+
+
+def _projection(projection):
+    """An attention projection's `(matrix, bias)`: Keras's `(d_model, heads,
+    depth)` kernel as `(d_model, heads * depth)` (heads together, as
+    CTranslate2 splits them), `(heads, depth, d_model)` as `(heads * depth,
+    d_model)`."""
+    return projection.matrix(), projection.flat_bias()
 
 
 def _norm(spec, norm):
@@ -234,22 +249,23 @@ def _norm(spec, norm):
 
 def _self_attention(spec, layer):
     attention = layer.self_attention
-    _fused(spec.linear[0], [attention.query_dense, attention.key_dense, attention.value_dense])
-    _linear(spec.linear[1], attention.output_dense)
+    projections = (attention.query_dense, attention.key_dense, attention.value_dense)
+    _fused(spec.linear[0], [_projection(p) for p in projections])
+    _linear(spec.linear[1], _projection(attention.output_dense))
     _norm(spec.layer_norm, layer.self_attention_norm)
 
 
 def _cross_attention(spec, layer):
     attention = layer.cross_attention
-    _linear(spec.linear[0], attention.query_dense)
-    _fused(spec.linear[1], [attention.key_dense, attention.value_dense])
-    _linear(spec.linear[2], attention.output_dense)
+    _linear(spec.linear[0], _projection(attention.query_dense))
+    _fused(spec.linear[1], [_projection(p) for p in (attention.key_dense, attention.value_dense)])
+    _linear(spec.linear[2], _projection(attention.output_dense))
     _norm(spec.layer_norm, layer.cross_attention_norm)
 
 
 def _feed_forward(spec, layer):
-    _linear(spec.linear_0, layer.feed_forward.inner_dense)
-    _linear(spec.linear_1, layer.feed_forward.output_dense)
+    _linear(spec.linear_0, _dense(layer.feed_forward.inner_dense))
+    _linear(spec.linear_1, _dense(layer.feed_forward.output_dense))
     _norm(spec.layer_norm, layer.feed_forward_norm)
 
 

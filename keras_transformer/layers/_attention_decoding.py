@@ -5,14 +5,20 @@ from keras import ops
 
 from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._cache import write_at
+from keras_transformer.layers._utils import require_built
 from keras_transformer.layers._utils import size
 from keras_transformer.layers.masking import causal_mask
 
 
 class AttentionDecoding:
     """The decoding methods of `MultiHeadAttention` (a mixin: it uses the
-    layer's projections, `_keys_and_values`, `_project_query` and
-    `_attend`)."""
+    layer's projections, `_keys_and_values`, `_project_query`, `_attend`
+    and `_beyond_paper_attention`).
+
+    They compute the paper's attention over sequences, and refuse by name
+    the arguments of Keras's layer that ask for another one
+    (`flash_attention` chooses a kernel, not the attention: they run their
+    own)."""
 
     def initial_cache(self, batch_size, length):
         """An empty self-attention cache for `length` positions: zeros
@@ -43,11 +49,23 @@ class AttentionDecoding:
             )
         if not self.built:
             self.build(query.shape, query.shape)
+        self._require_own_attention("call_with_cache")
         new = self._keys_and_values(query, query)
         cache = {name: write_at(cache[name], new[name], index) for name in ("key", "value")}
         steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
-        mask = ops.expand_dims(causal_mask(steps, length, index), 0)  # (1, steps, length)
+        mask = causal_mask(steps, length, index)[None, None]  # (1, 1, steps, length)
         return self._attend(self._project_query(query), cache, mask), cache
+
+    def project_memory(self, value, key=None):
+        """The memory `call_with_memory` attends to (for a decoder: the
+        encoder output, projected once): `{"transposed_key": (batch,
+        num_heads, key_dim, key_len), "value": (batch, num_heads, key_len,
+        value_dim)}`, the keys transposed so that QKᵀ multiplies them as
+        they lie."""
+        require_built(self, "project_memory")
+        self._require_own_attention("project_memory")
+        memory = self._keys_and_values(value, value if key is None else key)
+        return {"transposed_key": ops.swapaxes(memory["key"], -1, -2), "value": memory["value"]}
 
     def call_with_memory(self, query, memory, memory_mask=None):
         """Attention of `query` `(rows, steps, features)` over `memory` (from
@@ -63,6 +81,8 @@ class AttentionDecoding:
             `(rows, steps, output_features)`.
         """
         check_cache_keys(memory, "memory", ("transposed_key", "value"))
+        require_built(self, "call_with_memory")
+        self._require_own_attention("call_with_memory")
         rows, sentences = query.shape[0], memory["value"].shape[0]
         if rows is not None and sentences is not None and rows % sentences:
             raise ValueError(
@@ -71,7 +91,20 @@ class AttentionDecoding:
             )
         steps, features = size(query, 1), query.shape[-1]
         grouped = ops.reshape(query, (size(memory["value"], 0), -1, features))
-        mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)  # (s, 1, k)
+        mask = None if memory_mask is None else memory_mask[:, None, None, :]  # (s, 1, 1, k)
         queries = self._project_query(grouped)
         output = self._attend(queries, memory, mask)
         return ops.reshape(output, (-1, steps, output.shape[-1]))
+
+    def _require_own_attention(self, method):
+        """Raises a `ValueError` naming the first argument of Keras's layer
+        that `method` (the paper's attention over sequences) cannot honour;
+        `call` honours it with Keras's own computation."""
+        beyond = self._beyond_paper_attention()
+        if beyond is not None:
+            name, value = beyond
+            raise ValueError(
+                f"`{method}` computes the paper's attention over sequences `(batch, length, "
+                f"features)`, which `{name}` changes; `call` computes it with Keras's own "
+                f"attention. Received: {name}={value!r}"
+            )

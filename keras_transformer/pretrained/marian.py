@@ -292,13 +292,15 @@ def _dense(dense, take, prefix):
 
 
 def _attention(attention, take, prefix):
+    """PyTorch's `q_proj`... `Linear`s (weight `(heads * depth, d_model)`,
+    heads together) into the attention's projections, as matrices."""
     for ours, theirs in (
         (attention.query_dense, "q_proj."),
         (attention.key_dense, "k_proj."),
         (attention.value_dense, "v_proj."),
         (attention.output_dense, "out_proj."),
     ):
-        _dense(ours, take, prefix + theirs)
+        ours.assign_matrix(take(prefix + theirs + "weight").T, take(prefix + theirs + "bias"))
 
 
 def _norm(norm, take, prefix):

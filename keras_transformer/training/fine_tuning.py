@@ -133,9 +133,10 @@ def prepare_fine_tuning(model, freeze=(), lora_rank=None, lora_alpha=None):
 
 
 def lora_targets(model):
-    """The `Dense` layers LoRA adapts: each attention's query, key, value
-    and output projections and each feed-forward's two layers, encoder
-    then decoder."""
+    """The layers LoRA adapts: each attention's query, key, value and
+    output projections (Keras's `EinsumDense`, whose LoRA factors are per
+    head) and each feed-forward's two `Dense` layers, encoder then
+    decoder."""
     denses = []
     for stack in (model.encoder, model.decoder):
         for layer in stack.stack:

@@ -148,7 +148,7 @@ def test_memory_holds_transposed_keys_and_values_by_position():
     value = ops.convert_to_numpy(value)
 
     def heads(dense, depth):  # (batch, len, heads * depth) -> (batch, heads, len, depth)
-        x = value @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
+        x = reference.dense(value, dense)
         return x.reshape(x.shape[0], x.shape[1], 2, depth).transpose(0, 2, 1, 3)
 
     assert_close(memory["transposed_key"], heads(layer.key_dense, 4).swapaxes(-1, -2), atol=1e-5)
@@ -226,20 +226,12 @@ def test_bad_arguments_raise(kwargs, name):
 
 
 def _keras_twin(layer, **kwargs):
-    """`keras.layers.MultiHeadAttention` with `layer`'s weights: its
-    `EinsumDense` kernels `(features, heads, dim)` are our `Dense` kernels
-    `(features, heads * dim)` reshaped (and back for the output)."""
+    """`keras.layers.MultiHeadAttention` with `layer`'s weights, as they
+    are: the same layout, in the same order."""
     twin = keras.layers.MultiHeadAttention(**kwargs)
     query, value = _inputs()
     twin(query, value)
-    for ours, theirs in (
-        (layer.query_dense, twin.query_dense),
-        (layer.key_dense, twin.key_dense),
-        (layer.value_dense, twin.value_dense),
-        (layer.output_dense, twin.output_dense),
-    ):
-        theirs.kernel.assign(np.reshape(ours.kernel.numpy(), theirs.kernel.shape))
-        theirs.bias.assign(np.reshape(ours.bias.numpy(), theirs.bias.shape))
+    twin.set_weights(layer.get_weights())
     return twin
 
 
@@ -286,18 +278,38 @@ def test_a_drop_in_for_keras_multi_head_attention(kwargs, call_kwargs):
 @pytest.mark.parametrize(
     "kwargs, name",
     [
-        (dict(attention_axes=(1, 2)), "attention_axes"),
+        (dict(attention_axes=2), "attention_axes"),
         (dict(sliding_window=4), "sliding_window"),
-        (dict(flash_attention=True), "flash_attention"),
         (dict(use_gate=True), "use_gate"),
         (dict(output_shape=(4, 5)), "output_shape"),
     ],
 )
-def test_what_keras_has_beyond_the_papers_attention_is_refused_by_name(kwargs, name):
+def test_what_keras_computes_beyond_the_papers_attention_is_keras_s(kwargs, name):
+    """`call` with the arguments that ask for another attention than the
+    paper's over sequences gives Keras's own layer's outputs (with the
+    same weights); the decoding methods refuse them by name."""
+    query, value = _inputs(q_len=7)
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, **kwargs)
+    output = layer(query, value)
+    twin = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, **kwargs)
+    twin(query, value)
+    twin.set_weights(layer.get_weights())
+    assert_close(output, twin(query, value), atol=1e-6)
     with pytest.raises(ValueError, match=f"Received: {name}="):
-        MultiHeadAttention(num_heads=2, key_dim=4, **kwargs)
-    # Their "off" values are accepted, as Keras's defaults are.
-    MultiHeadAttention(2, 4, attention_axes=1, flash_attention=False, output_shape=(6,))
+        layer.call_with_cache(query, layer.initial_cache(2, 9), 0)
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        layer.project_memory(value)
+
+
+def test_flash_attention_chooses_a_kernel_not_the_decoding():
+    """`flash_attention=True` makes `call` Keras's (which requires the
+    flash kernel: TensorFlow has none); the decoding methods, which run
+    their own kernels, still work."""
+    query, value = _inputs()
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, flash_attention=True)
+    layer.build(query.shape, value.shape)
+    memory = layer.project_memory(value)
+    assert tuple(layer.call_with_memory(query, memory).shape) == (2, 5, 16)
 
 
 def test_regularizers_and_constraints_reach_every_projection():
@@ -343,5 +355,5 @@ def test_files_saved_under_the_former_name_still_load(tmp_path):
             old_file.writestr(item, data)
     restored = keras.saving.load_model(old)
     assert isinstance(restored.layers[-1], MultiHeadAttention)
-    assert restored.layers[-1].output_features == 6
+    assert restored.layers[-1].get_config()["output_shape"] == (6,)
     assert_close(restored([query, value]), model([query, value]), atol=0)

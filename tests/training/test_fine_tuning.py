@@ -41,7 +41,9 @@ def test_lora_trains_only_its_factors_and_merges_to_the_same_outputs(tmp_path):
     targets = lora_targets(model)
     # 4 projections per attention (self + cross in the decoder), 2 feed-forward layers.
     assert setup.lora_layers == len(targets) == (4 + 2) + (8 + 2)
-    expected = sum(2 * (d.kernel.shape[0] + d.kernel.shape[1]) for d in targets)
+    # Keras's LoRA factors a kernel `(*rows, columns)` as A `(*rows, 2)` B `(2, columns)`:
+    # an attention projection's `(d_model, heads, depth)` per head.
+    expected = sum(2 * (int(np.prod(d.kernel.shape[:-1])) + d.kernel.shape[-1]) for d in targets)
     assert setup.trainable_weights == expected
     assert setup.total_weights == plain_count + expected
     before = snapshot(model)
