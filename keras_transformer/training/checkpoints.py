@@ -23,6 +23,7 @@ from keras_transformer import _backend
 from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import worker_id
 from keras_transformer.training._keras_internals import moving_averages
+from keras_transformer.training.restoring import restore_checkpoint
 
 CHECKPOINT_DIR = "checkpoints"
 RUN_FILE = "run.json"
@@ -162,7 +163,7 @@ def restore_latest(checkpoint, model_dir):
     skipped = []
     for _, path in _steps_and_prefixes(directory):
         try:
-            checkpoint.restore(path).assert_existing_objects_matched()
+            restore_checkpoint(checkpoint, path)
         # What TensorFlow raises for missing, truncated or mismatched files.
         except (tf.errors.OpError, ValueError, AssertionError, IndexError, OSError) as error:
             skipped.append(f"{path} ({type(error).__name__}: {str(error).splitlines()[0]})")
@@ -360,7 +361,7 @@ def average_checkpoints(model, paths):
         if any(name.startswith("averaged_weights/") for name, _ in tf.train.list_variables(path)):
             key = "averaged_weights"
         checkpoint = tf.train.Checkpoint(**{key: list(model.weights)})
-        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+        restore_checkpoint(checkpoint, path, partial=True)
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
         if not all(np.isfinite(w).all() for w in weights):
             raise ValueError(f"The checkpoint {path} holds NaN or infinite weights.")
