@@ -13,6 +13,10 @@ from keras_transformer.layers.masking import padding_mask
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models._checks import check_arguments
+from keras_transformer.models._former_layout import refuse_former_optimizer_state
+from keras_transformer.models._quantization import default_policy
+from keras_transformer.models._quantization import quantize_as
+from keras_transformer.models._quantization import quantized_policies
 from keras_transformer.models.cached_decoding import CachedDecoding
 from keras_transformer.models.presets import preset_arguments
 from keras_transformer.special_ids import NEVER_LOGIT_BIAS
@@ -152,7 +156,7 @@ class Transformer(CachedDecoding, keras.Model):
         self.seed = seed
         check_arguments(self)
 
-        policy = self.dtype_policy
+        policy = default_policy(self.dtype_policy)
         # A tied matrix is one layer object held by one attribute, so that
         # its weights are tracked (and counted) once.
         self.source_embedding = TokenEmbedding(
@@ -205,10 +209,18 @@ class Transformer(CachedDecoding, keras.Model):
         # Every shape is known from the arguments: build now, so `encode`,
         # `init_cache` and `count_params` work before any call.
         self.build()
+        quantize_as(self, self.dtype_policy)  # a quantized model's config
+
+    def load_own_variables(self, store):
+        super().load_own_variables(store)
+        refuse_former_optimizer_state(self, store)
 
     def get_config(self):
         config = super().get_config()
         config.update({name: getattr(self, name) for name in _arguments(type(self))})
+        policies = quantized_policies(self)
+        if policies is not None:
+            config["dtype"] = policies
         return config
 
     @classmethod
@@ -275,7 +287,7 @@ class Transformer(CachedDecoding, keras.Model):
             layer_norm_epsilon=self.layer_norm_epsilon,
             activation=self.activation,
             seed=sublayer_seed(self.seed, name),
-            dtype=self.dtype_policy,
+            dtype=default_policy(self.dtype_policy),
             name=name,
         )
 
@@ -368,11 +380,13 @@ class Transformer(CachedDecoding, keras.Model):
             "cross": [s["cross_attention"] for s in decoder_scores],
         }
 
+    def compute_output_shape(self, inputs_shape):
+        source_shape, target_shape = inputs_shape
+        return (*target_shape, self.target_vocab_size)
+
     def compute_output_spec(self, inputs, training=None):
-        source_ids, target_ids = inputs
-        return keras.KerasTensor(
-            tuple(target_ids.shape) + (self.target_vocab_size,), dtype="float32"
-        )
+        shape = self.compute_output_shape(tuple(tuple(x.shape) for x in inputs))
+        return keras.KerasTensor(shape, dtype="float32")
 
 
 def _arguments(cls):

@@ -73,3 +73,33 @@ def test_out_of_range_ids_raise_in_a_graph():
 def test_bad_arguments(name, kwargs):
     with pytest.raises(ValueError, match=f"Received: {name}="):
         TokenEmbedding(**kwargs)
+
+
+def _abs_max_int8(x, axis):
+    """NumPy's abs-max quantization: `(int8 values, scale)`, `x ≈ q / scale`."""
+    scale = 127.0 / np.maximum(np.abs(x).max(axis=axis, keepdims=True), 1e-7)
+    return np.clip(np.round(x * scale), -127, 127), scale
+
+
+def test_int8_quantizes_the_lookup_and_the_tied_projection():
+    layer = TokenEmbedding(vocab_size=20, d_model=16)
+    layer.build()
+    table = ops.convert_to_numpy(layer.embeddings)
+    layer.quantize("int8")
+    assert str(layer._embeddings.dtype) == "int8" and layer.quantization_mode == "int8"
+    rows, row_scale = _abs_max_int8(table, axis=-1)  # a scale per vocabulary entry
+    ids = np.array([[3, 7, 0]])
+    assert_close(layer(ids)[0], rows[[3, 7, 0]] / row_scale[[3, 7, 0]] * 4.0, atol=1e-5)
+    x = np.random.default_rng(0).normal(size=(2, 3, 16)).astype("float32")
+    inputs, input_scale = _abs_max_int8(x, axis=-1)  # a scale per hidden state
+    expected = (inputs @ rows.T) / (input_scale * row_scale[:, 0])
+    assert_close(layer(x, reverse=True), expected, atol=1e-4, rtol=1e-4)
+    # Within int8's rounding of the float projection.
+    assert_close(layer(x, reverse=True), x @ table.T, atol=0.05)
+
+
+def test_int8_only():
+    layer = TokenEmbedding(vocab_size=20, d_model=16)
+    layer.build()
+    with pytest.raises(ValueError, match="Received: mode='int4'"):
+        layer.quantize("int4")
