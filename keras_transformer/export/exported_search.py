@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.export._weights import check_finite
 from keras_transformer.export.versions import owned_staging_dir
 from keras_transformer.export.versions import remove_stale_staging
 from keras_transformer.translator.model_search import ModelSearch
@@ -38,8 +39,7 @@ def check_exportable(translator, path, overwrite, export):
             f"{export} exports beam search and greedy search (beam_size=1), not sampling. "
             "Received: a translator with search='sample'"
         )
-    if not all(bool(tf.reduce_all(tf.math.is_finite(w))) for w in translator.model.weights):
-        raise ValueError("The model's weights hold NaN or infinite values; nothing exported.")
+    check_finite(translator.model)
     if os.path.isdir(path):
         raise ValueError(f"`path` {path!r} is a directory; {export} writes one model file.")
     if os.path.exists(path) and not overwrite:

@@ -21,6 +21,7 @@ import shutil
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.export._weights import check_finite
 from keras_transformer.export.serving_module import ServingModule
 from keras_transformer.export.versions import claimed_version
 from keras_transformer.export.versions import new_staging_dir
@@ -188,8 +189,7 @@ def export_saved_model(
     validation.check_positive_int(
         max_batch_size=max_batch_size, max_input_tokens=max_input_tokens, max_phrases=max_phrases
     )
-    if not all(bool(tf.reduce_all(tf.math.is_finite(w))) for w in translator.model.weights):
-        raise ValueError("The model's weights hold NaN or infinite values; nothing exported.")
+    check_finite(translator.model)
     if translator.jit_compile:
         translator = translator.without_xla()
     os.makedirs(export_dir, exist_ok=True)

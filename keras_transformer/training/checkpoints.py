@@ -16,6 +16,7 @@ import os
 import re
 import warnings
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -305,8 +306,10 @@ def check_run(
 
 
 def all_finite(variables):
-    """Whether every value of `variables` is finite."""
-    return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in variables)
+    """Whether every value of `variables` is finite (integer ones, of a
+    quantized model, are by type)."""
+    floats = (v for v in variables if keras.backend.is_float_dtype(str(v.dtype)))
+    return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in floats)
 
 
 def checkpoint_paths(model_dir):

@@ -63,3 +63,22 @@ def test_an_int8_model_decodes_step_by_step_as_its_full_pass():
     for index in range(TARGET.shape[1]):
         logits, cache = model.decode_step(TARGET[:, index : index + 1], cache, index)
         assert_close(logits[:, 0], full[:, index], atol=1e-4)
+
+
+@pytest.mark.large  # traces and saves a SavedModel
+@pytest.mark.tensorflow_only  # Translator and the export are TensorFlow's
+def test_an_int8_translator_exports_a_saved_model_that_translates_as_it(
+    sentencepiece_tokenizer, tmp_path
+):
+    import tensorflow as tf
+
+    from keras_transformer import Translator
+    from keras_transformer.export import export_saved_model
+
+    model, _ = _quantized(vocab_size=sentencepiece_tokenizer.vocab_size)
+    translator = Translator(model, sentencepiece_tokenizer, beam_size=2, max_extra_length=4)
+    sentences = ["A dog runs.", "Two men play."]
+    expected = translator.translate(sentences)
+    served = tf.saved_model.load(export_saved_model(translator, str(tmp_path / "int8")))
+    outputs = served.signatures["serving_default"](text=tf.constant(sentences))["translation"]
+    assert [t.decode("utf-8") for t in outputs.numpy()] == expected
