@@ -16,7 +16,9 @@ Sources have `--length` tokens and every sentence generates exactly
 `--length` tokens (EOS is forbidden before the last step), so all rows do
 the same work. Tokens/s counts output tokens (batch x length), median of
 `--repeats` timed runs after one warm-up run (which compiles). The last
-column is the ratio to the uncached graph run of the same row.
+column is the ratio to the first row measured of the same preset, search
+and batch: the uncached graph run, unless `--caches` or `--compiles` leave
+it out.
 """
 
 import argparse
@@ -97,6 +99,10 @@ def main():
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 64])
     parser.add_argument("--length", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--caches", nargs="+", choices=("uncached", "cached"), default=["uncached", "cached"]
+    )
+    parser.add_argument("--compiles", nargs="+", choices=("graph", "XLA"), default=["graph", "XLA"])
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -110,8 +116,8 @@ def main():
                     rng.integers(NUM_SPECIAL_IDS, VOCAB, (batch, args.length)), tf.int32
                 )
                 baseline = None
-                for cached in (False, True):
-                    for jit in (False, True):
+                for cached in (c == "cached" for c in args.caches):
+                    for jit in (c == "XLA" for c in args.compiles):
                         fn = tf.function(
                             make_decoder(model, search, cached, args.length), jit_compile=jit
                         )
