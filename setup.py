@@ -33,7 +33,7 @@ BEAM = ["apache-beam>=2.60"]
 
 setup(
     name="keras_transformer",
-    version="0.1.0",
+    version="0.2.0",
     description=(
         'The Transformer of "Attention Is All You Need" as serializable Keras 3 layers and a model.'
     ),

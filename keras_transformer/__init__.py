@@ -35,7 +35,7 @@ from keras_transformer_runtime import AlignedTranslation
 from keras_transformer_runtime import DecodingSettings
 from keras_transformer_runtime import TargetScore
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # What needs TensorFlow: {name: (module, what in it is TensorFlow)}.
 _TENSORFLOW_PARTS = {
