@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_transformer.layers._cache import check_cache_keys
 from keras_transformer.layers._cache import write_at
+from keras_transformer.layers._utils import leading_axes
 from keras_transformer.layers._utils import require_built
 from keras_transformer.layers._utils import size
 from keras_transformer.layers.masking import causal_mask
@@ -53,7 +54,7 @@ class AttentionDecoding:
         new = self._keys_and_values(query, query)
         cache = {name: write_at(cache[name], new[name], index) for name in ("key", "value")}
         steps, length = ops.shape(query)[1], ops.shape(cache["key"])[2]
-        mask = causal_mask(steps, length, index)[None, None]  # (1, 1, steps, length)
+        mask = leading_axes(causal_mask(steps, length, index), 2)  # (1, 1, steps, length)
         return self._attend(self._project_query(query), cache, mask), cache
 
     def project_memory(self, value, key=None):
@@ -91,7 +92,9 @@ class AttentionDecoding:
             )
         steps, features = size(query, 1), query.shape[-1]
         grouped = ops.reshape(query, (size(memory["value"], 0), -1, features))
-        mask = None if memory_mask is None else memory_mask[:, None, None, :]  # (s, 1, 1, k)
+        mask = None
+        if memory_mask is not None:  # (s, 1, 1, k)
+            mask = ops.expand_dims(ops.expand_dims(memory_mask, 1), 1)
         queries = self._project_query(grouped)
         output = self._attend(queries, memory, mask)
         return ops.reshape(output, (-1, steps, output.shape[-1]))

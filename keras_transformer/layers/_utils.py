@@ -73,3 +73,18 @@ def on_last_axis(layer, x):
         leading[unknown[0]] = -1
     y = layer(ops.reshape(x, (-1, size(x, -1))))
     return ops.reshape(y, (*leading, y.shape[-1]))
+
+
+def leading_axes(x, count):
+    """`x` with `count` axes of size 1 in front, by `ExpandDims`, which every
+    runtime converts (indexing with `None` is a `StridedSlice` that
+    LiteRT's builtin operators do not take for booleans).
+
+    Example:
+
+    >>> leading_axes(keras.ops.ones((3, 4)), 2).shape
+    TensorShape([1, 1, 3, 4])
+    """
+    for _ in range(count):
+        x = ops.expand_dims(x, 0)
+    return x

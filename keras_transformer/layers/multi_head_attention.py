@@ -9,6 +9,7 @@ from keras_transformer.layers._attention_decoding import AttentionDecoding
 from keras_transformer.layers._graph_kernels import attention_matmul
 from keras_transformer.layers._graph_kernels import attention_softmax
 from keras_transformer.layers._projection import Projection
+from keras_transformer.layers._utils import leading_axes
 from keras_transformer.layers._utils import size
 from keras_transformer.layers.masking import causal_mask
 from keras_transformer.layers.masking import merge_masks
@@ -278,7 +279,7 @@ class MultiHeadAttention(AttentionDecoding, keras.layers.MultiHeadAttention):
 
         causal = None
         if use_causal_mask:
-            causal = causal_mask(ops.shape(query)[1], key_length)[None, None]  # (1, 1, q, k)
+            causal = leading_axes(causal_mask(ops.shape(query)[1], key_length), 2)  # (1, 1, q, k)
         keys = (on_axis(value_mask, -2), on_axis(key_mask, -2))
         return merge_masks(on_axis(query_mask, -1), *keys, _with_heads(attention_mask), causal)
 
