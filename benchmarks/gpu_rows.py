@@ -4,9 +4,11 @@ training step of the same model on the same batch, timed.
 - `ours`: `Transformer.from_preset(...)` compiled by
   `training.compile_for_training` under the process's `KERAS_BACKEND`
   (JAX: XLA; PyTorch: eager, or `torch.compile` with `jit_compile=True`);
-- `torch`: `torch.nn.Transformer` of the same shape (tied embedding,
-  sinusoids, `cross_entropy(label_smoothing=0.1)`, Adam), eager or under
-  `torch.compile`.
+- `torch`: a PyTorch peer of the same model (`comparison.peer_torch`:
+  `torch.nn.Transformer`, or layers over `scaled_dot_product_attention`),
+  eager or under `torch.compile`, with the options a PyTorch user at their
+  best takes (or fewer, for the ablation); compiled, it reports Dynamo's
+  graphs, graph breaks and recompiles (as `ours` does on PyTorch).
 
 Neither imports TensorFlow. A spec (a dict) says what to run: `preset`,
 `cfg` (vocab, d_model, layers, heads, d_ff), `batch`, `source_len`,
@@ -95,12 +97,15 @@ def ours(spec):
         model.fit(tuple(tiled[:2]), tiled[2], batch_size=batch, shuffle=False, verbose=0)
 
     result = timed(step, steps_in_a_row, spec)
-    return {
+    result = {
         **result,
         "device": _keras_device(backend),
         "parameters": model.count_params(),
         "attention": _attention_kernel(backend, spec),
     }
+    if backend == "torch" and spec["compiled"]:
+        result.update(peer_torch.dynamo_counts())
+    return result
 
 
 def _attention_kernel(backend, spec):
@@ -134,34 +139,41 @@ def _keras_device(backend):
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
 
 
-def torch_transformer(spec):
-    """`torch.nn.Transformer` of the same shape, bf16 by `torch.autocast`."""
+def torch_peer(spec):
+    """A PyTorch peer of the same shape (`spec["peer"]`: `"nn"`,
+    `torch.nn.Transformer`; `"sdpa"`, layers over
+    `scaled_dot_product_attention`), as `spec["options"]` (a
+    `peer_torch.PeerOptions` as a list; the best by default) make it, bf16 by
+    `torch.autocast`."""
     import torch
 
     cfg = spec["cfg"]
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = peer_torch.torch_transformer(cfg, PAD, DROPOUT).to(device).train()
-    forward = torch.compile(model) if spec["compiled"] else model
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    source, target_in, target_out = (
-        torch.from_numpy(a).long().to(device) for a in batch_arrays(spec)
-    )
-    batch = (source, target_in, target_out)
+    options = peer_torch.PeerOptions(*spec.get("options", peer_torch.BEST))
+    if spec.get("peer", "nn") == "sdpa":
+        model = peer_torch.sdpa_transformer(cfg, PAD, DROPOUT)
+    else:
+        model = peer_torch.torch_transformer(cfg, PAD, DROPOUT, options)
+    model = model.to(device).train()
     bf16 = spec["precision"] == "bf16"
-
-    def step():
-        return float(peer_torch.training_step(forward, optimizer, batch, bf16, device))
+    step, _ = peer_torch.make_step(model, options, spec["compiled"], bf16, device)
+    arrays = batch_arrays(spec)
+    padded = bool((arrays[0] == PAD).any())
+    batch = tuple(torch.from_numpy(a).long().to(device) for a in arrays)
 
     def steps_in_a_row(count):
         for _ in range(count):
-            loss = peer_torch.training_step(forward, optimizer, batch, bf16, device)
+            loss = step(batch, padded)
         float(loss)
 
-    result = timed(step, steps_in_a_row, spec)
+    result = timed(lambda: float(step(batch, padded)), steps_in_a_row, spec)
     name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
     parameters = sum(p.numel() for p in model.parameters())
-    return {**result, "device": name, "parameters": parameters, "attention": "sdpa"}
+    result = {**result, "device": name, "parameters": parameters, "attention": "sdpa"}
+    if spec["compiled"]:
+        result.update(peer_torch.dynamo_counts())
+    return result
 
 
-ROWS = {"ours": ours, "torch": torch_transformer}
+ROWS = {"ours": ours, "torch": torch_peer}
