@@ -101,7 +101,8 @@ class CTranslate2Translator(runner.Runner):
         compute_type: CTranslate2's compute type, e.g. `"default"` (the
             exported type), `"int8"`, `"float32"`.
         intra_threads: threads per translation (0: CTranslate2's default).
-        inter_threads: translations run in parallel.
+        inter_threads: translations run in parallel: calls from that many
+            threads at once (one server worker each) run side by side.
         **settings: `DecodingSettings` that replace the exported ones
             (`beam_size`, `alpha`, ...).
 
@@ -120,6 +121,7 @@ class CTranslate2Translator(runner.Runner):
         {runner.TRANSLATE, runner.TRANSLATE_WITH_SCORES, runner.SAMPLE, runner.SCORE}
     )
     has_token_scores = True
+    shared_by_threads = True  # calls from `inter_threads` threads run side by side
 
     def __init__(
         self,

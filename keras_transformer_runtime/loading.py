@@ -39,16 +39,19 @@ def runner_kind(path):
     )
 
 
-def load_runner(path, threads=None, version=None, compute_type="default"):
+def load_runner(path, threads=None, version=None, compute_type="default", parallel_calls=1):
     """The runner of the export at `path` (`runner_kind`), running on
     `threads` threads (default: the runtime's own choice).
 
     A SavedModel's threads are TensorFlow's, one pool per process: they
     are set when TensorFlow has not run anything yet in this process, and
     a `RuntimeError` says so otherwise. `version` picks a SavedModel base
-    directory's version; `compute_type` is CTranslate2's.
+    directory's version; `compute_type` is CTranslate2's, and so is
+    `parallel_calls`: its `inter_threads`, the calls from that many threads
+    that run side by side (each on `threads`).
     """
     validation.check_positive_int(allow_none=True, threads=threads)
+    validation.check_positive_int(parallel_calls=parallel_calls)
     kind = runner_kind(path)
     if kind == "saved_model":
         return _saved_model(path, threads, version)
@@ -62,7 +65,9 @@ def load_runner(path, threads=None, version=None, compute_type="default"):
         return ONNXTranslator(path, num_threads=threads)
     from keras_transformer_runtime.ctranslate2 import CTranslate2Translator
 
-    return CTranslate2Translator(path, compute_type=compute_type, intra_threads=threads or 0)
+    return CTranslate2Translator(
+        path, compute_type=compute_type, intra_threads=threads or 0, inter_threads=parallel_calls
+    )
 
 
 def _saved_model(path, threads, version):

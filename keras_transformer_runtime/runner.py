@@ -111,10 +111,14 @@ class Runner:
             method's `batch_size=None` (the default) means, and so the
             default of `CorpusJob` and of the `translate` and
             `translate_corpus` commands.
+        shared_by_threads: whether one runner runs calls from several
+            threads in parallel (a SavedModel's functions; CTranslate2's
+            `inter_threads`): the server's workers then share one.
     """
 
     methods = frozenset({TRANSLATE})
     has_token_scores = False
+    shared_by_threads = False
     model = None
     limits = {"max_batch_size": None, "max_input_tokens": None}
     languages = TargetLanguages()

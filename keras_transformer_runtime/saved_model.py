@@ -153,6 +153,7 @@ class SavedModelTranslator(runner.Runner):
 
     methods = frozenset(runner.METHODS)
     has_token_scores = True
+    shared_by_threads = True  # its functions are thread-safe
 
     def __init__(self, path, version=None):
         self._tf = import_tensorflow()

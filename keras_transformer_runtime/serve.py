@@ -30,9 +30,12 @@ from keras_transformer_runtime.serving.protocol import Limits
 
 
 def load_runners(path, workers=1, threads=None, version=None, compute_type="default"):
-    """One runner per worker for the export at `path` (`runner_kind`), each
-    with `threads` threads (default: the cores shared among the workers);
-    a SavedModel is loaded once and shared (its functions are thread-safe).
+    """A runner per worker for the export at `path` (`runner_kind`), each
+    call on `threads` threads (default: the cores shared among the
+    workers): one runner shared by every worker where it runs calls from
+    several threads side by side (`Runner.shared_by_threads`: a SavedModel;
+    CTranslate2, with `inter_threads` = workers, one copy of the weights),
+    one each otherwise.
 
     Example:
 
@@ -43,9 +46,13 @@ def load_runners(path, workers=1, threads=None, version=None, compute_type="defa
     validation.check_positive_int(workers=workers)
     validation.check_positive_int(allow_none=True, threads=threads)
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
-    if runner_kind(path) == "saved_model":
+    if runner_kind(path) == "saved_model":  # TensorFlow's threads are the process's
         return [load_runner(path, version=version)] * workers
-    return [load_runner(path, threads, compute_type=compute_type) for _ in range(workers)]
+    first = load_runner(path, threads, compute_type=compute_type, parallel_calls=workers)
+    if first.shared_by_threads:
+        return [first] * workers
+    others = [load_runner(path, threads, compute_type=compute_type) for _ in range(workers - 1)]
+    return [first, *others]
 
 
 def make_parser():

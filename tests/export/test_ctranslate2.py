@@ -135,6 +135,36 @@ def test_bulk_batches_follow_the_threads(words_tokenizer, tmp_path):
     assert CTranslate2Translator(tmp_path / "ct2", intra_threads=2).bulk_batch_size == 256
 
 
+def test_server_workers_share_one_translator_that_runs_their_calls_side_by_side(
+    words_tokenizer, tmp_path
+):
+    """`load_runners` for 2 workers: one runner, CTranslate2 with 2
+    `inter_threads` (one copy of the weights); calls from 2 threads at once
+    give what each gives alone."""
+    import threading
+
+    from keras_transformer_runtime.serve import load_runners
+
+    tokenizer, _ = words_tokenizer
+    ct2_export.export_ctranslate2(Translator(random_model(), tokenizer), tmp_path / "ct2")
+    runners = load_runners(str(tmp_path / "ct2"), workers=2, threads=1)
+    assert len(runners) == 2 and runners[0] is runners[1]
+    assert runners[0].translator.num_translators == 2  # inter_threads
+    batches = [["a b c", "d e"], ["e d c b", "a"]]
+    alone = [runners[0].translate(batch) for batch in batches]
+    together = [None, None]
+
+    def work(index):
+        together[index] = runners[index].translate(batches[index])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert together == alone
+
+
 @pytest.mark.large  # uses the trained letter reverser
 def test_int8_export_still_reverses(letter_reverser, tmp_path):
     translator = Translator(letter_reverser.model, letter_reverser.tokenizer)
