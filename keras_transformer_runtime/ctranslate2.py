@@ -102,7 +102,8 @@ class CTranslate2Translator(runner.Runner):
             exported type), `"int8"`, `"float32"`.
         intra_threads: threads per translation (0: CTranslate2's default).
         inter_threads: translations run in parallel: calls from that many
-            threads at once (one server worker each) run side by side.
+            threads at once (one server worker each) run side by side, and
+            one call's batches run that many at once.
         **settings: `DecodingSettings` that replace the exported ones
             (`beam_size`, `alpha`, ...).
 
@@ -172,17 +173,20 @@ class CTranslate2Translator(runner.Runner):
         keep = self.settings.max_input_length - 1
         return [self.pieces.source(runner.as_text(text))[:keep] for text in sentences]
 
-    def _by_length(self, sentences, batch_size, run):
+    def _by_length(self, sentences, batch_size, run, parallel=1):
         """`run(pieces)` over batches of at most `batch_size` sources of
         similar length (so that a batch's output-length limit, its longest
-        source's, is close to each sentence's own, and little is padded);
-        its outputs, one per sentence, in input order."""
+        source's, is close to each sentence's own, and little is padded),
+        `parallel` batches at once; its outputs, one per sentence, in input
+        order."""
         pieces = self._source_pieces(sentences)
 
         def run_batch(chunk):
             return run([pieces[i] for i in chunk])
 
-        return in_length_order(len(pieces), lambda i: len(pieces[i]), run_batch, batch_size)
+        return in_length_order(
+            len(pieces), lambda i: len(pieces[i]), run_batch, batch_size, parallel=parallel
+        )
 
     def _decoding_limit(self, pieces):
         """The most tokens CTranslate2 may generate for a batch, EOS not
@@ -283,7 +287,9 @@ class CTranslate2Translator(runner.Runner):
             best = [self._hypotheses(f)[:n_best] for f in self._finished(pieces, results)]
             return self._with_token_scores(pieces, best) if token_scores else best
 
-        return self._by_length(sentences, batch_size, run)
+        # A batch per `inter_threads` translator at once (the sampler's
+        # draws stay in turn, and so repeatable with one translator).
+        return self._by_length(sentences, batch_size, run, self._options["inter_threads"])
 
     def _with_token_scores(self, pieces, hypotheses):
         """`hypotheses` (a list per source of `pieces`) with their tokens'

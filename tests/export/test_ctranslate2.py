@@ -163,6 +163,10 @@ def test_server_workers_share_one_translator_that_runs_their_calls_side_by_side(
     for thread in threads:
         thread.join()
     assert together == alone
+    # One call's batches, two at once on the two translators: as in turn.
+    sentences = [s for batch in batches for s in batch]
+    one_call = runners[0].translate(sentences, batch_size=1)
+    assert one_call == [runners[0].translate([s])[0] for s in sentences]
 
 
 @pytest.mark.large  # uses the trained letter reverser

@@ -34,6 +34,31 @@ def test_batches_hold_items_of_similar_size_and_results_come_back_in_order(monke
         in_length_order(3, sizes.__getitem__, run, 0)
 
 
+def test_parallel_batches_run_at_once_and_come_back_in_order():
+    import threading
+
+    sizes = [7, 1, 5, 3, 9, 2, 8, 4]
+
+    def meeting(timeout):
+        """A `run` whose batch waits for another to start: only batches
+        run at once pass."""
+        barrier = threading.Barrier(2, timeout=timeout)
+
+        def run(chunk):
+            barrier.wait()
+            return [f"item {i}" for i in chunk]
+
+        return run
+
+    results = in_length_order(len(sizes), sizes.__getitem__, meeting(10), 2, parallel=2)
+    assert results == [f"item {i}" for i in range(len(sizes))]
+    with pytest.raises(threading.BrokenBarrierError):  # in turn, the first waits alone
+        in_length_order(len(sizes), sizes.__getitem__, meeting(0.2), 2)
+    run = meeting(10)
+    with pytest.raises(ValueError, match="Received: parallel=0"):
+        in_length_order(3, sizes.__getitem__, run, 1, parallel=0)
+
+
 def test_word_scores_sum_each_words_pieces():
     from keras_transformer_runtime.results import word_scores
 
