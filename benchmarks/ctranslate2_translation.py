@@ -9,9 +9,11 @@ CTranslate2 export (float32 and int8), and Keras's int8 quantization.
 `--run_dir` is a `model_dir` of `examples/wmt_ende.py` after its export
 stage: the model is rebuilt from its `config.json` with the weights its
 `export.json` names, and translated with its beam size and alpha. Each
-row translates the whole test set in batches of 64 (sacreBLEU against the
-reference, sentences/s), then the first `--single` sentences one at a
-time (sentences/s at batch 1). Each speed is the faster of two passes
+row translates the whole test set (sacreBLEU against the reference,
+sentences/s: the SavedModel in calls of 64 sentences, as a server calls
+it; CTranslate2 and our runner over it in one call, as each is given a
+corpus), then the first `--single` sentences one at a time (sentences/s
+at batch 1). Each speed is the faster of two passes
 after a warm-up batch, and each row runs in a process of its own, as
 each runtime runs in a server: a CTranslate2 process never loads
 TensorFlow, and no two runtimes share the cores (two CTranslate2
@@ -24,17 +26,27 @@ each 5x slower at batch 1). The rows:
   baseline the other rows are compared with;
 * `SavedModel float32, tf.saved_model.load`: the same export as a Python
   server runs it;
-* `CTranslate2 float32` / `CTranslate2 int8`: `export_ctranslate2`, then
-  `CTranslate2Translator` with that compute type, with the same beam and
-  alpha, at its best: the row runs once per `intra_threads` of
-  `thread_counts()` (1, 2, 4, ... and all cores), each in a process of its
-  own, and each speed is the fastest, printed with its thread count (on 2
-  cores with one thread per core, all cores made CTranslate2 5x slower one
-  sentence at a time than one thread);
-* `Translator int8 (Keras)`: the model's `Dense` layers quantized by
-  `keras.Model.quantize("int8")` (embeddings stay float32), run by
-  `Translator` in Python (`--keras_int8 no` skips this slowest row; a
-  failure is reported as the row's result).
+* `CTranslate2 float32 alone` / `CTranslate2 int8 alone`: the
+  `export_ctranslate2` export run by CTranslate2 itself at its best, as its
+  users run it (`comparison.peer_ctranslate2.translate_at_best`): the
+  whole test set in one `translate_batch` call (CTranslate2 sorts and
+  batches it), with the same beam and alpha (its own length penalty),
+  for every `(inter_threads, intra_threads)` pair the cores allow (each in a
+  process of its own) and every batching of `BATCHINGS` (examples or
+  tokens); each speed is the fastest, printed with its setting, and the
+  whole grid is printed below the table;
+* `ours over CTranslate2 float32` / `... int8`: the same export through
+  our runner, `CTranslate2Translator`, given the whole test set in one
+  call as a corpus job gives it (its batches by length, of its
+  `bulk_batch_size`, with our output limits; its `inter_threads`
+  translators take a batch each at once), over the same grid, each speed
+  the fastest, printed with its setting;
+* `SavedModel int8 (Keras), session loader`: the model quantized by
+  `keras.Model.quantize("int8")` (every matrix: the attention's and
+  feed-forward projections, the embedding and its tied output
+  projection), exported by `export_saved_model` and run as the float32
+  row is (`--keras_int8 no` skips it; a failure is reported as the row's
+  result).
 
 Also printed: how many test sentences each row translates exactly as the
 float32 SavedModel through the session loader does.
@@ -43,12 +55,13 @@ float32 SavedModel through the session loader does.
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 
+from export_rows import grid_notes
+from export_rows import grid_settings
+from export_rows import run_at_best
+from export_rows import speed
 from script_workers import scratch_directory
-from script_workers import thread_counts
 
 from keras_transformer_runtime import text_files
 
@@ -110,13 +123,13 @@ def timed(translate, sources, batch_size, passes=2):
     return outputs, max(speeds)
 
 
-def ct2_translate(directory, compute_type, threads):
+def ct2_translate(directory, compute_type, threads, inter=1):
     """`translate(batch)` of the CTranslate2 export at `directory` with
-    `threads` intra-op threads."""
+    `inter` translators of `threads` intra-op threads."""
     from keras_transformer_runtime import CTranslate2Translator
 
     return CTranslate2Translator(
-        directory, compute_type=compute_type, intra_threads=threads
+        directory, compute_type=compute_type, intra_threads=threads, inter_threads=inter
     ).translate
 
 
@@ -147,107 +160,71 @@ def run_translator(model, tokenizer, config, **changes):
     return kt.Translator(model, tokenizer, **settings)
 
 
-def keras_int8_translate(run_dir):
-    """`translate(batch)` of `Translator` over the run's model with its
-    `Dense` layers quantized to int8 by Keras."""
+def export_keras_int8(run_dir, directory):
+    """The run's model quantized by `model.quantize("int8")`, exported as
+    a SavedModel at `directory`: the export's version directory."""
+    from keras_transformer.export import export_saved_model
+
     model, tokenizer, config = load_run(run_dir)
     model.quantize("int8")
-    return run_translator(model, tokenizer, config).translate
+    return export_saved_model(run_translator(model, tokenizer, config), directory)
 
 
 ROWS = {
     "SavedModel float32, session loader": ("saved_model", "session"),
     "SavedModel float32, tf.saved_model.load": ("saved_model", "load"),
-    "CTranslate2 float32": ("ct2_float32", "float32"),
-    "CTranslate2 int8": ("ct2_int8", "int8"),
-    "Translator int8 (Keras)": ("run_dir", "keras_int8"),
+    "CTranslate2 float32 alone": ("ct2_float32", "alone"),
+    "CTranslate2 int8 alone": ("ct2_int8", "alone"),
+    "ours over CTranslate2 float32": ("ct2_float32", "runner"),
+    "ours over CTranslate2 int8": ("ct2_int8", "runner"),
+    "SavedModel int8 (Keras), session loader": ("saved_model_int8", "session"),
 }
 
 
-# The peers' rows, which run at their fastest thread count (`fastest_row`).
-PEERS = ("CTranslate2 float32", "CTranslate2 int8")
-
-
-def worker(row, path, work, single, threads):
-    """Runs one row (a `ROWS` key) on the sources in `work` (a peer with
-    `threads` intra-op threads): writes its outputs and speeds to
+def worker(row, path, work, single, threads, inter=1):
+    """Runs one row (a `ROWS` key) on the sources in `work` (CTranslate2
+    with `inter` x `threads` threads): writes its outputs and speeds to
     `work/result.json`."""
     _, how = ROWS[row]
-    if how in ("session", "load"):
-        translate = saved_model_translate(path, how)
-    elif how == "keras_int8":
-        translate = keras_int8_translate(path)
-    else:
-        translate = ct2_translate(path, how, threads)
     sources = text_files.read_lines(os.path.join(work, "sources.txt"))
-    outputs, batch_speed = timed(translate, sources, 64)
-    _, single_speed = timed(translate, sources[:single], 1)
+    if how == "alone":
+        result = ct2_alone(path, inter, threads, sources, single)
+    else:
+        # The served SavedModel takes a batch of 64 a call; our runner, the
+        # whole set in one call, as a corpus job gives it (its own batches).
+        if how in ("session", "load"):
+            translate, call = saved_model_translate(path, how), 64
+        else:
+            translate, call = ct2_translate(path, "default", threads, inter), len(sources)
+        outputs, batch_speed = timed(translate, sources, call)
+        _, single_speed = timed(translate, sources[:single], 1)
+        result = {"outputs": outputs, "batch": batch_speed, "single": single_speed}
     with open(os.path.join(work, "result.json"), "w") as f:
-        json.dump({"outputs": outputs, "batch": batch_speed, "single": single_speed}, f)
+        json.dump(result, f)
 
 
-def run_row(row, path, work, single, script=__file__, threads=None):
-    """`worker` of `script` (this one, or another that runs its rows as
-    this one does) in a fresh process: its result, or the reason it
-    failed."""
-    result = os.path.join(work, "result.json")
-    if os.path.exists(result):
-        os.remove(result)
-    command = [sys.executable, os.path.abspath(script), "--worker", row, "--path", path]
-    command += ["--work", work, "--single", str(single)]
-    command += ["--threads", str(threads or os.cpu_count())]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or ["no output"]
-        return f"failed: exit {done.returncode}: {lines[-1]}"
-    with open(result) as f:
-        return json.load(f)
+def ct2_alone(path, inter, intra, sources, single):
+    """`translate_at_best` of the CTranslate2 export at `path`, with the
+    beam and alpha it was exported with."""
+    from keras_transformer_runtime import CTranslate2Translator
 
+    from comparison.peer_ctranslate2 import translate_at_best
 
-def fastest_row(row, path, work, single, script=__file__):
-    """`run_row` once per `thread_counts()`, each in its own process: the
-    result with each speed the fastest (the outputs of the fastest in
-    batches), and `"batch_threads"`, `"single_threads"`: the thread counts
-    that gave them; or the reason a run failed."""
-    best, speeds = None, {}
-    for threads in thread_counts():
-        result = run_row(row, path, work, single, script, threads)
-        if isinstance(result, str):
-            return f"{result} (intra_threads={threads})"
-        speeds[threads] = (result["batch"], result["single"])
-        if best is None or result["batch"] > best["batch"]:
-            best = {**(best or result), "outputs": result["outputs"], "batch": result["batch"]}
-            best["batch_threads"] = threads
-        if "single_threads" not in best or result["single"] > best["single"]:
-            best["single"], best["single_threads"] = result["single"], threads
-    best["by_threads"] = speeds
-    return best
-
-
-def thread_note(row, result):
-    """A line with a peer row's speeds at each thread count, or None."""
-    if "by_threads" not in result:
-        return None
-    speeds = "; ".join(
-        f"{threads}: {batch:.1f} / {single:.1f}"
-        for threads, (batch, single) in result["by_threads"].items()
+    settings = CTranslate2Translator(path, intra_threads=1).settings
+    return translate_at_best(
+        path, "default", inter, intra, sources, settings.beam_size, settings.alpha, single
     )
-    return f"{row}, sentences/s (batch 64 / batch 1) by intra_threads: {speeds}"
 
 
-def run_any_row(row, path, work, single, script=__file__):
-    """A peer's row at its fastest (`fastest_row`), ours as served."""
-    if row in PEERS:
-        return fastest_row(row, path, work, single, script)
-    return run_row(row, path, work, single, script)
+def ct2_settings(row):
+    """The settings `row` runs at (`export_rows`): CTranslate2 alone over
+    its `(inter_threads, intra_threads)` grid, our runner over CTranslate2
+    over the same grid (its `inter_threads` run a call's batches at once),
+    the SavedModel as served (none)."""
+    from comparison.peer_ctranslate2 import setting_name
 
-
-def speed(result, key):
-    """A row's sentences/s (`"batch"` or `"single"`), with the peer's
-    thread count."""
-    threads = result.get(f"{key}_threads")
-    count = "" if threads is None else f" ({threads} thread{'s' * (threads > 1)})"
-    return f"{result[key]:.1f}{count}"
+    _, how = ROWS[row]
+    return grid_settings(setting_name) if how in ("alone", "runner") else None
 
 
 def run_parser(description):
@@ -278,6 +255,7 @@ def argument_parser(description, rows):
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--inter", type=int, default=1, help=argparse.SUPPRESS)
     return parser
 
 
@@ -305,11 +283,11 @@ def main():
         "--keras_int8",
         choices=("yes", "no"),
         default="yes",
-        help="also measure Keras's int8 quantization (the slowest row)",
+        help="also measure Keras's int8 quantization, exported as a SavedModel",
     )
     args = parsed(parser)
     if args.worker:
-        return worker(args.worker, args.path, args.work, args.single, args.threads)
+        return worker(args.worker, args.path, args.work, args.single, args.threads, args.inter)
 
     import sacrebleu
 
@@ -322,10 +300,11 @@ def main():
     work = scratch_directory("ct2_translation_")
     with open(os.path.join(work, "sources.txt"), "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in sources)
-    paths = {
-        "saved_model": export_saved_model(translator, os.path.join(work, "saved_model")),
-        "run_dir": args.run_dir,
-    }
+    paths = {"saved_model": export_saved_model(translator, os.path.join(work, "saved_model"))}
+    if args.keras_int8 == "yes":
+        paths["saved_model_int8"] = export_keras_int8(
+            args.run_dir, os.path.join(work, "saved_model_int8")
+        )
     for quantization in ("float32", "int8"):
         paths[f"ct2_{quantization}"] = os.path.join(work, f"ct2_{quantization}")
         export_ctranslate2(translator, paths[f"ct2_{quantization}"], quantization=quantization)
@@ -335,13 +314,13 @@ def main():
         f"alpha {translator.settings.alpha}, {os.cpu_count()} cores; "
         f"batch 1 on the first {args.single}"
     )
-    print("| | BLEU | same as SavedModel | sentences/s, batch 64 | sentences/s, batch 1 |")
+    print("| | BLEU | same as SavedModel | sentences/s, whole set | sentences/s, batch 1 |")
     print("| --- | ---: | ---: | ---: | ---: |")
     baseline, notes = None, []
     for row, (path, _) in ROWS.items():
-        if row == "Translator int8 (Keras)" and args.keras_int8 == "no":
+        if path not in paths:  # --keras_int8 no
             continue
-        result = run_any_row(row, paths[path], work, args.single)
+        result = run_at_best(row, paths[path], work, args.single, __file__, ct2_settings(row))
         if isinstance(result, str):
             print(f"| {row} | {result} | | | |", flush=True)
             continue
@@ -354,8 +333,8 @@ def main():
             f"{speed(result, 'single')} |",
             flush=True,
         )
-        notes.append(thread_note(row, result))
-    print("\n".join(note for note in notes if note))
+        notes += grid_notes(row, result)
+    print("\n".join(notes))
 
 
 if __name__ == "__main__":

@@ -10,19 +10,27 @@ and CTranslate2 int8.
 `--run_dir` is a `model_dir` of `examples/wmt_ende.py` after its export
 stage (the model is rebuilt as `ctranslate2_translation.py` rebuilds it),
 decoded with its beam size and alpha. Each export is written from the same
-weights, then each row runs in a process of its own with every core: the
-whole test set in batches of 16 (sacreBLEU, sentences/s), then the first
-`--single` sentences one at a time (sentences/s at batch 1); each speed
-is the faster of two passes after a warm-up batch. The rows:
+weights, then each row runs in processes of its own: the whole test set
+(sacreBLEU, sentences/s; the SavedModel in calls of 64 sentences as a
+server calls it, each runner in one call, in its own batches of its
+`bulk_batch_size`), then the first `--single` sentences one at a time
+(sentences/s at batch 1); each speed is the faster of two passes after a
+warm-up. Each runner runs at every setting of its threads, each in a
+process of its own (`export_rows.fastest`); each speed is the fastest,
+printed with its setting, and every setting's speeds are printed below
+the table. The rows:
 
 * `SavedModel float32`: `export_saved_model`, loaded by the TF1 session
-  loader as TF Serving runs it;
-* `CTranslate2 int8` (at its fastest thread count, as in
-  `ctranslate2_translation.py`): `export_ctranslate2(quantization="int8")`,
-  `CTranslate2Translator`;
+  loader as TF Serving runs it (TF Serving's default session settings);
+* `ours over CTranslate2 int8`: `export_ctranslate2(quantization="int8")`,
+  `CTranslate2Translator`, over CTranslate2's `(inter_threads,
+  intra_threads)` grid (`ctranslate2_translation.ct2_settings`);
 * `LiteRT float32` / `float16` / `dynamic int8`: `export_litert`, run by
-  `LiteRTTranslator` (the `ai-edge-litert` interpreter);
-* `ONNX float32`: `export_onnx`, run by `ONNXTranslator` (ONNX Runtime).
+  `LiteRTTranslator` (the `ai-edge-litert` interpreter), at each
+  `num_threads` of `thread_counts()`;
+* `ONNX float32`: `export_onnx`, run by `ONNXTranslator` (ONNX Runtime),
+  over the `(inter-op, intra-op)` thread pairs whose product the cores
+  allow.
 
 `size` is the model file (the SavedModel's `variables/` and graph; the
 CTranslate2 `model.bin`), without the tokenizer. `same as Translator`
@@ -43,20 +51,23 @@ from ctranslate2_translation import ct2_translate  # noqa: E402
 from ctranslate2_translation import load_run  # noqa: E402
 from ctranslate2_translation import parsed  # noqa: E402
 from ctranslate2_translation import read_test_set  # noqa: E402
-from ctranslate2_translation import run_any_row  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
 from ctranslate2_translation import saved_model_translate  # noqa: E402
-from ctranslate2_translation import speed  # noqa: E402
 from ctranslate2_translation import timed  # noqa: E402
+from export_rows import grid_notes  # noqa: E402
+from export_rows import grid_settings  # noqa: E402
+from export_rows import intra_settings  # noqa: E402
+from export_rows import run_at_best  # noqa: E402
+from export_rows import speed  # noqa: E402
 from script_workers import scratch_directory  # noqa: E402
 
 from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 
-BATCH = 16
+BATCH = 64  # the SavedModel's sentences per call
 # Row name: (export key, how the worker runs it).
 ROWS = {
     "SavedModel float32": ("saved_model", "session"),
-    "CTranslate2 int8": ("ct2_int8", "ct2"),
+    "ours over CTranslate2 int8": ("ct2_int8", "ct2"),
     "LiteRT float32": ("litert_float32", "litert"),
     "LiteRT float16": ("litert_float16", "litert"),
     "LiteRT dynamic int8": ("litert_dynamic_int8", "litert"),
@@ -65,28 +76,42 @@ ROWS = {
 }
 
 
-def file_translate(path, how):
-    """`translate(batch)` of a LiteRT or ONNX model file."""
+def settings(row):
+    """The settings `row` runs at (`export_rows`), or None (the SavedModel,
+    as TF Serving runs it)."""
+    from comparison.peer_ctranslate2 import setting_name
+
+    return {
+        "ct2": grid_settings(setting_name),
+        "litert": intra_settings("num_threads"),
+        "onnx": grid_settings(lambda inter, intra: f"inter-op {inter} x intra-op {intra}"),
+    }.get(ROWS[row][1])
+
+
+def runner_translate(path, how, threads, inter):
+    """`translate(batch)` of a runner of CTranslate2 int8, LiteRT or ONNX
+    with these threads (each runner's own batches)."""
     from keras_transformer_runtime import LiteRTTranslator
     from keras_transformer_runtime import ONNXTranslator
 
-    translator = (LiteRTTranslator if how == "litert" else ONNXTranslator)(path)
-    return lambda batch: translator.translate(batch, batch_size=len(batch))
+    if how == "ct2":
+        return ct2_translate(path, "int8", threads, inter)
+    if how == "litert":
+        return LiteRTTranslator(path, num_threads=threads).translate
+    return ONNXTranslator(path, num_threads=threads, inter_op_threads=inter).translate
 
 
-def worker(row, path, work, single, threads):
-    """Runs one row on the sources in `work` (CTranslate2 with `threads`
-    intra-op threads): writes its outputs and speeds to
+def worker(row, path, work, single, threads, inter):
+    """Runs one row on the sources in `work` with `inter` x `threads`
+    threads (`settings`): writes its outputs and speeds to
     `work/result.json`."""
     _, how = ROWS[row]
-    if how == "session":
-        translate = saved_model_translate(path, "session")
-    elif how == "ct2":
-        translate = ct2_translate(path, "int8", threads)
-    else:
-        translate = file_translate(path, how)
     sources = read_lines(os.path.join(work, "sources.txt"))
-    outputs, batch_speed = timed(translate, sources, BATCH)
+    if how == "session":
+        translate, call = saved_model_translate(path, "session"), BATCH
+    else:
+        translate, call = runner_translate(path, how, threads, inter), len(sources)
+    outputs, batch_speed = timed(translate, sources, call)
     _, single_speed = timed(translate, sources[:single], 1)
     with open(os.path.join(work, "result.json"), "w") as f:
         json.dump({"outputs": outputs, "batch": batch_speed, "single": single_speed}, f)
@@ -130,7 +155,7 @@ def export_all(translator, greedy, work):
 def main():
     args = parsed(argument_parser(__doc__, ROWS))
     if args.worker:
-        return worker(args.worker, args.path, args.work, args.single, args.threads)
+        return worker(args.worker, args.path, args.work, args.single, args.threads, args.inter)
 
     import sacrebleu
 
@@ -154,13 +179,14 @@ def main():
         f"{os.cpu_count()} cores; batch 1 on the first {args.single}"
     )
     print(
-        f"| | size, MB | of LiteRT float32 | BLEU | same as Translator | "
-        f"sentences/s, batch {BATCH} | sentences/s, batch 1 |"
+        "| | size, MB | of LiteRT float32 | BLEU | same as Translator | "
+        "sentences/s, whole set | sentences/s, batch 1 |"
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    notes = []
     for row, (key, _) in ROWS.items():
         size = size_mb(paths[key])
-        result = run_any_row(row, paths[key], work, args.single, script=__file__)
+        result = run_at_best(row, paths[key], work, args.single, __file__, settings(row))
         if isinstance(result, str):
             print(f"| {row} | {size:.1f} | | {result} | | | |", flush=True)
             continue
@@ -173,6 +199,8 @@ def main():
             f"{same}/{len(sources)} | {speed(result, 'batch')} | {speed(result, 'single')} |",
             flush=True,
         )
+        notes += grid_notes(row, result)
+    print("\n".join(notes))
 
 
 if __name__ == "__main__":

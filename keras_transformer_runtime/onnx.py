@@ -12,6 +12,7 @@ from keras_transformer_runtime.exported_search import OUTPUT_IDS
 from keras_transformer_runtime.exported_search import SCORES
 from keras_transformer_runtime.exported_search import SOURCE_IDS
 from keras_transformer_runtime.exported_search import ExportedSearchTranslator
+from keras_transformer_runtime.validation import check_positive_int
 
 
 def import_onnxruntime():
@@ -33,6 +34,9 @@ class ONNXTranslator(ExportedSearchTranslator):
     Args:
         path: the `.onnx` file (its tokenizer and settings beside it).
         num_threads: ONNX Runtime's intra-op threads (default: every core).
+        inter_op_threads: ONNX Runtime's inter-op threads: with more than
+            one, independent operators of the graph run in parallel
+            (`ExecutionMode.ORT_PARALLEL`), each on `num_threads`.
 
     Attributes:
         settings: the exported `DecodingSettings`.
@@ -45,11 +49,16 @@ class ONNXTranslator(ExportedSearchTranslator):
     ['Ein Hund läuft.']
     """
 
-    def __init__(self, path, num_threads=None):
+    def __init__(self, path, num_threads=None, inter_op_threads=1):
+        check_positive_int(allow_none=True, num_threads=num_threads)
+        check_positive_int(inter_op_threads=inter_op_threads)
         onnxruntime = import_onnxruntime()
         super().__init__(path, "onnx")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = num_threads or os.cpu_count()
+        options.inter_op_num_threads = inter_op_threads
+        if inter_op_threads > 1:
+            options.execution_mode = onnxruntime.ExecutionMode.ORT_PARALLEL
         self._session = onnxruntime.InferenceSession(
             self.path, options, providers=["CPUExecutionProvider"]
         )

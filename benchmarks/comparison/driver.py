@@ -23,6 +23,7 @@ from comparison import peer_torch
 from comparison import served
 from comparison.measure import peak_rss_mib
 from comparison.report import format_report
+from comparison.report import setting_text
 from comparison.workload import CONFIGS
 from comparison.workload import DECODE_SHAPES
 from comparison.workload import TARGET_LEN
@@ -152,10 +153,12 @@ def plan(args):
 
 
 def _measure_row(cfg, label, spec, timeout):
-    """One fresh-process measurement of the row `label`, with its median
-    time, tokens/s and GFLOP/s."""
+    """One fresh-process measurement of the row `label` (a peer's at each
+    of its settings, the fastest kept), with its median time, tokens/s and
+    GFLOP/s."""
     task, impl, precision = label
-    result = (_fastest if impl in THREADED_PEERS else run_subprocess)(spec, timeout)
+    settings = peer_settings(impl, task)
+    result = _fastest(spec, settings, timeout) if settings else run_subprocess(spec, timeout)
     row = {"task": task, "impl": impl, "precision": precision, **result}
     if "times" not in result:
         print(f"{task:6} {impl:12} {precision}: {result.get('error')}", flush=True)
@@ -169,23 +172,42 @@ def _measure_row(cfg, label, spec, timeout):
     return row
 
 
-# The peers whose rows run at each of `thread_counts()`, the fastest kept.
-THREADED_PEERS = ("ctranslate2", "ctranslate2_converted")
-
-
-def _fastest(spec, timeout):
-    """`spec` run once per intra-op thread count, each in a fresh process:
-    the result with the lowest median time, with its `"threads"`."""
+def peer_settings(impl, task):
+    """The settings a peer's row runs at, each in a process of its own, the
+    fastest kept (as its users run it at their best): CTranslate2 over its
+    `(inter_threads, intra_threads)` grid and `max_batch_size` (its own
+    batching of the call's sentences, which `inter_threads` translate in
+    parallel); keras-hub (TensorFlow's intra-op threads) and PyTorch over
+    their thread counts. `None` for ours (its defaults)."""
     from script_workers import thread_counts
 
-    best = None
-    for threads in thread_counts():
-        result = run_subprocess({**spec, "threads": threads}, timeout)
+    if impl in ("ctranslate2", "ctranslate2_converted"):
+        batch = DECODE_SHAPES[task]["batch"]
+        sizes = sorted({size for size in (16, 32, batch) if size <= batch})
+        return [
+            {"inter": inter, "threads": intra, "max_batch_size": size}
+            for inter, intra in peer_ctranslate2.thread_grid()
+            for size in sizes
+        ]
+    if impl in ("keras_hub", "torch"):
+        return [{"threads": threads} for threads in thread_counts()]
+    return None
+
+
+def _fastest(spec, settings, timeout):
+    """`spec` run once per setting (a dict merged into it), each in a fresh
+    process: the result with the lowest median time, with its `"setting"`
+    and every setting's median in `"by_setting"`."""
+    best, medians = None, {}
+    for setting in settings:
+        result = run_subprocess({**spec, **setting}, timeout)
         if "times" not in result:
             return result
-        result["threads"] = threads
-        if best is None or statistics.median(result["times"]) < statistics.median(best["times"]):
-            best = result
+        median = statistics.median(result["times"])
+        medians[setting_text(setting)] = median
+        if best is None or median < statistics.median(best["times"]):
+            best = {**result, "setting": setting}
+    best["by_setting"] = medians
     return best
 
 

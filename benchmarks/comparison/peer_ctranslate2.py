@@ -2,15 +2,113 @@
 built through `ctranslate2.specs` (`worker_decode`) or converted from our
 own random-weight `Transformer` by `export.ctranslate2.transformer_spec`,
 the conversion users run on their trained models (`worker_converted`), in
-float32 or int8."""
+float32 or int8; and CTranslate2 at its best on a trained model's export
+(`translate_at_best`).
+
+At its best means as CTranslate2's own users run it: the whole input in
+one `translate_batch` call, which sorts it by length and splits it into
+batches of `max_batch_size` examples or tokens (`BATCHINGS`), run in
+parallel by `inter_threads` translators of `intra_threads` threads each
+(`thread_grid`: every pair whose product the cores allow). Each pair runs
+in a process of its own; every batching is timed in it.
+"""
 
 import os
 import tempfile
+import time
 
 from comparison.measure import time_calls
 from comparison.workload import decode_sources
 
 POSITIONS = 256  # positions in the table: more than any workload decodes
+# CTranslate2's batching of one call: (batch_type, max_batch_size).
+BATCHINGS = (
+    ("examples", 16),
+    ("examples", 32),
+    ("examples", 64),
+    ("tokens", 1024),
+    ("tokens", 2048),
+)
+
+
+def thread_grid(cores=None):
+    """`(inter_threads, intra_threads)` pairs whose product is at most
+    `cores` (the machine's), each 1, a power of two or the cores: on 2
+    cores, (1, 1), (1, 2) and (2, 1)."""
+    cores = cores or os.cpu_count() or 1
+    counts = sorted({cores} | {2**i for i in range(cores.bit_length()) if 2**i <= cores})
+    return [(inter, intra) for inter in counts for intra in counts if inter * intra <= cores]
+
+
+def setting_name(inter, intra, batching=None):
+    """How a table prints a setting, e.g. `inter 2 x intra 1, 64 examples`."""
+    name = f"inter {inter} x intra {intra}"
+    return name if batching is None else f"{name}, {batching[1]} {batching[0]}"
+
+
+def translate_at_best(
+    model_dir, compute_type, inter, intra, sources, beam_size, alpha, single, batchings=BATCHINGS
+):
+    """CTranslate2 on the export at `model_dir` (of `export_ctranslate2`:
+    its SentencePiece model beside it) with these threads, as its users run
+    it: each of `BATCHINGS` translates all of `sources` in one call (text to
+    text, tokenization included; the faster of two passes after a warm-up),
+    and the first `single` sources one call each (the latency of a request
+    alone; none with `single=0`). Returns `{"by_batching": {name:
+    sentences/s}, "batch": the fastest, "batching": its name, "outputs": its
+    translations, "single": sentences/s one at a time}`."""
+    import json
+
+    import ctranslate2
+
+    from keras_transformer_runtime.ctranslate2 import SETTINGS_FILE
+    from keras_transformer_runtime.ctranslate2 import tokenizer_kind
+    from keras_transformer_runtime.tokenizers import host_tokenizer
+
+    with open(os.path.join(model_dir, SETTINGS_FILE), encoding="utf-8") as f:
+        recorded = json.load(f)
+    pieces = host_tokenizer(tokenizer_kind(model_dir, recorded), model_dir)
+    translator = ctranslate2.Translator(
+        model_dir, compute_type=compute_type, inter_threads=inter, intra_threads=intra
+    )
+
+    def translate(texts, batching=("examples", 64)):
+        results = translator.translate_batch(
+            [pieces.source(text) for text in texts],
+            beam_size=beam_size,
+            length_penalty=alpha,
+            batch_type=batching[0],
+            max_batch_size=batching[1],
+        )
+        return [pieces.text(result.hypotheses[0]) for result in results]
+
+    def speed(texts, run):
+        run(texts[:8])
+        best = 0.0
+        for _ in range(2):
+            start = time.perf_counter()
+            outputs = run(texts)
+            best = max(best, len(texts) / (time.perf_counter() - start))
+        return best, outputs
+
+    by_batching, fastest = {}, None
+    for batching in batchings:
+        rate, outputs = speed(sources, lambda texts, b=batching: translate(texts, b))
+        by_batching[f"{batching[1]} {batching[0]}"] = rate
+        if fastest is None or rate > fastest[0]:
+            fastest = (rate, f"{batching[1]} {batching[0]}", outputs)
+    single_rate = 0.0
+    if single:
+        single_rate, _ = speed(
+            sources[:single], lambda texts: [translate([text])[0] for text in texts]
+        )
+    return {
+        "by_batching": by_batching,
+        "batch": fastest[0],
+        "batching": fastest[1],
+        "outputs": fastest[2],
+        "single": single_rate,
+    }
 
 
 def _sinusoids(length, depth):
@@ -121,7 +219,9 @@ def worker_converted(spec):
 
 def worker_decode(spec, build=_model):
     """Greedy or beam decoding of `spec["decode"]` (a `DECODE_SHAPES`
-    entry), exactly its `steps` tokens each, float32 or int8."""
+    entry), exactly its `steps` tokens each, float32 or int8, in one
+    `translate_batch` call with `spec`'s `inter` and `threads` (intra) and
+    `max_batch_size`."""
     import ctranslate2
 
     cfg = spec["cfg"]
@@ -132,7 +232,7 @@ def worker_decode(spec, build=_model):
             directory,
             device="cpu",
             compute_type={"fp32": "float32", "int8": "int8"}[spec["precision"]],
-            inter_threads=1,
+            inter_threads=spec.get("inter", 1),
             intra_threads=spec.get("threads", os.cpu_count()),
         )
         sources = decode_sources(cfg, spec["ids"], (shape["batch"], shape["source_len"]))
@@ -143,7 +243,7 @@ def worker_decode(spec, build=_model):
             results[:] = translator.translate_batch(
                 batch,
                 beam_size=shape["beam"],
-                max_batch_size=shape["batch"],
+                max_batch_size=spec.get("max_batch_size", shape["batch"]),
                 min_decoding_length=shape["steps"],
                 max_decoding_length=shape["steps"],
             )

@@ -13,6 +13,15 @@ from comparison.workload import forbid_eos_before
 from comparison.workload import train_batch
 
 
+def _threads(spec):
+    """TensorFlow's intra-op threads as `spec["threads"]` says (keras-hub
+    runs on TensorFlow here), before anything runs."""
+    if "threads" in spec:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+
+
 def _model(cfg, precision, pad_id, dropout=DROPOUT):
     import keras
     import keras_hub
@@ -77,6 +86,7 @@ def smoothed_cross_entropy(y_true, logits):
 def worker_train(spec):
     """One training step, Keras's default `jit_compile="auto"`."""
     quiet_tensorflow()
+    _threads(spec)
     import keras
     import tensorflow as tf
 
@@ -98,6 +108,7 @@ def worker_train(spec):
 def worker_decode(spec):
     """Cached greedy decoding with keras-hub's decoder caches, XLA."""
     quiet_tensorflow()
+    _threads(spec)
     import tensorflow as tf
     from keras import ops
 

@@ -28,6 +28,17 @@ SERVED_TARGET = 1.0
 BEAM_ROWS_TARGET = 1.5
 
 
+def setting_text(setting):
+    """A row's setting as the table prints it, e.g. `inter 2 x intra 1,
+    batches of 32`."""
+    if not setting:
+        return ""
+    if "inter" in setting:
+        text = f"inter {setting['inter']} x intra {setting['threads']}"
+        return text + f", batches of {setting['max_batch_size']}"
+    return f"{setting['threads']} thread{'s' * (setting['threads'] > 1)}"
+
+
 def _ceiling(report, precision):
     values = [
         report["ceilings"].get(f"{precision}_{when}", {}).get("gflops") for when in ("start", "end")
@@ -106,15 +117,16 @@ def format_report(report):
     )
     lines += [
         "",
-        "| task | implementation | precision | tokens/s | median ms | % ceiling | peak MiB "
-        "| ours / this |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| task | implementation | precision | setting | tokens/s | median ms | % ceiling "
+        "| peak MiB | ours / this |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     rows = {(r["task"], r["impl"], r["precision"]): r for r in report["rows"]}
     for (task, impl, precision), row in rows.items():
         if "tokens_per_s" not in row:
             lines.append(
-                f"| {task} | {impl} | {precision} | failed: {row.get('error', '')[:120]} | | | | |"
+                f"| {task} | {impl} | {precision} | | failed: {row.get('error', '')[:120]} "
+                "| | | | |"
             )
             continue
         ceiling = _ceiling(report, "bf16" if precision == "bf16" else "fp32")
@@ -131,7 +143,8 @@ def format_report(report):
             spread = [1000 * t for t in row["round_medians_s"]]
             median += f" ({min(spread):,.0f}–{max(spread):,.0f})"
         lines.append(
-            f"| {task} | {impl} | {precision} | {row['tokens_per_s']:,.0f} | {median} | "
+            f"| {task} | {impl} | {precision} | {setting_text(row.get('setting'))} "
+            f"| {row['tokens_per_s']:,.0f} | {median} | "
             f"{percent} | {row['peak_rss_mib']:,.0f} | {ratio} |"
         )
     lines += _beam_rows_lines(rows)

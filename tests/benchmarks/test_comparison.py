@@ -120,10 +120,11 @@ def test_table_gives_ratios_against_each_peer_and_checks_targets():
         ceilings={"fp32_start": {"gflops": 200.0}, "fp32_end": {"gflops": 200.0}},
     )
     assert (
-        "| train | keras_hub | fp32 | 1,000 | 50.0 | 50% | 1 | 1.20x (target 1.15x: met) |" in table
+        "| train | keras_hub | fp32 |  | 1,000 | 50.0 | 50% | 1 | 1.20x (target 1.15x: met) |"
+        in table
     )
     assert (
-        "| greedy | keras_hub | fp32 | 1,000 | 50.0 | 50% | 1 | 1.00x (target 1.2x: missed) |"
+        "| greedy | keras_hub | fp32 |  | 1,000 | 50.0 | 50% | 1 | 1.00x (target 1.2x: missed) |"
         in table
     )
     assert "not installed, skipped: ctranslate2" in table
@@ -160,7 +161,7 @@ def test_table_gives_the_served_rows_against_ctranslate2():
             _row("beam4_single", "ctranslate2", "fp32", 250.0),
         ]
     )
-    assert "| beam4 | served | fp32 | 250 | 50.0 |  | 1 | 4.00x |" in table  # ours / served
+    assert "| beam4 | served | fp32 |  | 250 | 50.0 |  | 1 | 4.00x |" in table  # ours / served
     assert (
         "served SavedModel against CTranslate2 float32, same run: "
         "beam4 served 0.50x (target 1.0x: missed), beam4 served_load 0.40x, "
@@ -199,7 +200,37 @@ def test_rounds_merge_by_the_median_of_their_medians():
 
     table = _table([row], rounds=4)
     assert "every row measured in 4 rounds" in table
-    assert "| beam4 | ours | fp32 | 2,560 | 1,000.0 (500–2,000) |" in table
+    assert "| beam4 | ours | fp32 |  | 2,560 | 1,000.0 (500–2,000) |" in table
+
+
+def test_each_peer_runs_at_every_setting_and_keeps_its_fastest(monkeypatch):
+    """CTranslate2 over its (inter, intra) grid and batch sizes, PyTorch and
+    keras-hub over their thread counts, ours at its defaults; the fastest
+    setting is kept, printed beside its number, with every setting's time."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    grid = driver.peer_settings("ctranslate2", "beam4")
+    assert {(s["inter"], s["threads"]) for s in grid} == {(1, 1), (1, 2), (2, 1)}
+    assert {s["max_batch_size"] for s in grid} == {16, 32, 64}
+    assert {s["max_batch_size"] for s in driver.peer_settings("ctranslate2", "beam4_single")} == {1}
+    assert driver.peer_settings("torch", "train") == [{"threads": 1}, {"threads": 2}]
+    assert driver.peer_settings("ours", "beam4") is None
+    medians = {(2, 1, 32): 0.5}  # the fastest; every other setting takes 1 s
+
+    def run(spec, timeout):
+        median = medians.get((spec["inter"], spec["threads"], spec["max_batch_size"]), 1.0)
+        return {"times": [median] * 5, "tokens": 2560, "peak_rss_mib": 1.0}
+
+    monkeypatch.setattr(driver, "run_subprocess", run)
+    best = driver._fastest({}, grid, timeout=10)
+    assert best["setting"] == {"inter": 2, "threads": 1, "max_batch_size": 32}
+    assert len(best["by_setting"]) == 9
+    row = dict(task="beam4", impl="ctranslate2", precision="fp32", **best)
+    driver._set_speed(
+        row, workload.CONFIGS["tiny"], dict(decode=workload.DECODE_SHAPES["beam4"]), 0.5
+    )
+    assert "| beam4 | ctranslate2 | fp32 | inter 2 x intra 1, batches of 32 | 5,120 |" in _table(
+        [row]
+    )
 
 
 def test_missing_peer_is_reported_as_not_installed(monkeypatch):

@@ -51,6 +51,9 @@ def test_translates_as_the_translator(
     sentences = letter_reversal_corpus(60, seed=21)[0]
     sources = ["", "a", *sentences]
     assert_translates_as(translator, ONNXTranslator, path, sources)
+    # Operators in parallel (ONNX Runtime's inter-op threads): the same search.
+    parallel = ONNXTranslator(path, num_threads=1, inter_op_threads=2)
+    assert parallel.translate(sources) == translator.translate(sources)
     with open(f"{path}.json") as f:
         record = json.load(f)
     assert (record["runtime"], record["beam_size"]) == ("onnx", beam_size)
@@ -65,6 +68,13 @@ def test_translates_as_the_translator(
     ran = translate_in_a_process("ONNXTranslator", path, sentences[:3])
     assert ran["imported"] == []
     assert ran["translations"] == translator.translate(sentences[:3])
+
+
+@pytest.mark.parametrize("threads", [dict(inter_op_threads=0), dict(num_threads=1.5)])
+def test_bad_thread_counts_are_refused_by_name(tmp_path, threads):
+    name = next(iter(threads))
+    with pytest.raises(ValueError, match=f"`{name}` must be a positive integer"):
+        ONNXTranslator(str(tmp_path / "ende.onnx"), **threads)
 
 
 def test_bad_arguments_are_refused_before_converting(words_tokenizer, tmp_path):
