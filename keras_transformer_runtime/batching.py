@@ -45,6 +45,7 @@ def in_length_order(count, size, run, batch_size, progress=None, parallel=1):
     results = [None] * count
     done = 0
     start_time = time.time()
+    parallel = min(parallel, len(chunks))  # no threads for one batch (a server's call)
     with concurrent.futures.ThreadPoolExecutor(parallel) if parallel > 1 else _InOrder() as pool:
         for chunk, outputs in zip(chunks, pool.map(run, chunks), strict=True):
             for i, result in zip(chunk, outputs, strict=True):
