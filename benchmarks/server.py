@@ -7,7 +7,8 @@ concurrent clients, against its runner called directly.
 `--clients` clients each send one sentence a request over a kept-alive
 HTTP connection (TF Serving's `:predict`, `serving_default`) and wait for
 the answer, the sentences of `--sentences` (the first `--count`) shared
-among them. A row per `SETTINGS` entry (workers x threads per runner):
+among them. A row per `--settings` entry (workers x threads per runner;
+default `SETTINGS`):
 the server started with it (`--max_batch_size`, `--batch_timeout_ms`)
 in a process of its own, and the same runners called directly in
 another process, each worker thread translating consecutive batches of
@@ -17,6 +18,15 @@ alternate, `--rounds` times after a warm-up (so that the machine's drift
 falls on both alike); a row gives the medians of the rounds' speeds and
 of their ratios, and a request's median and 90th-percentile latency
 over all rounds.
+
+For a CTranslate2 export, each round also measures CTranslate2 alone at
+its best on the same batch size: every sentence in one `translate_batch`
+call with `max_batch_size` the server's mean batch, over its
+`(inter_threads, intra_threads)` grid (`comparison.peer_ctranslate2`),
+each setting in a process of its own, the fastest kept and printed; and
+the direct pass with one translator per worker (`separate`), against the
+one translator the workers share (`inter_threads` = workers, what the
+server runs).
 """
 
 import argparse
@@ -36,6 +46,8 @@ sys.path.insert(0, ROOT)
 
 from serving_settings import clients  # noqa: E402
 
+from keras_transformer_runtime.loading import load_runner  # noqa: E402
+from keras_transformer_runtime.loading import runner_kind  # noqa: E402
 from keras_transformer_runtime.serve import load_runners  # noqa: E402
 from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 
@@ -43,11 +55,26 @@ from keras_transformer_runtime.text_files import read_lines  # noqa: E402
 SETTINGS = ((1, None), (2, 1))
 
 
-def direct_speed(model, sentences, batch_size, workers=1, threads=None, passes=1):
+def setting(text):
+    """`"2x1"` as `(2, 1)` (workers x threads); `"1xall"` as `(1, None)`."""
+    workers, _, threads = text.partition("x")
+    try:
+        return int(workers), None if threads == "all" else int(threads)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a setting is WORKERSxTHREADS, e.g. 2x1 or 1xall, not {text!r}"
+        ) from None
+
+
+def direct_speed(model, sentences, batch_size, workers=1, threads=None, passes=1, separate=False):
     """Sentences/s of the runners the server would load (`workers`, each
-    with `threads`), called directly: each worker thread translates the
-    next `batch_size` consecutive sentences until none are left."""
+    with `threads`; with `separate`, one each even where the server shares
+    one), called directly: each worker thread translates the next
+    `batch_size` consecutive sentences until none are left."""
     runners = load_runners(model, workers, threads)
+    if separate:
+        threads = threads or max(1, (os.cpu_count() or 1) // workers)
+        runners = [load_runner(model, threads) for _ in range(workers)]
     for runner in runners:
         runner.translate(sentences[:batch_size], batch_size=batch_size)
     starts = list(range(0, len(sentences), batch_size))
@@ -179,13 +206,45 @@ def mean_batch(port):
     return samples["translation_batch_size_count"], samples["translation_batch_size_sum"]
 
 
-def direct_in_process(argv, workers, threads, batch_size):
+def direct_in_process(argv, workers, threads, batch_size, separate=False):
     """Sentences/s of `direct_speed` in a process of its own (the cores to
     itself, as the server had them)."""
     command = [sys.executable, os.path.abspath(__file__), *argv]
     command += ["--direct", str(workers), str(threads or 0), str(batch_size)]
+    command += ["--separate"] if separate else []
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def alone_at_best(argv, batch_size):
+    """`(sentences/s, setting)` of CTranslate2 alone at its best on batches
+    of `batch_size`: each `(inter, intra)` of its grid in a process of its
+    own, the fastest kept."""
+    from comparison.peer_ctranslate2 import setting_name
+    from comparison.peer_ctranslate2 import thread_grid
+
+    best = (0.0, None)
+    for inter, intra in thread_grid():
+        command = [sys.executable, os.path.abspath(__file__), *argv]
+        command += ["--alone", str(inter), str(intra), str(batch_size)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        rate = json.loads(done.stdout.strip().splitlines()[-1])
+        if rate > best[0]:
+            best = (rate, setting_name(inter, intra, ("examples", batch_size)))
+    return best
+
+
+def alone_speed(model, sentences, inter, intra, batch_size):
+    """Sentences/s of CTranslate2 alone with these threads, every sentence
+    in one call, batches of `batch_size` (`translate_at_best`)."""
+    from comparison.peer_ctranslate2 import translate_at_best
+
+    settings = load_runner(model, 1).settings
+    result = translate_at_best(
+        model, "default", inter, intra, sentences, settings.beam_size, settings.alpha, 0,
+        batchings=(("examples", batch_size),),
+    )  # fmt: skip
+    return result["batch"]
 
 
 def row(args, argv, sentences, workers, threads):
@@ -211,13 +270,19 @@ def row(args, argv, sentences, workers, threads):
             speed, pass_latencies = clients_pass(port, sentences, args.clients)
             after = mean_batch(port)
             batch = (after[1] - before[1]) / (after[0] - before[0])
-            direct = direct_in_process(argv, workers, threads, max(1, round(batch)))
-            rounds.append({"speed": speed, "direct": direct, "batch": batch})
+            size = max(1, round(batch))
+            direct = direct_in_process(argv, workers, threads, size)
+            measured = {"speed": speed, "direct": direct, "batch": batch}
+            if runner_kind(args.model) == "ctranslate2":
+                measured["alone"], measured["alone_setting"] = alone_at_best(argv, size)
+                if workers > 1:
+                    measured["separate"] = direct_in_process(argv, workers, threads, size, True)
+            rounds.append(measured)
             latencies += pass_latencies
     finally:
         server.terminate()
         server.wait()
-    return {
+    result = {
         "speed": statistics.median(r["speed"] for r in rounds),
         "direct": statistics.median(r["direct"] for r in rounds),
         "ratio": statistics.median(r["speed"] / r["direct"] for r in rounds),
@@ -225,6 +290,13 @@ def row(args, argv, sentences, workers, threads):
         "p50": statistics.median(latencies),
         "p90": statistics.quantiles(latencies, n=10)[-1],
     }
+    if "alone" in rounds[0]:
+        result["alone"] = statistics.median(r["alone"] for r in rounds)
+        result["alone_ratio"] = statistics.median(r["speed"] / r["alone"] for r in rounds)
+        result["alone_setting"] = rounds[-1]["alone_setting"]
+    if "separate" in rounds[0]:
+        result["separate"] = statistics.median(r["separate"] for r in rounds)
+    return result
 
 
 def main(argv=None):
@@ -238,7 +310,16 @@ def main(argv=None):
     parser.add_argument("--max_batch_size", type=int, default=64)
     parser.add_argument("--batch_timeout_ms", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3, help="server and direct passes")
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        type=setting,
+        default=list(SETTINGS),
+        help="the server's workers x threads, a row each (default: 1xall 2x1)",
+    )
     parser.add_argument("--direct", nargs=3, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--separate", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--alone", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for name in ("count", "clients", "max_batch_size", "rounds"):
         if getattr(args, name) < 1:
@@ -246,7 +327,13 @@ def main(argv=None):
     sentences = read_lines(args.sentences)[: args.count]
     if args.direct:  # a direct row, in a process of its own: workers, threads, batch size
         workers, threads, batch_size = args.direct
-        print(json.dumps(direct_speed(args.model, sentences, batch_size, workers, threads or None)))
+        speed = direct_speed(
+            args.model, sentences, batch_size, workers, threads or None, separate=args.separate
+        )
+        print(json.dumps(speed))
+        return
+    if args.alone:  # CTranslate2 alone, in a process of its own: inter, intra, batch size
+        print(json.dumps(alone_speed(args.model, sentences, *args.alone)))
         return
     print(f"{args.model}, {len(sentences)} sentences, {args.clients} clients, ", end="")
     print(f"{os.cpu_count()} cores")
@@ -256,14 +343,31 @@ def main(argv=None):
         "| server / direct | latency p50, ms | p90, ms |"
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for workers, threads in SETTINGS:
+    results = []
+    for workers, threads in args.settings:
         result = row(args, list(argv or sys.argv[1:]), sentences, workers, threads)
+        results.append((workers, threads, result))
         print(
             f"| {workers} x {threads or 'all'} | {result['batch']:.1f} | {result['speed']:.1f} "
             f"| {result['direct']:.1f} | {result['ratio']:.2f}x "
             f"| {1000 * result['p50']:.0f} | {1000 * result['p90']:.0f} |",
             flush=True,
         )
+    alone = [(w, t, r) for w, t, r in results if "alone" in r]
+    if alone:
+        print(
+            "\n| workers x threads | server | CTranslate2 alone at its best, same batches "
+            "| its setting | server / alone | direct, one shared translator "
+            "| direct, one per worker |"
+        )
+        print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
+        for workers, threads, result in alone:
+            separate = f"{result['separate']:.1f}" if "separate" in result else ""
+            print(
+                f"| {workers} x {threads or 'all'} | {result['speed']:.1f} "
+                f"| {result['alone']:.1f} | {result['alone_setting']} "
+                f"| {result['alone_ratio']:.2f}x | {result['direct']:.1f} | {separate} |"
+            )
 
 
 if __name__ == "__main__":
