@@ -96,6 +96,17 @@ def _rounds_text(rounds):
     )
 
 
+def _settings_lines(rows):
+    """Every setting a peer's row ran at, with its median ms (the row keeps
+    the fastest)."""
+    lines = []
+    for (task, impl, precision), row in rows.items():
+        if row.get("by_setting"):
+            medians = "; ".join(f"{k} {1000 * t:,.1f}" for k, t in row["by_setting"].items())
+            lines.append(f"{task} {impl} {precision}, median ms by setting: {medians}")
+    return ["", *lines] if lines else []
+
+
 def format_report(report):
     cfg = report["config"]
     lines = [
@@ -149,6 +160,7 @@ def format_report(report):
         )
     lines += _beam_rows_lines(rows)
     lines += _served_lines(rows)
+    lines += _settings_lines(rows)
     copy = report.get("bf16_copy_task")
     if copy and all("final_loss" in copy[p] for p in ("fp32", "bf16")):
         a, b = copy["fp32"]["final_loss"], copy["bf16"]["final_loss"]

@@ -228,9 +228,13 @@ def test_each_peer_runs_at_every_setting_and_keeps_its_fastest(monkeypatch):
     driver._set_speed(
         row, workload.CONFIGS["tiny"], dict(decode=workload.DECODE_SHAPES["beam4"]), 0.5
     )
-    assert "| beam4 | ctranslate2 | fp32 | inter 2 x intra 1, batches of 32 | 5,120 |" in _table(
-        [row]
+    table = _table([row])
+    assert "| beam4 | ctranslate2 | fp32 | inter 2 x intra 1, batches of 32 | 5,120 |" in table
+    # Below the table, every setting's median: the kept one and the others.
+    assert (
+        "beam4 ctranslate2 fp32, median ms by setting: inter 1 x intra 1, batches of 16 " in table
     )
+    assert "inter 2 x intra 1, batches of 32 500.0;" in table
 
 
 def test_missing_peer_is_reported_as_not_installed(monkeypatch):
