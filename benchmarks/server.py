@@ -71,10 +71,11 @@ def direct_speed(model, sentences, batch_size, workers=1, threads=None, passes=1
     with `threads`; with `separate`, one each even where the server shares
     one), called directly: each worker thread translates the next
     `batch_size` consecutive sentences until none are left."""
-    runners = load_runners(model, workers, threads)
     if separate:
         threads = threads or max(1, (os.cpu_count() or 1) // workers)
         runners = [load_runner(model, threads) for _ in range(workers)]
+    else:
+        runners = load_runners(model, workers, threads)
     for runner in runners:
         runner.translate(sentences[:batch_size], batch_size=batch_size)
     starts = list(range(0, len(sentences), batch_size))
