@@ -31,13 +31,14 @@ BATCHINGS = (
 )
 
 
-def thread_grid(cores=None):
-    """`(inter_threads, intra_threads)` pairs whose product is at most
-    `cores` (the machine's), each 1, a power of two or the cores: on 2
+def thread_grid():
+    """`(inter_threads, intra_threads)` pairs of `thread_counts()` (1, a
+    power of two or all cores) whose product is at most the cores: on 2
     cores, (1, 1), (1, 2) and (2, 1)."""
-    cores = cores or os.cpu_count() or 1
-    counts = sorted({cores} | {2**i for i in range(cores.bit_length()) if 2**i <= cores})
-    return [(inter, intra) for inter in counts for intra in counts if inter * intra <= cores]
+    from script_workers import thread_counts
+
+    counts = thread_counts()
+    return [(inter, intra) for inter in counts for intra in counts if inter * intra <= counts[-1]]
 
 
 def setting_name(inter, intra, batching=None):

@@ -3,6 +3,7 @@ performance targets."""
 
 import statistics
 
+from comparison.peer_ctranslate2 import setting_name
 from comparison.workload import BEAM
 
 # The peers each of our rows is compared with, and the target ratio where one
@@ -34,7 +35,7 @@ def setting_text(setting):
     if not setting:
         return ""
     if "inter" in setting:
-        text = f"inter {setting['inter']} x intra {setting['threads']}"
+        text = setting_name(setting["inter"], setting["threads"])
         return text + f", batches of {setting['max_batch_size']}"
     return f"{setting['threads']} thread{'s' * (setting['threads'] > 1)}"
 
