@@ -237,7 +237,7 @@ def report(results, spec, args):
         print("| --- | ---: | ---: |")
         above = None
         for name in ablation:
-            seconds = tokens / rates[name]
+            seconds = results[name]["in_a_row"]
             versus = "" if above is None else f"{above / seconds:.2f}x"
             print(f"| {rows[name].label} | {1000 * seconds:.1f} | {versus} |")
             above = seconds

@@ -119,11 +119,12 @@ def _nn_transformer(cfg, dropout, options):
     if options.same_model:
         transformer.encoder.norm = None
         transformer.decoder.norm = None
-        for layer in [*transformer.encoder.layers, *transformer.decoder.layers]:
+        encoders, decoders = transformer.encoder.layers, transformer.decoder.layers
+        for layer in [*encoders, *decoders]:
             layer.dropout = nn.Identity()  # inside the feed-forward network
-            for attention in (layer.self_attn, getattr(layer, "multihead_attn", None)):
-                if attention is not None:
-                    attention.dropout = 0.0
+            layer.self_attn.dropout = 0.0
+        for layer in decoders:
+            layer.multihead_attn.dropout = 0.0
 
     class Body(nn.Module):
         def __init__(self):
