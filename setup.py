@@ -1,6 +1,17 @@
 from setuptools import find_packages
 from setuptools import setup
 
+# What runs the exports (runtime/pyproject.toml): its own distribution,
+# with no TensorFlow or Keras in its base. Installed from ./runtime in
+# development: `pip install -e ./runtime -e ".[test]"` (README.md).
+RUNTIME = "keras-transformer-runtime==0.2.0"
+
+
+def runtime(*extras):
+    """The runtime with `extras` (its pyproject.toml's)."""
+    return f"keras-transformer-runtime[{','.join(extras)}]==0.2.0"
+
+
 INSTALL_REQUIRES = [
     # tensorflow-text pulls `tensorflow`; never mix in `tensorflow-cpu`.
     "tensorflow>=2.21,<2.22",
@@ -12,24 +23,8 @@ INSTALL_REQUIRES = [
     "sacrebleu>=2.4",
     "sentencepiece",
     "numpy",
+    RUNTIME,
 ]
-
-# The HTTP server of keras_transformer_runtime.serve: an ASGI app, its
-# server with the C HTTP parser and event loop it uses when installed
-# (benchmarks/NOTES.md: 1.2x the sentences/s of its pure-Python ones),
-# and Prometheus's text format.
-SERVE = [
-    "starlette>=0.40",
-    "uvicorn>=0.30",
-    "httptools>=0.6",
-    "uvloop>=0.19; sys_platform != 'win32'",
-    "prometheus_client>=0.20",
-]
-
-# keras_transformer.translate_corpus and keras_transformer_runtime.corpus:
-# corpus translation on Apache Beam. With TensorFlow 2.21 it resolves to
-# protobuf 6.33 and numpy 2.4 (benchmarks/NOTES.md, "Corpus translation").
-BEAM = ["apache-beam>=2.60"]
 
 setup(
     name="keras_transformer",
@@ -39,15 +34,7 @@ setup(
     ),
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(
-        include=[
-            "keras_transformer",
-            "keras_transformer.*",
-            "keras_transformer_runtime",
-            "keras_transformer_runtime.*",
-        ]
-    ),
-    package_data={"keras_transformer_runtime.serving": ["page.html"]},
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={
@@ -71,12 +58,11 @@ setup(
             "tf2onnx>=1.17",
             "onnxruntime>=1.20",
             # The server (`[serve]`), its tests' HTTP client, and the
-            # driver of headless Chromium for its page's test.
-            *SERVE,
-            "httpx",
+            # driver of headless Chromium for its page's test; corpus
+            # translation (`[beam]`): its pipeline's tests run in CI.
+            runtime("serve", "beam"),
+            "httpx2",  # starlette.testclient's client (its httpx is deprecated)
             "selenium>=4.20",
-            # Corpus translation (`[beam]`): its pipeline's tests run in CI.
-            *BEAM,
         ],
         # KERAS_BACKEND=jax or torch for the layers and the model. torch is
         # pinned to the CPU build that this project's machines carry (an
@@ -87,16 +73,15 @@ setup(
         # Downloading OPUS-MT models (keras_transformer never downloads itself).
         "pretrained": ["huggingface_hub"],
         # export.export_ctranslate2 and `translate --ctranslate2_dir`.
-        "ctranslate2": ["ctranslate2>=4.8"],
+        "ctranslate2": [runtime("ctranslate2")],
         # export.export_litert needs TensorFlow only; LiteRTTranslator and
         # `translate --litert_model` run the file with LiteRT's interpreter.
-        "litert": ["ai-edge-litert>=2.0"],
+        "litert": [runtime("litert")],
         # export.export_onnx (tf2onnx) and ONNXTranslator (ONNX Runtime).
-        "onnx": ["tf2onnx>=1.17", "onnxruntime>=1.20"],
-        # python -m keras_transformer_runtime.serve (no TensorFlow needed).
-        "serve": SERVE,
-        # python -m keras_transformer.translate_corpus (any Beam runner).
-        "beam": BEAM,
+        "onnx": ["tf2onnx>=1.17", runtime("onnx")],
+        # kt-serve and kt-translate-corpus, the runtime's (no TensorFlow needed).
+        "serve": [runtime("serve")],
+        "beam": [runtime("beam")],
         # The peers of benchmarks/compare.py (torch pinned as above).
         "bench": ["keras-hub>=0.32", "torch==2.13.0", "ctranslate2>=4.8"],
     },

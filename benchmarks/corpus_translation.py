@@ -1,5 +1,5 @@
 """Corpus translation: the Apache Beam pipeline (`python -m
-keras_transformer.translate_corpus`) against a single-process loop over
+keras_transformer_runtime.translate_corpus`) against a single-process loop over
 the same export.
 
     python benchmarks/corpus_translation.py --export exports/multi30k \\
@@ -75,7 +75,7 @@ def write_lines(output, translations):
 def loop_row(export, path, threads, batch_size, output):
     """The loop's translations (written to `output`, one per line) and its
     sentences/s."""
-    from keras_transformer_runtime.loading import load_runner
+    from keras_transformer_runtime.runners.loading import load_runner
 
     lines = text_files.read_lines(path)
     loading = time.perf_counter()
@@ -120,7 +120,7 @@ def side_by_side_part(export, lines, batch_size, barrier, next_batch, results):
     runner on one thread, waits for the others at `barrier`, then
     translates the loop's batches that no other has taken (`untaken`) and
     puts `(seconds, {index: translation}, batch_size)` on `results`."""
-    from keras_transformer_runtime.loading import load_runner
+    from keras_transformer_runtime.runners.loading import load_runner
 
     runner = load_runner(export, threads=1)
     batch_size = runner.resolve_batch_size(batch_size)
@@ -174,8 +174,8 @@ def side_by_side_row(export, path, processes, batch_size, output):
 
 def beam_row(export, path, workers, threads, batch_size, shard_lines, output):
     """The pipeline's summary and its translations (one per line)."""
-    from keras_transformer_runtime import corpus
-    from keras_transformer_runtime.corpus_shards import CorpusJob
+    from keras_transformer_runtime.corpus import pipeline as corpus
+    from keras_transformer_runtime.corpus.shards import CorpusJob
 
     job = CorpusJob(batch_size=batch_size, shard_lines=shard_lines)
     directory = output + ".beam"

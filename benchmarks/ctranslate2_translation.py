@@ -63,7 +63,7 @@ from export_rows import run_at_best
 from export_rows import speed
 from script_workers import scratch_directory
 
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.text import files as text_files
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 

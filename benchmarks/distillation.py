@@ -30,7 +30,7 @@ from export_rows import fastest
 from export_rows import speed
 from script_workers import scratch_directory
 
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.text import files as text_files
 
 ROW = "ours over CTranslate2 int8"
 

@@ -53,7 +53,7 @@ from ctranslate2_translation import run_parser  # noqa: E402
 from ctranslate2_translation import run_translator  # noqa: E402
 from script_workers import scratch_directory  # noqa: E402
 
-from keras_transformer_runtime.sentences import segments  # noqa: E402
+from keras_transformer_runtime.text.sentences import segments  # noqa: E402
 
 LONG_WORDS = (500, 1000, 5000)
 SEPARATORS = {"spaces": " ", "line breaks": "\n"}
@@ -134,7 +134,7 @@ def runtimes(translator, work):
         if any("\n" in text for text in texts):
             return None  # the command line reads lines
         result = subprocess.run(
-            [sys.executable, "-m", "keras_transformer.translate", "--export_dir", saved],
+            [sys.executable, "-m", "keras_transformer_runtime.translate", "--export_dir", saved],
             input="\n".join(texts).encode() + b"\n",
             capture_output=True,
             check=True,

@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.text import files as text_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "examples", "wmt_ende.py")

@@ -33,7 +33,7 @@ import time
 
 from script_workers import scratch_directory
 
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.text import files as text_files
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)

@@ -61,7 +61,7 @@ from export_rows import run_at_best  # noqa: E402
 from export_rows import speed  # noqa: E402
 from script_workers import scratch_directory  # noqa: E402
 
-from keras_transformer_runtime.text_files import read_lines  # noqa: E402
+from keras_transformer_runtime.text.files import read_lines  # noqa: E402
 
 BATCH = 64  # the SavedModel's sentences per call
 # Row name: (export key, how the worker runs it).

@@ -46,10 +46,10 @@ sys.path.insert(0, ROOT)
 
 from serving_settings import clients  # noqa: E402
 
-from keras_transformer_runtime.loading import load_runner  # noqa: E402
-from keras_transformer_runtime.loading import runner_kind  # noqa: E402
+from keras_transformer_runtime.runners.loading import load_runner  # noqa: E402
+from keras_transformer_runtime.runners.loading import runner_kind  # noqa: E402
 from keras_transformer_runtime.serve import load_runners  # noqa: E402
-from keras_transformer_runtime.text_files import read_lines  # noqa: E402
+from keras_transformer_runtime.text.files import read_lines  # noqa: E402
 
 # (workers, threads per runner: None for the cores shared among them)
 SETTINGS = ((1, None), (2, 1))

@@ -38,7 +38,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from keras_transformer_runtime.text_files import read_lines  # noqa: E402
+from keras_transformer_runtime.text.files import read_lines  # noqa: E402
 
 THREADS = ((0, 0), (1, 1), (2, 1), (1, 2), (2, 2))
 # (batching parameters or None for none, (intra_op, inter_op) threads)

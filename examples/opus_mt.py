@@ -6,8 +6,8 @@
     # Offline from here on: import, translate, export for TF Serving.
     python examples/opus_mt.py --marian_dir opus-mt-en-de \\
         --export_dir exports/opus-mt-en-de "A dog runs through the snow."
-    echo "How are you?" | python -m keras_transformer.translate \\
-        --export_dir exports/opus-mt-en-de
+    echo "How are you?" | kt-translate \\
+        --model exports/opus-mt-en-de
 
 Reads the Hugging Face directory with `keras_transformer.pretrained.
 load_marian` (no PyTorch needed for model.safetensors), translates the

@@ -11,7 +11,7 @@ import sys
 import wmt_corpora
 
 from keras_transformer import training
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.text import files as text_files
 
 TFDS_HOST = ("storage.googleapis.com", 443)
 

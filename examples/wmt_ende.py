@@ -14,7 +14,7 @@
         --valid_tgt valid.de --test_src test.en --test_ref test.de
 
     # Back-translate German text with a reverse (de->en) run, train on both;
-    # or train on a teacher's translations (Apache Beam: pip install -e ".[beam]"):
+    # or train on a teacher's translations (Apache Beam: pip install "./runtime[beam]"):
     python examples/wmt_ende.py --data multi30k --monolingual_tgt 'mono/*.de.gz' \\
         --backtranslate_with runs/deen [--bt_search sample] [--bt_tag]
     python examples/wmt_ende.py --data multi30k --model tiny --distill_from runs/multi30k

@@ -14,7 +14,7 @@ import numpy as np
 
 import keras_transformer as kt
 from keras_transformer import training
-from keras_transformer_runtime import languages
+from keras_transformer_runtime.text import languages
 
 from wmt_budget import after_training_seconds
 from wmt_budget import budget_plan

@@ -1,5 +1,5 @@
 """Synthetic training data for `wmt_ende.py`, translated by
-`keras_transformer_runtime.corpus` (Apache Beam, `pip install -e
+`keras_transformer_runtime.corpus.pipeline` (Apache Beam, `pip install -e
 ".[beam]"`) with `--synthetic_workers` local processes:
 
 * back-translation (Sennrich et al., 2016; sampled, Edunov et al., 2018):
@@ -28,9 +28,9 @@ import os
 import sys
 
 from keras_transformer import training
-from keras_transformer.translate import one_line
-from keras_transformer_runtime import loading
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.runners import loading
+from keras_transformer_runtime.text import files as text_files
+from keras_transformer_runtime.translate import one_line
 
 BT_TAG = "<BT>"
 SEARCH = {"beam": "translate", "sample": "sample"}
@@ -72,8 +72,8 @@ def _exported_marian(config, path, role):
 def translated(config, export, files, name, search):
     """`files` translated by `export` into `--model_dir/NAME` (kept from
     an earlier run); the summary."""
-    from keras_transformer_runtime import corpus
-    from keras_transformer_runtime.corpus_shards import CorpusJob
+    from keras_transformer_runtime.corpus import pipeline as corpus
+    from keras_transformer_runtime.corpus.shards import CorpusJob
 
     output = os.path.join(config.model_dir, name)
     done = os.path.join(output, corpus.SUMMARY)
@@ -103,7 +103,7 @@ def pair_files(config, name, source_is_translation):
     """The translated lines of `--model_dir/NAME` as parallel `.gz` files
     (`(source, target)` paths), in the inputs' order; the source is the
     translation for back-translation, the original for distillation."""
-    from keras_transformer_runtime import corpus
+    from keras_transformer_runtime.corpus import pipeline as corpus
 
     directory = os.path.join(config.model_dir, name)
     paths = tuple(os.path.join(directory, f"pairs.{side}.gz") for side in ("src", "tgt"))

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import special_ids
-from keras_transformer_runtime import languages
+from keras_transformer_runtime.text import languages
 
 WORD_MARK = "\u2581"  # SentencePiece's mark of a word's first piece
 _WORD_CHARACTER = re.compile(r"\w")
@@ -165,6 +165,6 @@ class Tokenizer(tf.Module):
     def save_assets(self, directory, prefix=""):
         """Writes the files from which the runtime's host tokenizer of
         `kind` segments as this one does, each named `prefix` + its name
-        in `keras_transformer_runtime.tokenizers.ASSETS`; returns the
+        in `keras_transformer_runtime.text.tokenizers.ASSETS`; returns the
         names written."""
         raise NotImplementedError(f"{type(self).__name__} has no files for exports (kind=None).")

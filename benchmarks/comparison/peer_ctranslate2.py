@@ -62,9 +62,9 @@ def translate_at_best(
 
     import ctranslate2
 
-    from keras_transformer_runtime.ctranslate2 import SETTINGS_FILE
-    from keras_transformer_runtime.ctranslate2 import tokenizer_kind
-    from keras_transformer_runtime.tokenizers import host_tokenizer
+    from keras_transformer_runtime.runners.ctranslate2 import SETTINGS_FILE
+    from keras_transformer_runtime.runners.ctranslate2 import tokenizer_kind
+    from keras_transformer_runtime.text.tokenizers import host_tokenizer
 
     with open(os.path.join(model_dir, SETTINGS_FILE), encoding="utf-8") as f:
         recorded = json.load(f)

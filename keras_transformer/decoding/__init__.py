@@ -53,7 +53,7 @@ from keras_transformer.decoding.greedy import GreedySearch
 from keras_transformer.decoding.sampling import Sampling
 from keras_transformer.decoding.search import SearchRequest
 from keras_transformer.decoding.search import SearchStrategy
-from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.runners.results import length_penalty
 
 __all__ = [
     "BannedPhrases",

@@ -16,7 +16,7 @@ from keras_transformer.decoding.output_rules import forced_tokens
 from keras_transformer.decoding.output_rules import only_token
 from keras_transformer.decoding.search import SearchStrategy
 from keras_transformer.decoding.top_k import best_extensions
-from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.runners.results import length_penalty
 
 
 class BeamState(NamedTuple):

@@ -10,7 +10,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from keras_transformer_runtime.settings import check_controls
+from keras_transformer_runtime.runners.settings import check_controls
 
 NEG_INF = -1.0e9
 

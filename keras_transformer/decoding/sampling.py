@@ -9,7 +9,7 @@ import tensorflow as tf
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.loop import one_token_at_a_time
 from keras_transformer.decoding.search import OneOutput
-from keras_transformer_runtime.settings import check_sampling
+from keras_transformer_runtime.runners.settings import check_sampling
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ from keras_transformer.decoding.output_rules import with_prefix
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
 from keras_transformer.special_ids import PAD_ID
-from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.runners.results import length_penalty
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -9,8 +9,8 @@ from keras_transformer.export.litert import export_litert
 from keras_transformer.export.litert import litert_operators
 from keras_transformer.export.onnx import export_onnx
 from keras_transformer.export.saved_model import export_saved_model
-from keras_transformer_runtime.saved_model import existing_versions
-from keras_transformer_runtime.saved_model import resolve_version_dir
+from keras_transformer_runtime.runners.saved_model import existing_versions
+from keras_transformer_runtime.runners.saved_model import resolve_version_dir
 
 __all__ = [
     "existing_versions",

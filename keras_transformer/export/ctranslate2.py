@@ -10,7 +10,7 @@ our interleaved sinusoid table or learned positions, any tying of the
 embeddings, embeddings scaled by √d_model) and writes the directory that
 `keras_transformer_runtime.CTranslate2Translator` runs, without TensorFlow
 (see that module for the layout, and for how its decoding differs from
-`Translator`'s); `python -m keras_transformer.translate --ctranslate2_dir
+`Translator`'s); `kt-translate --model
 DIR` is its command line.
 """
 
@@ -26,8 +26,8 @@ from keras_transformer.export.versions import owned_staging_dir
 from keras_transformer.export.versions import remove_stale_staging
 from keras_transformer.export.versions import swap_in
 from keras_transformer.export.versions import unmark
-from keras_transformer_runtime.ctranslate2 import SETTINGS_FILE
-from keras_transformer_runtime.ctranslate2 import import_ctranslate2
+from keras_transformer_runtime.runners.ctranslate2 import SETTINGS_FILE
+from keras_transformer_runtime.runners.ctranslate2 import import_ctranslate2
 
 # `None` keeps float32.
 QUANTIZATIONS = (

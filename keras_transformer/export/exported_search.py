@@ -1,7 +1,7 @@
 """What the exports of the search as one model file (LiteRT, ONNX) share:
 the search as a function of ids, traced for a converter, and the writing
 of the model file with its tokenizer and settings beside it (the layout is
-`keras_transformer_runtime.exported_search`'s)."""
+`keras_transformer_runtime.runners.exported_search`'s)."""
 
 import json
 import os
@@ -15,16 +15,16 @@ from keras_transformer.export._weights import check_finite
 from keras_transformer.export.versions import owned_staging_dir
 from keras_transformer.export.versions import remove_stale_staging
 from keras_transformer.translator.model_search import ModelSearch
-from keras_transformer_runtime.exported_search import EARLIER_SENTENCEPIECE_SUFFIX
-from keras_transformer_runtime.exported_search import OUTPUT_IDS
-from keras_transformer_runtime.exported_search import SCORES
-from keras_transformer_runtime.exported_search import SETTINGS_SUFFIX
-from keras_transformer_runtime.exported_search import SIGNATURE
-from keras_transformer_runtime.exported_search import SOURCE_IDS
-from keras_transformer_runtime.exported_search import companion
-from keras_transformer_runtime.exported_search import tokenizer_files
-from keras_transformer_runtime.exported_search import tokenizer_prefix
-from keras_transformer_runtime.tokenizers import ASSETS
+from keras_transformer_runtime.runners.exported_search import EARLIER_SENTENCEPIECE_SUFFIX
+from keras_transformer_runtime.runners.exported_search import OUTPUT_IDS
+from keras_transformer_runtime.runners.exported_search import SCORES
+from keras_transformer_runtime.runners.exported_search import SETTINGS_SUFFIX
+from keras_transformer_runtime.runners.exported_search import SIGNATURE
+from keras_transformer_runtime.runners.exported_search import SOURCE_IDS
+from keras_transformer_runtime.runners.exported_search import companion
+from keras_transformer_runtime.runners.exported_search import tokenizer_files
+from keras_transformer_runtime.runners.exported_search import tokenizer_prefix
+from keras_transformer_runtime.text.tokenizers import ASSETS
 
 SOURCE_IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name=SOURCE_IDS)
 
@@ -59,7 +59,7 @@ def float32_model(model):
 
 class SearchModule(tf.Module):
     """The search of `translator` as `translate(source_ids)` -> `{"ids",
-    "scores"}` (see `keras_transformer_runtime.exported_search`), traced
+    "scores"}` (see `keras_transformer_runtime.runners.exported_search`), traced
     for a converter (`_backend.tracing_for_conversion(fixed_shapes)`), with
     the model's variables tracked so that a SavedModel of it holds them."""
 

@@ -6,10 +6,9 @@ takes source ids and returns output ids and scores, the search (beam or
 greedy, with its cache and its stopping rules) inside the model, in
 LiteRT's built-in ops only (no TensorFlow "Select" ops, so the plain
 LiteRT runtime runs it), and the tokenizer and settings beside it (the
-layout: `keras_transformer_runtime.exported_search`).
+layout: `keras_transformer_runtime.runners.exported_search`).
 `keras_transformer_runtime.LiteRTTranslator` runs it with the
-`ai-edge-litert` and `sentencepiece` packages; `python -m
-keras_transformer.translate --litert_model ende.tflite` is its command
+`ai-edge-litert` and `sentencepiece` packages; `kt-translate --model ende.tflite` is its command
 line.
 
 The converter needs no fixed sizes: the model takes any batch and any
@@ -29,7 +28,7 @@ from keras_transformer.export.exported_search import check_exportable
 from keras_transformer.export.exported_search import export_record
 from keras_transformer.export.exported_search import write_model_file
 from keras_transformer_runtime import validation
-from keras_transformer_runtime.exported_search import SIGNATURE
+from keras_transformer_runtime.runners.exported_search import SIGNATURE
 
 # `None` keeps float32.
 LITERT_QUANTIZATIONS = (None, "dynamic_int8", "float16")

@@ -3,7 +3,7 @@
 `export_onnx(translator, "ende.onnx")` converts the same search as
 `export_litert` (source ids in, output ids and scores out, the search
 inside the model) with `tf2onnx`, and writes the tokenizer and settings
-beside it (`keras_transformer_runtime.exported_search`);
+beside it (`keras_transformer_runtime.runners.exported_search`);
 `keras_transformer_runtime.ONNXTranslator` runs it with ONNX Runtime.
 
 The search is traced with fixed shapes from step to step, as under XLA

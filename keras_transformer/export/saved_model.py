@@ -150,7 +150,7 @@ def export_saved_model(
     phrase, the tokens the longest output can hold. The decoding settings and
     the limits are fixed at export; they are recorded in the SavedModel
     (`settings_json`) and in `assets.extra/keras_transformer.json` (see
-    `python -m keras_transformer.translate --export_dir D --info`). A
+    `kt-translate --model D --info`). A
     translator compiled with XLA is exported without it (stock TF Serving
     does not run XLA on a CPU).
 

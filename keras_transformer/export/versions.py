@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from keras_transformer_runtime.processes import is_running
-from keras_transformer_runtime.saved_model import existing_versions
+from keras_transformer_runtime.runners.saved_model import existing_versions
 
 # Claims and staging directories: hidden names (TF Serving ignores them)
 # that carry the host and process of the export that made them.

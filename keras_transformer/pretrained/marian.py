@@ -10,7 +10,7 @@ from keras_transformer.models import Transformer
 from keras_transformer.pretrained.safetensors import read_safetensors
 from keras_transformer.special_ids import NEVER_LOGIT_BIAS
 from keras_transformer.tokenization.marian_tokenizer import MarianTokenizer
-from keras_transformer_runtime.settings import DecodingSettings
+from keras_transformer_runtime.runners.settings import DecodingSettings
 
 # Hugging Face's activation names and the Keras activation computing each.
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}

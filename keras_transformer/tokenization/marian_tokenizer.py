@@ -15,7 +15,7 @@ from keras_transformer import _backend
 from keras_transformer.tokenization.sentencepiece_tokenizer import _load
 from keras_transformer.tokenization.sentencepiece_tokenizer import ids_to_detokenize
 from keras_transformer.tokenizer import Tokenizer
-from keras_transformer_runtime.tokenizers import ASSETS
+from keras_transformer_runtime.text.tokenizers import ASSETS
 
 # The files of a Marian tokenizer, as Hugging Face's MarianTokenizer saves
 # them; the runtime's `MarianPieces` reads them by the same names.

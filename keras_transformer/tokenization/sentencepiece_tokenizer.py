@@ -11,7 +11,7 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece
 
 from keras_transformer import _backend
 from keras_transformer.tokenizer import Tokenizer
-from keras_transformer_runtime.tokenizers import ASSETS
+from keras_transformer_runtime.text.tokenizers import ASSETS
 
 
 class SentencePieceTokenizer(Tokenizer):

@@ -12,12 +12,12 @@ import re
 
 import tensorflow as tf
 
-from keras_transformer_runtime.sentences import ABBREVIATIONS
-from keras_transformer_runtime.sentences import BOUNDARY
-from keras_transformer_runtime.sentences import CLOSING
-from keras_transformer_runtime.sentences import FINAL
-from keras_transformer_runtime.sentences import KEPT_PERIOD
-from keras_transformer_runtime.sentences import OPENING
+from keras_transformer_runtime.text.sentences import ABBREVIATIONS
+from keras_transformer_runtime.text.sentences import BOUNDARY
+from keras_transformer_runtime.text.sentences import CLOSING
+from keras_transformer_runtime.text.sentences import FINAL
+from keras_transformer_runtime.text.sentences import KEPT_PERIOD
+from keras_transformer_runtime.text.sentences import OPENING
 
 
 def _characters(characters):

@@ -9,8 +9,8 @@ import sentencepiece
 from keras_transformer import _backend
 from keras_transformer.special_ids import SPECIAL_IDS
 from keras_transformer.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
-from keras_transformer_runtime import text_files
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.text import files as text_files
 
 MODEL_TYPES = ("bpe", "unigram")
 

@@ -15,7 +15,7 @@ from keras_transformer.training._distribute import read_int
 from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training.checkpoints import all_finite
 from keras_transformer_runtime import validation
-from keras_transformer_runtime.runner import Runner
+from keras_transformer_runtime.runners.runner import Runner
 
 # What `TranslationEvaluator` adds to the logs, in this order.
 SCORES = ("val_bleu", "val_chrf")

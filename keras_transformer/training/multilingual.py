@@ -14,8 +14,8 @@ import numpy as np
 
 from keras_transformer import _backend
 from keras_transformer.training import mixing
-from keras_transformer_runtime import languages
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.text import languages
 
 DEFAULT_TEMPERATURE = 5.0
 

@@ -5,7 +5,7 @@
 import tensorflow as tf
 
 from keras_transformer import _backend
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.text import files as text_files
 
 
 @_backend.tensorflow_only("training.text_pairs_from_lists", "tf.data")

@@ -1,4 +1,4 @@
-"""Documents inside the graph: `keras_transformer_runtime.documents`'
+"""Documents inside the graph: `keras_transformer_runtime.text.documents`'
 splitting and joining with TensorFlow ops, so that a SavedModel's
 signatures take whole texts as the Python runners do.
 
@@ -18,8 +18,8 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer.tokenization import sentences
-from keras_transformer_runtime.documents import PIECE_SEPARATOR
-from keras_transformer_runtime.documents import WHITESPACE
+from keras_transformer_runtime.text.documents import PIECE_SEPARATOR
+from keras_transformer_runtime.text.documents import WHITESPACE
 
 
 class GraphSplit(NamedTuple):

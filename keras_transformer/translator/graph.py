@@ -4,7 +4,7 @@ named after the SavedModel signature that serves it.
 Each function takes string tensors and returns a dict of tensors, as TF
 Serving calls it; `keras_transformer.export.export_saved_model` serves
 them under the same names (with the request limits checked first), and
-`keras_transformer_runtime.results` parses their outputs. `Translator`
+`keras_transformer_runtime.runners.results` parses their outputs. `Translator`
 calls them from Python.
 """
 
@@ -25,7 +25,7 @@ from keras_transformer.translator.signatures import TARGET
 from keras_transformer.translator.signatures import TEXT
 from keras_transformer.translator.signatures import UNWRITABLE_CONSTRAINT
 from keras_transformer.translator.spellings import PhraseSpellings
-from keras_transformer_runtime.results import length_penalty
+from keras_transformer_runtime.runners.results import length_penalty
 
 
 class TranslatorGraph(tf.Module):

@@ -10,7 +10,7 @@ from keras_transformer.decoding import SearchRequest
 from keras_transformer.decoding import strategies
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.tokenizer import Tokenizer
-from keras_transformer_runtime.settings import DecodingSettings
+from keras_transformer_runtime.runners.settings import DecodingSettings
 
 
 class ModelSearch:

@@ -6,8 +6,8 @@ import random
 
 import tensorflow as tf
 
-from keras_transformer_runtime import glossary
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.text import glossary
 
 
 @dataclasses.dataclass(frozen=True)

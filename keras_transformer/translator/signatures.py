@@ -3,7 +3,7 @@ take them, and a SavedModel export serves them under these names."""
 
 import tensorflow as tf
 
-from keras_transformer_runtime import glossary
+from keras_transformer_runtime.text import glossary
 
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 SOURCE = tf.TensorSpec([None], tf.string, name="source")

@@ -9,11 +9,11 @@ from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer.translator.model_search import resolved_settings
 from keras_transformer.translator.request import TranslationRequest
 from keras_transformer.translator.request import check_constraints
-from keras_transformer_runtime import glossary as phrases
-from keras_transformer_runtime import results
-from keras_transformer_runtime import runner
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.batching import in_length_order
+from keras_transformer_runtime.runners import results
+from keras_transformer_runtime.runners import runner
+from keras_transformer_runtime.text import glossary as phrases
 
 _TOKENIZE_BATCH = 1024  # texts per call of the graph's tokenizer
 

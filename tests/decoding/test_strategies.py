@@ -12,7 +12,7 @@ from keras_transformer.decoding import SearchRequest
 from keras_transformer.decoding import beam_search
 from keras_transformer.decoding import strategies
 from keras_transformer.decoding.phrases import right_aligned
-from keras_transformer_runtime.settings import DecodingSettings
+from keras_transformer_runtime.runners.settings import DecodingSettings
 from tests.decoding.test_search import markov
 from tests.decoding.test_search import strip
 

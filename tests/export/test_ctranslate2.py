@@ -11,9 +11,9 @@ import tensorflow as tf
 from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import ctranslate2 as ct2_export
-from keras_transformer.translate import main as translate_main
 from keras_transformer_runtime import CTranslate2Translator
-from keras_transformer_runtime.ctranslate2 import SETTINGS_FILE
+from keras_transformer_runtime.runners.ctranslate2 import SETTINGS_FILE
+from keras_transformer_runtime.translate import main as translate_main
 from tests.export.random_models import random_model
 from tests.export.runtime_process import translate_in_a_process
 from tests.training.helpers import letter_reversal_corpus

@@ -15,7 +15,7 @@ from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import export_litert
 from keras_transformer.export import litert_operators
-from keras_transformer.translate import main as translate_main
+from keras_transformer_runtime.translate import main as translate_main
 from tests.export.agreement import assert_translates_as
 from tests.export.random_models import random_model
 from tests.export.runtime_process import translate_in_a_process

@@ -15,7 +15,7 @@ from keras_transformer_runtime import CTranslate2Translator
 from keras_transformer_runtime import LiteRTTranslator
 from keras_transformer_runtime import ONNXTranslator
 from keras_transformer_runtime import SavedModelTranslator
-from keras_transformer_runtime import languages
+from keras_transformer_runtime.text import languages
 from tests.export.random_models import random_model
 from tests.export.random_models import word_sentences
 
@@ -137,7 +137,7 @@ def test_the_command_line_takes_target_lang(runners, multilingual, monkeypatch, 
     import io
     import sys
 
-    from keras_transformer import translate as translate_cli
+    from keras_transformer_runtime import translate as translate_cli
 
     pytest.importorskip("ctranslate2")
     path = runners("CTranslate2Translator").model_dir

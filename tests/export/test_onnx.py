@@ -10,7 +10,7 @@ import pytest
 
 from keras_transformer import Translator
 from keras_transformer.export import export_onnx
-from keras_transformer.translate import main as translate_main
+from keras_transformer_runtime.translate import main as translate_main
 from tests.export.agreement import assert_translates_as
 from tests.export.random_models import random_model
 from tests.export.runtime_process import translate_in_a_process

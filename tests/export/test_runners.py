@@ -14,7 +14,7 @@ from keras_transformer_runtime import LiteRTTranslator
 from keras_transformer_runtime import ONNXTranslator
 from keras_transformer_runtime import Runner
 from keras_transformer_runtime import SavedModelTranslator
-from keras_transformer_runtime import runner as methods
+from keras_transformer_runtime.runners import runner as methods
 from tests.training.helpers import letter_reversal_corpus
 
 pytestmark = [pytest.mark.tensorflow_only, pytest.mark.large]  # each loads a converted search
@@ -29,7 +29,7 @@ RUNNERS = {
 # Empty, one letter, and letter sequences of many lengths.
 SOURCES = ["", "a", *letter_reversal_corpus(20, seed=21)[0]]
 CONSTRAINTS = [[], ["a"], *(sentence.split()[-1:] for sentence in SOURCES[2:])]
-# Documented differences (keras_transformer_runtime.ctranslate2): CTranslate2
+# Documented differences (keras_transformer_runtime.runners.ctranslate2): CTranslate2
 # does not decode an empty source (its translation is empty), and its
 # n-best lists agree on the best only.
 UNDECODED = {"CTranslate2Translator": {""}}

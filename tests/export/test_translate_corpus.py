@@ -1,4 +1,4 @@
-"""`python -m keras_transformer.translate_corpus` as users run it, over the
+"""`python -m keras_transformer_runtime.translate_corpus` as users run it, over the
 trained letter reverser's exports on Beam's local runner with worker
 processes: each record is the runner's own translation of its line, in
 the inputs' order, and sampling gives the same files on one worker or
@@ -14,7 +14,7 @@ import pytest
 
 from keras_transformer_runtime import CTranslate2Translator
 from keras_transformer_runtime import SavedModelTranslator
-from keras_transformer_runtime import corpus
+from keras_transformer_runtime.corpus import pipeline as corpus
 from tests.training.helpers import letter_reversal_corpus
 
 pytestmark = [pytest.mark.tensorflow_only, pytest.mark.large]  # starts Beam's worker processes
@@ -36,7 +36,13 @@ def inputs(tmp_path):
 
 def translate_corpus(export, inputs, output, *flags):
     """Runs the command; its summary (the last line on stderr)."""
-    command = [sys.executable, "-m", "keras_transformer.translate_corpus", "--export_dir", export]
+    command = [
+        sys.executable,
+        "-m",
+        "keras_transformer_runtime.translate_corpus",
+        "--export_dir",
+        export,
+    ]
     done = subprocess.run(
         [*command, "--input", inputs, "--output", os.fspath(output), "--shard_lines", "7", *flags],
         cwd=ROOT,

@@ -194,10 +194,10 @@ def check_unwritable_constraints_are_refused(path, tmp_path):
     line it came from)."""
     import tensorflow as tf
 
-    import keras_transformer.translate as translate_cli
+    import keras_transformer_runtime.translate as translate_cli
     from keras_transformer_runtime import Glossary
     from keras_transformer_runtime import SavedModelTranslator
-    from keras_transformer_runtime.results import RefusedRequestError
+    from keras_transformer_runtime.runners.results import RefusedRequestError
 
     signature = tf.saved_model.load(path).signatures["translate_with_constraints"]
     with pytest.raises(tf.errors.InvalidArgumentError, match="characters it lacks.*a\u2603"):

@@ -5,8 +5,8 @@ them."""
 import pytest
 
 from keras_transformer.tokenization import train_sentencepiece
-from keras_transformer_runtime import languages
-from keras_transformer_runtime.tokenizers import SentencePieces
+from keras_transformer_runtime.text import languages
+from keras_transformer_runtime.text.tokenizers import SentencePieces
 from tests.tokenization.test_sentencepiece import ENGLISH
 from tests.tokenization.test_sentencepiece import GERMAN
 

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.tokenization.sentences import segments
-from tests.runtime.test_sentences import CASES
-from tests.runtime.test_sentences import expected_segments
+from tests.runtime.text.test_sentences import CASES
+from tests.runtime.text.test_sentences import expected_segments
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 

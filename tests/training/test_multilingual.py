@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import training
-from keras_transformer_runtime.languages import TargetLanguages
+from keras_transformer_runtime.text.languages import TargetLanguages
 from tests.tokenization.test_language_tags import TAGS
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data

@@ -1,5 +1,5 @@
 """Texts of several sentences in the graph: the graph splits as the hosts
-(`keras_transformer_runtime.documents`), and its signatures translate a
+(`keras_transformer_runtime.text.documents`), and its signatures translate a
 text as its sentences translated one by one, joined."""
 
 import pytest
@@ -7,9 +7,9 @@ import tensorflow as tf
 
 from keras_transformer import Translator
 from keras_transformer.translator import documents
-from keras_transformer_runtime.documents import Split
-from keras_transformer_runtime.sentences import segments
-from tests.runtime.test_sentences import CASES
+from keras_transformer_runtime.text.documents import Split
+from keras_transformer_runtime.text.sentences import segments
+from tests.runtime.text.test_sentences import CASES
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.translator.model_search import ModelSearch
-from keras_transformer_runtime.settings import DecodingSettings
+from keras_transformer_runtime.runners.settings import DecodingSettings
 
 pytestmark = pytest.mark.tensorflow_only
 

@@ -5,9 +5,9 @@ k-th alternative ends with k `!`; its tokens are its characters."""
 import threading
 import time
 
-from keras_transformer_runtime import runner
-from keras_transformer_runtime.results import Hypothesis
-from keras_transformer_runtime.settings import DecodingSettings
+from keras_transformer_runtime.runners import runner
+from keras_transformer_runtime.runners.results import Hypothesis
+from keras_transformer_runtime.runners.settings import DecodingSettings
 
 
 class ReversingRunner(runner.Runner):

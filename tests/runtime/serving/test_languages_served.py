@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from keras_transformer_runtime.serving.app import Server
-from tests.runtime.test_languages import TaggedReverser
+from tests.runtime.text.test_languages import TaggedReverser
 
 PREDICT = "/v1/models/many:predict"
 

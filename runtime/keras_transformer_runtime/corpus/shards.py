@@ -1,0 +1,202 @@
+"""One shard of a corpus translation, without Beam: what a line becomes,
+and the files a shard is written to (`keras_transformer_runtime.corpus.pipeline`
+runs this on Apache Beam).
+
+A corpus is a list of text files; line `n` (1-based) of file `i` (its
+place in the sorted list of inputs) belongs to shard `(n - 1) //
+shard_lines` of that file. A shard is translated as a whole, its lines
+sorted by length (characters) into batches, and written to two
+JSON-lines files named by its place, so that the outputs, read in the
+order of their names, follow the inputs' order:
+
+* `translations-IIIII-SSSSS.jsonl`: a record per translated line,
+  `{"file": i, "line": n, "source": ..., "translation": ...}` (and
+  `"score"`, the length-penalized log-probability, with `with_scores`);
+* `errors-IIIII-SSSSS.jsonl` (only where there are some): a record per
+  line that was not translated, `{"file", "line", "source", "error"}`:
+  an empty line, invalid UTF-8 (the source with the bytes replaced), a
+  line over `max_line_tokens` or one the export refuses, or one whose
+  translation raised.
+
+Example:
+
+>>> job = CorpusJob(shard_lines=2)
+>>> records, errors = translate_shard(runner, job, 0, [(1, b"A dog runs."), (2, b"")])
+>>> records
+[{'file': 0, 'line': 1, 'source': 'A dog runs.', 'translation': 'Ein Hund läuft.'}]
+>>> errors
+[{'file': 0, 'line': 2, 'source': '', 'error': 'empty line'}]
+"""
+
+import dataclasses
+import json
+import zlib
+
+from keras_transformer_runtime import validation
+from keras_transformer_runtime.runners.results import RefusedRequestError
+
+TRANSLATIONS = "translations"
+ERRORS = "errors"
+MODES = ("translate", "sample")
+
+
+def shard_name(kind, file_index, shard):
+    """The file name of shard `shard` of input `file_index`: `kind` is
+    `TRANSLATIONS` or `ERRORS`."""
+    return f"{kind}-{file_index:05d}-{shard:05d}.jsonl"
+
+
+def jsonl(records):
+    """`records` as JSON lines (bytes), as the shards hold them."""
+    return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
+
+
+def from_jsonl(data):
+    """The records of JSON lines (bytes)."""
+    return [json.loads(line) for line in data.splitlines() if line]
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusJob:
+    """What a corpus translation does with each line.
+
+    Args:
+        mode: `"translate"` (the export's search: beam search, greedy
+            where it was exported with `beam_size=1`) or `"sample"` (one
+            random draw per line, repeatable: each shard draws with a seed
+            made of `seed` and its place).
+        batch_size: sentences per call of the runner (`None`: the
+            runner's `bulk_batch_size`).
+        shard_lines: lines per shard (the unit of work, of sorting by
+            length, and of output files).
+        with_scores: whether each record holds its translation's score.
+        seed: the seed of `mode="sample"`.
+        target_lang: a multilingual model's target language (`None`: each
+            line starts with its tag, or the model has one language).
+        max_line_tokens: lines with more source tokens become error rows
+            (`None`: every line is translated, a long sentence in pieces,
+            unless the export refuses it).
+    """
+
+    mode: str = "translate"
+    batch_size: int | None = None
+    shard_lines: int = 2000
+    with_scores: bool = False
+    seed: int = 0
+    target_lang: str | None = None
+    max_line_tokens: int | None = None
+
+    def __post_init__(self):
+        validation.check_choice(MODES, mode=self.mode)
+        validation.check_positive_int(shard_lines=self.shard_lines)
+        validation.check_positive_int(
+            allow_none=True, batch_size=self.batch_size, max_line_tokens=self.max_line_tokens
+        )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"`seed` must be an integer, 0 or more. Received: seed={self.seed!r}")
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def shard_of(self, number):
+        """The shard of line `number` (1-based)."""
+        return (number - 1) // self.shard_lines
+
+    def seed_of(self, file_index, shard):
+        """The sampling seed of a shard: the same on every run."""
+        return zlib.crc32(f"{self.seed}/{file_index}/{shard}".encode())
+
+
+def checked_line(raw):
+    """`(text, error)` of a line read as bytes: its text, and why it is not
+    translated (`None`: it is)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return raw.decode(
+            "utf-8", "replace"
+        ), f"not valid UTF-8 ({error.reason} at byte {error.start})"
+    return text, ("empty line" if not text.strip() else None)
+
+
+def translate_shard(runner, job, file_index, lines):
+    """The translation records and the error records of a shard's `lines`,
+    `(number, bytes)` pairs in any order, each list in line order (see the
+    module's docstring)."""
+    lines = sorted(lines)
+    shard = job.shard_of(lines[0][0]) if lines else 0
+    errors, todo = {}, []
+    for number, raw in lines:
+        text, error = checked_line(raw)
+        if error:
+            errors[number] = (text, error)
+        else:
+            todo.append((number, text))
+    if job.max_line_tokens and todo:
+        lengths = runner.source_lengths([text for _, text in todo])
+        for (number, text), length in zip(list(todo), lengths, strict=True):
+            if length > job.max_line_tokens:
+                errors[number] = (
+                    text,
+                    f"{length} tokens, over max_line_tokens={job.max_line_tokens}",
+                )
+        todo = [(number, text) for number, text in todo if number not in errors]
+    run = _method(runner, job, job.seed_of(file_index, shard))
+    found = _in_length_order(run, [text for _, text in todo])
+    records = []
+    for (number, text), result in zip(todo, found, strict=True):
+        if isinstance(result, str):
+            errors[number] = (text, result)
+            continue
+        best = result[0]
+        record = {
+            "file": file_index,
+            "line": number,
+            "source": text,
+            "translation": best.translation,
+        }
+        if job.with_scores:
+            record["score"] = best.score
+        records.append(record)
+    error_records = [
+        {"file": file_index, "line": number, "source": text, "error": error}
+        for number, (text, error) in sorted(errors.items())
+    ]
+    return records, error_records
+
+
+def _method(runner, job, seed):
+    """The runner's call for `job.mode`: each text's hypotheses, best first."""
+    options = {"batch_size": job.batch_size, "target_lang": job.target_lang}
+    if job.mode == "sample":
+        return lambda texts: runner.sample(texts, seed=seed, **options)
+    return lambda texts: runner.translate_with_scores(texts, **options)
+
+
+def _in_length_order(run, texts):
+    """`_translated` of `texts` sorted by length (so that each of the
+    runner's batches pads little), put back in their order."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    found = [None] * len(texts)
+    for i, result in zip(order, _translated(run, [texts[i] for i in order]), strict=True):
+        found[i] = result
+    return found
+
+
+def _translated(run, texts):
+    """`run`'s hypotheses for each text, or why it has none (a string): a
+    text the export refuses is an error and the others are translated; if
+    the runner raises anything else, each text is translated alone, so
+    that only the texts that raise alone are errors."""
+    if not texts:
+        return []
+    try:
+        return run(texts)
+    except RefusedRequestError as refused:
+        reason = f"refused by the export: {refused.reason}"
+        rest = _translated(run, texts[refused.end :])
+        return [*refused.done, *[reason] * (refused.end - refused.start), *rest]
+    except Exception as error:  # noqa: BLE001 - one line's failure becomes its error row
+        if len(texts) == 1:
+            return [f"{type(error).__name__}: {error}"]
+    return [_translated(run, [text])[0] for text in texts]
