@@ -13,11 +13,16 @@ then translate over REST (port 8501) or gRPC (port 8500):
 REST posts `{"instances": [...]}` to `/v1/models/NAME:predict` and reads
 `predictions[i]["translation"]`; gRPC calls `PredictionService/Predict` with
 a string tensor `text` and reads the `translation` and `score` outputs.
+`--model` is the name the server gives the model: TF Serving's
+`MODEL_NAME`; `kt-serve` prints its own (the export's file or directory
+name, e.g. `ende_ct2`, or `--model_name`). A server that answers with an
+error, or none, is reported in one line on stderr, with exit code 1.
 """
 
 import argparse
 import json
 import sys
+import urllib.error
 import urllib.request
 
 
@@ -79,6 +84,28 @@ def _floats(tensor):
     return values.tolist()
 
 
+def failure(error, model, host, port):
+    """What went wrong with a request, in one line: the server's own error
+    message where it answered, and what to try for the usual causes."""
+    if isinstance(error, urllib.error.HTTPError):
+        try:
+            message = json.loads(error.read()).get("error", "")
+        except (ValueError, AttributeError):
+            message = ""
+        finally:
+            error.close()
+        text = f"the server answered HTTP {error.code}" + (f": {message}" if message else "")
+        if error.code == 404:
+            text += (
+                f". It serves no model named {model!r}: pass --model with the name it serves "
+                "(kt-serve prints it when it starts, e.g. 'ende_ct2' for a directory ende_ct2)"
+            )
+        return text + "."
+    if isinstance(error, urllib.error.URLError):
+        return f"no server answers on {host}:{port} ({error.reason})."
+    return f"{type(error).__name__}: {error}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -93,10 +120,16 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-    if args.protocol == "rest":
-        translations, scores = translate_rest(sentences, args.host, args.port or 8501, args.model)
-    else:
-        translations, scores = translate_grpc(sentences, args.host, args.port or 8500, args.model)
+    try:
+        if args.protocol == "rest":
+            port = args.port or 8501
+            translations, scores = translate_rest(sentences, args.host, port, args.model)
+        else:
+            port = args.port or 8500
+            translations, scores = translate_grpc(sentences, args.host, port, args.model)
+    except Exception as error:  # noqa: BLE001 (reported in one line, whatever failed)
+        print(f"error: {failure(error, args.model, args.host, port)}", file=sys.stderr)
+        return 1
     for translation, score in zip(translations, scores, strict=True):
         print(f"{score:.4f}\t{translation}" if args.scores else translation)
     return 0
