@@ -17,7 +17,7 @@ from wmt_presets import RUN_PRESETS
 
 import keras_transformer as kt
 from keras_transformer import training
-from keras_transformer_runtime import languages
+from keras_transformer_runtime.text import languages
 
 from wmt_fields import build_parser
 from wmt_fields import data_file
@@ -41,6 +41,13 @@ class RunConfig:
     preset: str = setting("base", "run preset: sets the values it names below", "run")
     model_dir: str | None = setting(None, "checkpoints, logs, results", "run", shown="runs/PRESET")
     export_dir: str | None = setting(None, "TF Serving base directory", "run", shown="no export")
+    ctranslate2_dir: str | None = setting(
+        None,
+        "also write an int8 CTranslate2 export here, which the runtime runs without TensorFlow "
+        "(the [ctranslate2] extra)",
+        "run",
+        shown="none",
+    )
     budget_minutes: float | None = setting(
         None,
         "wall-time budget of the whole command (vocabulary, training, averaging, evaluation, "

@@ -10,7 +10,7 @@ from wmt_corpora import CORPORA
 
 import keras_transformer as kt
 from keras_transformer import training
-from keras_transformer_runtime import text_files
+from keras_transformer_runtime.text import files as text_files
 
 from attention_plots import plot_attention
 from bleu import bleu_scores
@@ -208,7 +208,7 @@ def export_marker(config, translator, trained, weights):
     """What an export of this run depends on: the weights (the final step
     and the checkpoints), the decoding settings and where it goes."""
     return {
-        "export_dir": os.path.abspath(config.export_dir),
+        "export_dir": config.export_dir and os.path.abspath(config.export_dir),
         "step": trained["final_step"],
         "checkpoints": weights["checkpoints"],
         "settings": translator.settings.to_dict(),
@@ -226,26 +226,61 @@ def already_exported(marker, recorded):
 
 
 def export_stage(config, translator, trained, weights):
-    """Exports the chosen weights, unless `model_dir/export.json` records
-    an export that still exists of the same weights, with the same
-    decoding settings, into the same `--export_dir`."""
-    if not config.export_dir:
+    """Exports the chosen weights: the SavedModel into `--export_dir`,
+    unless `model_dir/export.json` records an export that still exists of
+    the same weights, with the same decoding settings, into the same
+    directory; the CTranslate2 export into `--ctranslate2_dir` likewise
+    (`ctranslate2_stage`). The SavedModel's path, or `None`."""
+    if not (config.export_dir or config.ctranslate2_dir):
         return None
-    marker_file = os.path.join(config.model_dir, "export.json")
+    marker = export_marker(config, translator, trained, weights)
+    path = None
+    if config.export_dir:
+        marker_file = os.path.join(config.model_dir, "export.json")
+        recorded = {}
+        if os.path.exists(marker_file):
+            with open(marker_file) as f:
+                recorded = json.load(f)
+        path = already_exported(marker, recorded)
+        if path is not None:
+            print(f"export: {path} (already exported)")
+        else:
+            path = kt.export.export_saved_model(translator, config.export_dir)
+            training.write_json_atomically(marker_file, {"path": path, **marker})
+            print(f"export: {path}")
+    ctranslate2_stage(config, translator, marker)
+    print(f'try it: echo "A man is riding a bike." | {try_it_command(config)}')
+    return path
+
+
+def ctranslate2_stage(config, translator, marker):
+    """Writes the int8 CTranslate2 export into `--ctranslate2_dir`, unless
+    `model_dir/ctranslate2.json` records one there of the same weights and
+    settings (`marker`, the SavedModel's) that still exists; a directory
+    of other weights is replaced."""
+    if not config.ctranslate2_dir:
+        return None
+    output = os.path.abspath(config.ctranslate2_dir)
+    marker = {**marker, "export_dir": output}
+    marker_file = os.path.join(config.model_dir, "ctranslate2.json")
     recorded = {}
     if os.path.exists(marker_file):
         with open(marker_file) as f:
             recorded = json.load(f)
-    marker = export_marker(config, translator, trained, weights)
-    path = already_exported(marker, recorded)
-    if path is not None:
-        print(f"export: {path} (already exported)")
-    else:
-        path = kt.export.export_saved_model(translator, config.export_dir)
-        training.write_json_atomically(marker_file, {"path": path, **marker})
-        print(f"export: {path}")
-    print(
-        'try it: echo "A man is riding a bike." | python -m keras_transformer.translate '
-        f"--export_dir {config.export_dir}"
-    )
-    return path
+    if recorded == marker and os.path.exists(os.path.join(output, "model.bin")):
+        print(f"CTranslate2 export: {config.ctranslate2_dir} (already exported)")
+        return config.ctranslate2_dir
+    overwrite = recorded.get("export_dir") == output  # this run's own, of other weights
+    kt.export.export_ctranslate2(translator, output, quantization="int8", overwrite=overwrite)
+    training.write_json_atomically(marker_file, marker)
+    print(f"CTranslate2 export: {config.ctranslate2_dir}")
+    return config.ctranslate2_dir
+
+
+def try_it_command(config):
+    """The command that translates with the export, as the run ends by
+    printing it (a multilingual model's with its first language)."""
+    command = f"kt-translate --model {config.ctranslate2_dir or config.export_dir}"
+    if len(config.target_langs) > 1:
+        command += f" --target_lang {config.target_langs[0]}"
+    return command

@@ -124,23 +124,40 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
 
     assert f"{corpus['test.de']}:3: invalid UTF-8 replaced" in first.stderr
 
-    again = run_script(args)
+    # A rerun only reports, and adds the CTranslate2 export it is asked for.
+    ct2 = tmp_path / "ct2"
+    again = run_script(args + ["--ctranslate2_dir", str(ct2)])
     assert again.returncode == 0, again.stderr[-3000:]
     assert "training: already done (30 steps)" in again.stdout
     assert "tokenizer: " in again.stdout and "(already trained)" in again.stdout
-    assert "(already exported)" in again.stdout
+    assert f"export: {summary['export']} (already exported)" in again.stdout
     assert sorted(os.listdir(export_dir)) == ["1"]
+    assert f"CTranslate2 export: {ct2}\n" in again.stdout
+    assert f"| kt-translate --model {ct2}\n" in again.stdout
+    recorded = json.loads((model_dir / "ctranslate2.json").read_text())
+    assert recorded["step"] == 30 and recorded["export_dir"] == str(ct2)
+    from keras_transformer_runtime import CTranslate2Translator
+
+    [translation] = CTranslate2Translator(ct2).translate(["a dog runs."])
+    assert isinstance(translation, str)
+    assert (
+        f"CTranslate2 export: {ct2} (already exported)"
+        in run_script(args + ["--ctranslate2_dir", str(ct2)]).stdout
+    )
 
     # Another model in the same directory is refused before anything runs.
     other = run_script(args + ["--d_model", "32"])
     assert other.returncode != 0 and "d_model: 16 -> 32" in other.stderr
     # More steps continue the run, and export the new weights as a new version.
-    more = run_script(args + ["--train_steps", "40"])
+    more = run_script(args + ["--train_steps", "40", "--ctranslate2_dir", str(ct2)])
     assert more.returncode == 0, more.stderr[-3000:]
     assert "training: continuing from step 30 to 40" in more.stdout
     summary = json.loads((model_dir / "summary.json").read_text())
     assert summary["training"]["final_step"] == 40
     assert sorted(os.listdir(export_dir)) == ["1", "2"]
+    # The CTranslate2 export of the former weights is replaced.
+    assert f"CTranslate2 export: {ct2}\n" in more.stdout
+    assert json.loads((model_dir / "ctranslate2.json").read_text())["step"] == 40
 
 
 @pytest.mark.large  # starts Python processes

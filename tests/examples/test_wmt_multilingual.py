@@ -4,12 +4,14 @@ mixed by temperature sampling, tags as single pieces, each direction
 scored with its off-target rate, and a per-direction summary table."""
 
 import gzip
+import io
 import json
 import os
 
 import pytest
 
 from keras_transformer.tokenization import SentencePieceTokenizer
+from keras_transformer_runtime import translate
 from tests.examples.helpers import TINY_RUN_FLAGS
 from tests.examples.helpers import load_example
 from tests.examples.helpers import mirrored_corpus
@@ -64,14 +66,21 @@ def test_several_target_languages_need_a_corpus_that_has_them(capsys):
 
 
 @pytest.mark.large  # trains and evaluates: a whole run
-def test_one_model_for_three_directions(tmp_path, monkeypatch):
+def test_one_model_for_three_directions(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(corpora.CORPORA, "multi30k", CORPUS)
     monkeypatch.chdir(tmp_path)
     url = write_mirror(tmp_path / "mirror")
     results = load_example("wmt_ende").main(
         ["--data", "multi30k", "--data_url", url, "--target_lang", "de,fr,cs"]
-        + ["--temperature", "2", *TINY_RUN_FLAGS]
+        + ["--temperature", "2", *TINY_RUN_FLAGS, "--ctranslate2_dir", "ct2"]
     )
+    # The command the run ends by suggesting works as printed (a
+    # multilingual model's names its first language).
+    [hint] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("try it")]
+    assert hint.endswith("| kt-translate --model ct2 --target_lang de")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"A man is riding a bike.\n")))
+    assert translate.main(hint.split("| kt-translate ")[1].split()) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
     run = tmp_path / "runs" / "multi30k"
     test = results["test"]
     assert list(test["directions"]) == ["de", "fr", "cs"]
