@@ -26,6 +26,7 @@ def compound_split_bleu(hypotheses, references):
         [split_compounds(h) for h in hypotheses],
         [[split_compounds(r) for r in references]],
         tokenize="none",
+        force=True,  # tokenized on purpose: no "forgot to detokenize" warning
     )
 
 

@@ -41,6 +41,12 @@ class RunConfig:
     preset: str = setting("base", "run preset: sets the values it names below", "run")
     model_dir: str | None = setting(None, "checkpoints, logs, results", "run", shown="runs/PRESET")
     export_dir: str | None = setting(None, "TF Serving base directory", "run", shown="no export")
+    verbose: bool = setting(
+        False,
+        "show the native libraries' start-up and INFO lines (TensorFlow, absl, oneDNN, "
+        "SentencePiece), which are filtered out of stderr otherwise",
+        "run",
+    )
     ctranslate2_dir: str | None = setting(
         None,
         "also write an int8 CTranslate2 export here, which the runtime runs without TensorFlow "

@@ -48,6 +48,13 @@ PROCESS_STARTED = time.time()
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from keras_transformer_runtime import logs  # noqa: E402
+
+# The native libraries' lines (TensorFlow's start-up, a CPU machine's CUDA
+# probe, SentencePiece's INFO lines) off stderr from here on, TensorFlow's
+# import included; --verbose keeps them.
+logs.filter_native_logs()
+
 from keras_transformer import training  # noqa: E402
 
 from wmt_budget import Stopwatch  # noqa: E402

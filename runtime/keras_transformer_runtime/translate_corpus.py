@@ -40,6 +40,7 @@ import os
 import sys
 
 from keras_transformer_runtime import command_line
+from keras_transformer_runtime import logs
 
 
 def make_parser():
@@ -80,6 +81,7 @@ def make_parser():
 def main(argv=None):
     parser = make_parser()
     args, beam_options = parser.parse_known_args(argv)
+    logs.filter_native_logs(["--verbose"] if args.verbose else [])  # Beam's workers' chatter
     command_line.check_positive(
         parser, args, "batch_size", "shard_lines", "max_line_tokens", "workers", "threads"
     )

@@ -33,3 +33,16 @@ def test_scores_report_both_measures():
     assert scores["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert scores["sentences"] == 2
     assert bleu.bleu_scores(REFERENCES, REFERENCES)["sacrebleu"] == pytest.approx(100.0)
+
+
+def test_the_tokenized_measure_does_not_warn_about_tokenization(caplog):
+    """sacreBLEU warns that text whose lines end in a tokenized period
+    "forgot to detokenize"; the paper's measure tokenizes on purpose."""
+    lines = [f"Ein Hund läuft {n}." for n in range(120)]
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        score = bleu.compound_split_bleu(lines, lines).score
+    assert score == pytest.approx(100.0)
+    assert not [r for r in caplog.records if "detokenize" in r.getMessage()]
+    with caplog.at_level("WARNING", logger="sacrebleu"):  # the check it skips
+        sacrebleu.corpus_bleu([bleu.split_compounds(x) for x in lines], [lines], tokenize="none")
+    assert [r for r in caplog.records if "detokenize" in r.getMessage()]

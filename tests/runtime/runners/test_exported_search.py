@@ -29,5 +29,5 @@ def test_a_path_that_is_not_an_export_is_refused(tmp_path):
 def test_a_missing_runtime_names_its_extra(tmp_path, monkeypatch, runtime, module, extra):
     monkeypatch.setitem(sys.modules, module, None)  # `import` then raises ImportError
     monkeypatch.setitem(sys.modules, f"{module}.interpreter", None)
-    with pytest.raises(ImportError, match=rf'pip install -e "\.\[{extra}\]"'):
+    with pytest.raises(ImportError, match=rf"pip install 'keras-transformer-runtime\[{extra}\]'"):
         runtime(tmp_path / "m.model")
