@@ -223,7 +223,8 @@ def test_bad_input_is_refused_and_a_failed_export_keeps_the_old_one(
             CTranslate2Translator(target).sample(["a"], seed=seed)
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)
-    with pytest.raises(ImportError, match=r"pip install 'keras-transformer-runtime\[ctranslate2\]'"):
+    advice = r"pip install 'keras-transformer-runtime\[ctranslate2\]'"
+    with pytest.raises(ImportError, match=advice):
         ct2_export.export_ctranslate2(translator, tmp_path / "c")
 
 
