@@ -1,3 +1,4 @@
+import collections
 import json
 import os
 import pathlib
@@ -258,3 +259,38 @@ def test_keras_export_of_the_raw_model(tmp_path):
     restored = tf.saved_model.load(str(tmp_path / "raw"))  # keep it: it owns the variables
     logits = restored.serve((source, target))
     np.testing.assert_allclose(logits.numpy(), model((source, target)).numpy(), atol=1e-5)
+
+
+class CountedSignatures(dict):
+    """A SavedModel's signatures, each call counted by name."""
+
+    def __init__(self, signatures):
+        super().__init__(signatures)
+        self.calls = collections.Counter()
+
+    def __getitem__(self, name):
+        function = super().__getitem__(name)
+
+        def counted(**inputs):
+            self.calls[name] += 1
+            return function(**inputs)
+
+        return counted
+
+
+@pytest.mark.large  # loads the exported translator
+def test_the_client_tokenizes_each_sentence_once_on_the_host(exported):
+    """Splitting a request measures its sentences (`tokenize`), and so
+    does batching it within the export's limits: one call serves both,
+    so a sentence is tokenized twice on its way, once there and once in
+    the graph."""
+    from keras_transformer_runtime import SavedModelTranslator
+
+    translator, path = exported
+    runner = SavedModelTranslator(path)
+    runner.signatures = CountedSignatures(runner.signatures)
+    texts = ["A dog runs. Two dogs run.", "A cat.", "A dog runs. Two dogs run."]
+    assert runner.translate(texts) == translator.translate(texts)
+    assert runner.signatures.calls == {"tokenize": 1, "serving_default": 1}
+    runner.translate(texts)  # the same sentences again: their lengths are known
+    assert runner.signatures.calls == {"tokenize": 1, "serving_default": 2}

@@ -29,6 +29,8 @@ from keras_transformer_runtime.text import glossary
 from keras_transformer_runtime.text.languages import TargetLanguages
 
 SAVED_MODEL_FILE = "saved_model.pb"
+# The texts whose lengths a translator remembers (`_source_lengths`).
+LENGTHS_KEPT = 65536
 # Lines per call of the `tokenize` signature, which counts tokens for the limits.
 TOKENIZE_BATCH = 256
 # Sentences per call when translating a long list (`bulk_batch_size`).
@@ -165,6 +167,7 @@ class SavedModelTranslator(runner.Runner):
         with logs.native_logs_hidden():  # TensorFlow's device probes
             self._loaded = self._tf.saved_model.load(self.path)  # owns the variables
         self.signatures = self._loaded.signatures
+        self._lengths = {}  # text -> its pieces, for `_source_lengths`
         self.recorded = json.loads(self._loaded.settings_json.numpy().decode())
         self.settings = DecodingSettings.from_dict(self.recorded)
         self.limits = {
@@ -223,12 +226,20 @@ class SavedModelTranslator(runner.Runner):
         return [sum(next(lengths) for _ in sentence) for sentence in phrases]
 
     def _source_lengths(self, texts):
-        """Each text's pieces (the `tokenize` signature)."""
-        texts, lengths = list(texts), []
-        for start in range(0, len(texts), TOKENIZE_BATCH):
-            chunk = self._strings(texts[start : start + TOKENIZE_BATCH])
-            lengths += [int(n) for n in self.signatures["tokenize"](text=chunk)["lengths"].numpy()]
-        return lengths
+        """Each text's pieces (the `tokenize` signature), each text asked
+        once among the last `LENGTHS_KEPT`: a request's sentences are
+        measured when they are split and again when batched."""
+        texts = list(texts)
+        known = {text: self._lengths.get(text) for text in texts}
+        unknown = [text for text, length in known.items() if length is None]
+        for start in range(0, len(unknown), TOKENIZE_BATCH):
+            chunk = unknown[start : start + TOKENIZE_BATCH]
+            found = self.signatures["tokenize"](text=self._strings(chunk))["lengths"].numpy()
+            known.update(zip(chunk, (int(n) for n in found), strict=True))
+        if len(self._lengths) + len(unknown) > LENGTHS_KEPT:
+            self._lengths.clear()  # (several threads may share this translator)
+        self._lengths.update((text, known[text]) for text in unknown)
+        return [known[text] for text in texts]
 
     def _strings(self, texts):
         return self._tf.constant(list(texts), self._tf.string)

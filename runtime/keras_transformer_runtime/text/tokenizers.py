@@ -46,6 +46,32 @@ def import_sentencepiece():
     return sentencepiece
 
 
+class RecentTexts:
+    """`function(text)`, computed once for each of the last `size` texts
+    (the runners measure a sentence's length when they split a request,
+    then tokenize it to translate it: one tokenization serves both). The
+    values are kept as tuples and returned as new lists.
+
+    Example:
+
+    >>> pieces = RecentTexts(lambda text: text.split())
+    >>> pieces("a b") == pieces("a b") == ["a", "b"]
+    True
+    """
+
+    def __init__(self, function, size=4096):
+        self._function, self._size, self._values = function, size, {}
+
+    def __call__(self, text):
+        value = self._values.get(text)
+        if value is None:
+            value = tuple(self._function(text))
+            if len(self._values) >= self._size:
+                self._values.clear()
+            self._values[text] = value
+        return list(value)
+
+
 class SentencePieces:
     """One SentencePiece model for both sides (`SentencePieceTokenizer`).
 
@@ -71,6 +97,8 @@ class SentencePieces:
         self._dropped = frozenset(i for i in special if i >= 0)
         pieces = (self.processor.id_to_piece(i) for i in range(self.processor.get_piece_size()))
         self.languages = TargetLanguages.of_pieces(pieces)
+        self._pieces = RecentTexts(lambda text: self.processor.encode(text, out_type=str))
+        self._ids = RecentTexts(lambda text: self.processor.encode(text))
 
     @classmethod
     def from_assets(cls, directory, prefix=""):
@@ -78,14 +106,14 @@ class SentencePieces:
         return cls(os.path.join(directory, prefix + ASSETS["sentencepiece"]["model"]))
 
     def source(self, text):
-        """The pieces of a source text."""
-        return self.processor.encode(text, out_type=str)
+        """The pieces of a source text (tokenized once: `RecentTexts`)."""
+        return self._pieces(text)
 
     target = source
 
     def source_ids(self, text):
-        """The ids of a source text (no EOS)."""
-        return self.processor.encode(text)
+        """The ids of a source text (no EOS; tokenized once)."""
+        return self._ids(text)
 
     def text(self, pieces):
         """The text of output pieces."""
@@ -126,6 +154,7 @@ class MarianPieces:
             for side, file in (("source", source_file), ("target", target_file))
         }
         self.eos_piece = "</s>"
+        self._sources = RecentTexts(lambda text: self._pieces("source", text))
         self.vocab = None
         self.languages = TargetLanguages(required=False)
         if vocab_file is not None:
@@ -152,8 +181,8 @@ class MarianPieces:
         return code + self.processors[side].encode(text, out_type=str)
 
     def source(self, text):
-        """The pieces of a source text."""
-        return self._pieces("source", text)
+        """The pieces of a source text (tokenized once: `RecentTexts`)."""
+        return self._sources(text)
 
     def target(self, text):
         """The pieces of a target text."""
