@@ -10,6 +10,7 @@ browser or on a server, and `LiteRTTranslator` runs it in Python with
 
 import os
 
+from keras_transformer_runtime import logs
 from keras_transformer_runtime.runners.exported_search import OUTPUT_IDS
 from keras_transformer_runtime.runners.exported_search import SCORES
 from keras_transformer_runtime.runners.exported_search import SIGNATURE
@@ -61,6 +62,11 @@ class LiteRTTranslator(ExportedSearchTranslator):
             model_path=self.path, num_threads=num_threads or os.cpu_count()
         )
         self._runner = interpreter.get_signature_runner(SIGNATURE)
+        # The first search applies the XNNPACK delegate, which says so on
+        # stderr ("INFO: Created TensorFlow Lite XNNPACK delegate"): run it
+        # here, with the native lines hidden.
+        with logs.native_logs_hidden():
+            self.translate(["Hello"], target_lang=next(iter(self.languages), None))
 
     def _search(self, source_ids):
         outputs = self._runner(**{SOURCE_IDS: source_ids})
