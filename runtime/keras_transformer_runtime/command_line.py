@@ -57,6 +57,25 @@ def add_model_arguments(parser, threads_help="each runner's threads (default: th
     )
 
 
+def add_sampling_arguments(parser):
+    """Adds `--temperature`, `--top_k` and `--top_p`: `--mode sample`'s
+    draws with a CTranslate2 export (the other kinds draw as exported)."""
+    group = parser.add_argument_group("--mode sample's draws (a CTranslate2 export)")
+    group.add_argument("--temperature", type=float, help="default: as exported (1.0)")
+    group.add_argument("--top_k", type=int, help="draw among the k likeliest (0: all)")
+    group.add_argument("--top_p", type=float, help="draw within this probability mass")
+
+
+def sampling_settings(parser, args):
+    """The sampling settings the arguments set (`DecodingSettings` names);
+    a usage error where they are set without `--mode sample`."""
+    named = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
+    settings = {name: value for name, value in named.items() if value is not None}
+    if settings and args.mode != "sample":
+        parser.error("--temperature, --top_k and --top_p go with --mode sample.")
+    return settings
+
+
 def model_of(parser, args):
     """`(path, kind)` of the model the arguments name; `kind` is `--kind`,
     else the former flag's, else read from the path. A usage error where

@@ -169,10 +169,7 @@ def make_parser():
     parser.add_argument(
         "--seed", type=int, default=0, help=f"seed of --mode sample, 0 to {MAX_SEED}"
     )
-    sampling = parser.add_argument_group("--mode sample's draws (a CTranslate2 export)")
-    sampling.add_argument("--temperature", type=float, help="default: as exported (1.0)")
-    sampling.add_argument("--top_k", type=int, help="draw among the k likeliest (0: all)")
-    sampling.add_argument("--top_p", type=float, help="draw within this probability mass")
+    command_line.add_sampling_arguments(parser)
     parser.add_argument(
         "--target_lang",
         help="a multilingual model's target language (default: each line starts with its tag)",
@@ -189,8 +186,7 @@ def check_arguments(parser, args):
     command_line.check_positive(parser, args, "batch_size", "n_best", "threads")
     if not 0 <= args.seed <= MAX_SEED:
         parser.error(f"--seed must be in [0, {MAX_SEED}]. Received: --seed={args.seed}")
-    if sampling_settings(args) and args.mode != "sample":
-        parser.error("--temperature, --top_k and --top_p go with --mode sample.")
+    command_line.sampling_settings(parser, args)
     if args.mode == "score" and (args.n_best != 1 or args.with_scores):
         parser.error("--mode score prints scores of given targets: no --n_best, no --with_scores.")
     if (args.mode == "constrain" or args.glossary) and (
@@ -207,12 +203,6 @@ def check_arguments(parser, args):
         )
 
 
-def sampling_settings(args):
-    """The sampling settings the arguments set (`DecodingSettings` names)."""
-    named = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
-    return {name: value for name, value in named.items() if value is not None}
-
-
 def load(parser, args):
     """The runner of the model the arguments name; a usage error if it
     cannot load."""
@@ -224,7 +214,7 @@ def load(parser, args):
             version=args.version,
             compute_type=args.compute_type,
             kind=kind,
-            **sampling_settings(args),
+            **command_line.sampling_settings(parser, args),
         )
     except (ImportError, ValueError, FileNotFoundError) as error:
         parser.error(str(error))

@@ -62,6 +62,7 @@ def make_parser():
         help="the export's search (beam, or greedy), or one random draw per line",
     )
     parser.add_argument("--seed", type=int, default=0, help="the seed of --mode sample")
+    command_line.add_sampling_arguments(parser)
     parser.add_argument("--with_scores", action="store_true", help="record each score")
     parser.add_argument("--target_lang", help="a multilingual model's target language")
     parser.add_argument(
@@ -81,7 +82,6 @@ def make_parser():
 def main(argv=None):
     parser = make_parser()
     args, beam_options = parser.parse_known_args(argv)
-    logs.filter_native_logs(["--verbose"] if args.verbose else [])  # Beam's workers' chatter
     command_line.check_positive(
         parser, args, "batch_size", "shard_lines", "max_line_tokens", "workers", "threads"
     )
@@ -99,6 +99,7 @@ def main(argv=None):
     # Here, the cores shared among the workers; on a cluster, the runtime's choice.
     threads = args.threads or (max(1, cores // workers) if local else None)
     export_options = {"version": args.version, "compute_type": args.compute_type, "kind": kind}
+    export_options.update(command_line.sampling_settings(parser, args))
     try:
         job = CorpusJob(
             mode=args.mode,
@@ -110,6 +111,7 @@ def main(argv=None):
             max_line_tokens=args.max_line_tokens,
         )
         processes.skip_collection_at_exit()  # this process ends with `main`
+        logs.filter_native_logs(["--verbose"] if args.verbose else [])  # Beam workers' chatter
         summary = corpus.translate_corpus(
             args.input,
             args.output,

@@ -34,3 +34,24 @@ def test_an_unknown_export_or_an_input_that_matches_nothing_is_a_usage_error(tmp
             ["--export_dir", "ende.tflite", "--input", str(tmp_path / "no*"), "--output", "o"]
         )
     assert "matches no file" in capsys.readouterr().err
+
+
+def test_sampling_settings_reach_the_runners_loading(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("apache_beam", reason="the command runs on Apache Beam")
+    from keras_transformer_runtime import logs
+    from keras_transformer_runtime.corpus import pipeline
+
+    asked = {}
+    monkeypatch.setattr(logs, "filter_native_logs", lambda argv: None)  # this process's stderr
+    monkeypatch.setattr(
+        pipeline, "translate_corpus", lambda *args, **options: asked.update(options) or {}
+    )
+    (tmp_path / "in.txt").write_text("A dog.\n")
+    command = ["--model", "ende_ct2", "--kind", "ctranslate2", "--input", str(tmp_path / "in.txt")]
+    command += ["--output", str(tmp_path / "out"), "--top_k", "20", "--temperature", "0.7"]
+    with pytest.raises(SystemExit):
+        translate_corpus.main(command)
+    assert "go with --mode sample" in capsys.readouterr().err and not asked
+    assert translate_corpus.main([*command, "--mode", "sample"]) == 0
+    assert asked["top_k"] == 20 and asked["temperature"] == 0.7 and "top_p" not in asked
+    assert asked["kind"] == "ctranslate2" and asked["compute_type"] == "default"
