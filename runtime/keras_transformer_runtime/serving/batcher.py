@@ -128,6 +128,10 @@ class Batcher:
                 return
             try:
                 self._run(runner, batch)
+            except Exception as error:  # noqa: BLE001 (the batch's requests get it; the worker lives)
+                for request in batch:
+                    if not request.future.done():
+                        request.future.set_exception(error)
             finally:
                 with self._changed:
                     self._idle += 1
@@ -162,7 +166,9 @@ class Batcher:
     def _take(self, task, size_limit):
         """Removes from the queue the oldest requests for `task` that fit
         in a batch of `size_limit` sentences (at least one), and returns
-        them."""
+        them, less those whose client cancelled them (gone before their
+        turn: their futures are cancelled, and the others' can no longer
+        be)."""
         taken, kept, size = [], [], 0
         for request in self._queue:
             fits = not taken or size + len(request.sentences) <= size_limit
@@ -172,11 +178,14 @@ class Batcher:
             else:
                 kept.append(request)
         self._queue = kept
-        return taken
+        return [request for request in taken if request.future.set_running_or_notify_cancel()]
 
     def _run(self, runner, batch):
         """Runs `batch` (requests for one task) as one call; if it fails,
-        each request alone, so that the failure is its request's."""
+        each request alone, so that the failure is its request's. A batch
+        whose requests were all cancelled runs nothing."""
+        if not batch:
+            return
         task = batch[0].task
         sentences = [s for request in batch for s in request.sentences]
         start = time.perf_counter()

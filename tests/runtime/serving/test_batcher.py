@@ -179,3 +179,27 @@ def test_bad_arguments_are_named(arguments, message):
     arguments = {"runners": [ReversingRunner()], **arguments}
     with pytest.raises(ValueError, match=message):
         Batcher(**arguments)
+
+
+def test_cancelled_requests_neither_kill_a_worker_nor_hold_up_the_others():
+    """A client gone while its request waits cancels its future; setting
+    its result raised in the worker, which died, and the requests of its
+    batch and every later one for it hung."""
+    runners = [ReversingRunner(delay=0.05), ReversingRunner(delay=0.05)]
+    batcher = Batcher(runners, max_batch_size=2, batch_timeout_ms=1)
+    for round_ in range(3):
+        futures = [batcher.submit(Translation(), [f"r{round_} s{i}"]) for i in range(12)]
+        cancelled = [f for i, f in enumerate(futures) if i % 3 == 2 and f.cancel()]
+        assert cancelled  # some were still waiting
+        for i, future in enumerate(futures):
+            if future not in cancelled:
+                assert translations(future) == [f"r{round_} s{i}"[::-1]]
+    # Both workers still take batches: two slow requests run side by side.
+    for runner in runners:
+        runner.calls.clear()
+    start = time.perf_counter()
+    pair = [batcher.submit(Translation(), [f"x{i}"]) for i in range(4)]
+    assert [translations(f) for f in pair] == [[f"x{i}"[::-1]] for i in range(4)]
+    assert all(runner.calls for runner in runners)
+    assert time.perf_counter() - start < 4 * 0.05 + 0.5
+    batcher.close()
