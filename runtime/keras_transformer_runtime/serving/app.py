@@ -255,17 +255,32 @@ class Server:
         sentences = 0
         try:
             body, sentences = await answer(await asgi.read_body(receive, self.max_body_bytes))
-            status = 200
+            status, content = 200, _answer_json(body)
         except asgi.ClientGone:
             return
         except asgi.BodyTooLarge as error:
-            status, body = 413, {"error": str(error)}
+            status, content = 413, asgi.json_bytes({"error": str(error)})
+        except UnwritableAnswer as error:
+            status, content = 500, asgi.json_bytes({"error": str(error)})
         except (ValueError, NotImplementedError) as error:  # BadRequest, RefusedRequestError
-            status, body = 400, {"error": str(error)}
+            status, content = 400, asgi.json_bytes({"error": str(error)})
         except Exception as error:  # noqa: BLE001 (answered, the server keeps running)
-            status, body = 500, {"error": f"{type(error).__name__}: {error}"}
-        await asgi.send_json(send, status, body)
+            status, content = 500, asgi.json_bytes({"error": f"{type(error).__name__}: {error}"})
+        await asgi.send_content(send, status, content)
         self.metrics.request(name, status, time.perf_counter() - start, sentences)
+
+
+class UnwritableAnswer(Exception):
+    """An answer JSON cannot hold (a non-finite score): the server's
+    fault, answered 500 and counted as such."""
+
+
+def _answer_json(body):
+    """`body` as JSON bytes; `UnwritableAnswer` where JSON refuses it."""
+    try:
+        return asgi.json_bytes(body)
+    except (ValueError, TypeError) as error:
+        raise UnwritableAnswer(f"The answer could not be written as JSON: {error}") from None
 
 
 def _json(body, status=200):

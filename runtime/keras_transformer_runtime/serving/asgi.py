@@ -52,7 +52,12 @@ def json_bytes(body):
 
 async def send_json(send, status, body):
     """Answers with HTTP `status` and `body` in JSON through the ASGI `send`."""
-    content = json_bytes(body)
+    await send_content(send, status, json_bytes(body))
+
+
+async def send_content(send, status, content):
+    """Answers with HTTP `status` and `content`, JSON already serialized
+    (`json_bytes`), through the ASGI `send`."""
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(content))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})

@@ -3,6 +3,7 @@ runner that reverses texts: TF Serving's REST API, `/translate`, the
 refusals (HTTP 400 naming the problem, never a 500 for bad input), the
 page, `/healthz` and `/metrics`."""
 
+import dataclasses
 import json
 import re
 
@@ -231,3 +232,32 @@ def test_metrics_count_requests_sentences_and_batches():
 def test_bad_server_arguments_are_named(arguments, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         Server(**{"runners": [ReversingRunner()], **arguments})
+
+
+class NaNRunner(ReversingRunner):
+    """Scores a text holding "NAN" as NaN, which JSON cannot hold."""
+
+    def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
+        rows = super()._translate_with_scores(sentences, n_best, token_scores, batch_size)
+        return [
+            [dataclasses.replace(h, score=float("nan")) if "NAN" in s else h for h in row]
+            for s, row in zip(sentences, rows, strict=True)
+        ]
+
+
+def test_an_answer_json_cannot_hold_is_a_counted_json_500():
+    """The answer was serialized outside the handler's `try`: a non-finite
+    score gave uvicorn's plain-text 500, not counted in `/metrics`."""
+    server = Server([NaNRunner()], model_name="m", batch_timeout_ms=0)
+    with TestClient(server.app, raise_server_exceptions=False) as client:
+        response = client.post("/translate", json={"text": ["ab NAN", "cd"], "with_scores": True})
+        assert "could not be written as JSON" in error_of(response, 500)
+        assert client.post("/translate", json={"text": ["cd"]}).status_code == 200
+        text = client.get("/metrics").text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    failed = ("translation_requests_total", (("code", "500"), ("endpoint", "translate")))
+    assert samples[failed] == 1
