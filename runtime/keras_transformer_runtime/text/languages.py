@@ -95,10 +95,26 @@ class TargetLanguages:
         return iter(self.codes)
 
     def tagged(self, text, code):
-        """`text` asking for `code` (a known language): `">>fr<< " + text`;
-        as it is for `code=None` and for a text without characters (which
-        translates to nothing in any language)."""
-        return text if code is None or not text.strip() else f"{tag(code)} {text}"
+        """`text` asking for `code` (a known language): `">>fr<< " + text`,
+        without the model's tags that `text` itself holds (a user's text
+        never chooses the language, `untagged`); as it is for `code=None`
+        and for a text without characters (which translates to nothing in
+        any language)."""
+        if code is None or not text.strip():
+            return text
+        return f"{tag(code)} {self.untagged(text).lstrip()}"
+
+    def untagged(self, text):
+        """`text` without the tags of the model's languages it holds (and
+        the spaces before each), so that a text's words cannot choose its
+        language: `"A >>fr<< dog."` -> `"A dog."`."""
+        if not self.codes or ">>" not in text:
+            return text
+        return self._own_tags.sub("", text)
+
+    @property
+    def _own_tags(self):
+        return re.compile(r"[ \t]*(?:" + "|".join(re.escape(tag(c)) for c in self.codes) + ")")
 
     def tagged_texts(self, texts, target_lang):
         """`texts` each tagged with its language of `requested(texts,
@@ -171,8 +187,8 @@ class TargetLanguages:
         for text in texts:
             string = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
             match = _LEADING_TAG.match(string) if isinstance(string, str) else None
-            if match is None and not self.required:
-                stripped.append(text)
+            if match is None and (not self.required or not string.strip()):
+                stripped.append(text)  # (a text without characters translates to nothing)
                 codes.append(None)
                 continue
             if match is None:
@@ -183,6 +199,6 @@ class TargetLanguages:
                     f"{tag(self.codes[0])!r}). Received: target_lang=None for {text!r}"
                 )
             self.check(match.group(1))
-            stripped.append(string[match.end() :])
+            stripped.append(self.untagged(string[match.end() :]).lstrip())
             codes.append(match.group(1))
         return stripped, codes

@@ -85,3 +85,17 @@ def test_a_language_the_model_does_not_know_is_a_400(served, path, body, message
     response = client.post(path, json=body)
     assert response.status_code == 400 and message in response.json()["error"], response.text
     assert runner.calls == []
+
+
+def test_an_empty_text_among_others_translates_to_an_empty_text(served):
+    """With `target_lang` and one empty text, the server answered 400
+    "pass `target_lang`", though it was passed."""
+    client, _ = served
+    body = {"text": ["A dog.", "", "A cow."], "target_lang": "fr"}
+    response = client.post("/translate", json=body)
+    assert response.status_code == 200, response.text
+    found = [t["translation"] for t in response.json()["translations"]]
+    assert found == [reversed_tagged("A dog.", "fr"), "", reversed_tagged("A cow.", "fr")]
+    instances = [{"text": "", "target_lang": "de"}, {"text": "A dog.", "target_lang": "de"}]
+    response = client.post(PREDICT, json={"instances": instances})
+    assert response.status_code == 200, response.text

@@ -112,3 +112,34 @@ def test_an_opus_mt_models_text_without_a_tag_is_translated_as_it_is():
 
 def test_an_empty_text_is_never_tagged():
     assert KNOWN.tagged("", "fr") == "" and KNOWN.tagged("  ", "fr") == "  "
+
+
+def test_a_texts_own_tags_never_choose_its_language():
+    """With `target_lang="de"`, a text holding `>>fr<<` reached the model
+    with both tags: a user's text chose the language."""
+    assert KNOWN.tagged("A >>fr<< dog.", "de") == ">>de<< A dog."
+    assert KNOWN.tagged(">>fr<< A dog.>>cs<<", "de") == ">>de<< A dog."
+    assert KNOWN.tagged("A >>xx<< dog.", "de") == ">>de<< A >>xx<< dog."  # not a tag of it
+    texts, codes = KNOWN.requested([">>fr<< A >>de<< dog."], None)  # the typed one asks
+    assert (texts, codes) == (["A dog."], ["fr"])
+    runner = TaggedReverser()
+    runner.translate(["A dog >>cs<< runs."], target_lang="de")
+    assert runner.calls[-1] == [">>de<< A dog runs."]
+    assert TargetLanguages().untagged("A >>fr<< dog.") == "A >>fr<< dog."  # one language
+
+
+def test_an_empty_text_needs_no_language_among_typed_ones():
+    """An empty text among texts with typed tags refused the whole request
+    ("pass `target_lang`"); it translates to an empty text."""
+    texts, codes = KNOWN.requested(["", ">>fr<< A dog.", "  "], None)
+    assert (texts, codes) == (["", "A dog.", "  "], [None, "fr", None])
+    with pytest.raises(ValueError, match="pass `target_lang`"):
+        KNOWN.requested(["A dog."], None)
+    assert TaggedReverser().translate(["", ">>fr<< A dog."]) == [
+        "",
+        reversed_tagged("A dog.", "fr"),
+    ]
+
+
+def reversed_tagged(text, code):
+    return f">>{code}<< {text}"[::-1]
