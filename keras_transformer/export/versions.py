@@ -67,9 +67,20 @@ def owned_staging_dir(parent, prefix):
     when that process died (killed, or out of memory: no `finally` runs).
     Call `unmark` before the directory itself becomes the export."""
     staging = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    # mkdtemp makes it 0700, a mode the export would keep once renamed into
+    # place: TF Serving or a server running as another user could not read
+    # it. It gets the mode any new directory gets (the umask's).
+    os.chmod(staging, 0o777 & ~_umask())
     with open(os.path.join(staging, _OWNER_FILE), "w") as f:
         f.write(_owner())
     return staging
+
+
+def _umask():
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def unmark(staging):

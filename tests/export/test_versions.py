@@ -1,5 +1,8 @@
 """Version directories, as local file systems and object stores list them."""
 
+import os
+import stat
+
 import pytest
 import tensorflow as tf
 
@@ -31,3 +34,26 @@ def test_local_directories(tmp_path):
     assert resolve_version_dir(tmp_path / "12") == str(tmp_path / "12")
     with pytest.raises(FileNotFoundError, match="No SavedModel or numbered version"):
         resolve_version_dir(tmp_path / "tmp")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_an_export_directory_gets_the_users_umask(tmp_path, words_tokenizer, umask):
+    """Exports were created drwx------ (a temporary directory renamed into
+    place keeps its 0700): TF Serving or a server running as another user
+    could not read them."""
+    from keras_transformer import Translator
+    from keras_transformer.export import export_ctranslate2
+    from keras_transformer.export import versions
+    from tests.export.random_models import random_model
+
+    former = os.umask(umask)
+    try:
+        staging = versions.owned_staging_dir(tmp_path, "x-")
+        assert stat.S_IMODE(os.stat(staging).st_mode) == 0o777 & ~umask
+        tokenizer, _ = words_tokenizer
+        path = export_ctranslate2(Translator(random_model(), tokenizer), tmp_path / f"ct2-{umask}")
+    finally:
+        os.umask(former)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o777 & ~umask
+    for name in os.listdir(path):
+        assert stat.S_IMODE(os.stat(os.path.join(path, name)).st_mode) == 0o666 & ~umask
