@@ -47,7 +47,11 @@ class ServingModule(tf.Module):
     def settings(self):
         """The translator's decoding settings and the request limits."""
         languages = self.translator.languages
-        languages = {"languages": list(languages.codes), "language_required": languages.required}
+        languages = {
+            "languages": list(languages.codes),
+            # A model of one language needs none; a multilingual one, where its tags are required.
+            "language_required": languages.requires_target_lang,
+        }
         return {**self.translator.settings.to_dict(), **self.limits, **languages}
 
     def _within_limits(self, text, side="source"):

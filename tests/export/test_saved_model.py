@@ -294,3 +294,16 @@ def test_the_client_tokenizes_each_sentence_once_on_the_host(exported):
     assert runner.signatures.calls == {"tokenize": 1, "serving_default": 1}
     runner.translate(texts)  # the same sentences again: their lengths are known
     assert runner.signatures.calls == {"tokenize": 1, "serving_default": 2}
+
+
+@pytest.mark.large  # loads the exported translator
+def test_info_of_a_one_language_export_says_it_needs_no_language(exported):
+    """`--info` said `"language_required": true, "languages": []`."""
+    from keras_transformer_runtime import SavedModelTranslator
+
+    _, path = exported
+    runner = SavedModelTranslator(path)
+    assert runner.recorded["language_required"] is False and runner.recorded["languages"] == []
+    runner.recorded["language_required"] = True  # as exports before this fix recorded it
+    described = runner.describe()
+    assert '"language_required": false' in described and '"languages": []' in described

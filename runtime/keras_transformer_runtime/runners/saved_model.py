@@ -194,7 +194,10 @@ class SavedModelTranslator(runner.Runner):
     def describe(self):
         """The export's path, decoding settings and signatures, as text."""
         lines = [f"SavedModel: {self.path}"]
-        lines.append("decoding settings: " + json.dumps(self.recorded, sort_keys=True))
+        # What the model needs (exports before 0.2.1 recorded a language
+        # required of a model that has none).
+        recorded = {**self.recorded, "language_required": self.languages.requires_target_lang}
+        lines.append("decoding settings: " + json.dumps(recorded, sort_keys=True))
 
         def spec(s):
             return f"{s.dtype.name}{list(s.shape)}"
