@@ -4,8 +4,9 @@ what differs when a rerun into it asks for others.
 
 Example:
 
->>> earlier = manifest([("a.gz", 10), ("b.gz", 20)], "exports/deen", CorpusJob())
->>> differences(earlier, manifest([("a.gz", 12)], "exports/deen", CorpusJob()))
+>>> files = [("a.gz", 10, "0a1b"), ("b.gz", 20, "2c3d")]
+>>> earlier = manifest(files, "exports/deen", "9f", CorpusJob())
+>>> differences(earlier, manifest([("a.gz", 12, "4e5f")], "exports/deen", "9f", CorpusJob()))
 'inputs: removed b.gz; changed a.gz (10 bytes, now 12)'
 """
 
@@ -16,12 +17,13 @@ MANIFEST = "corpus.json"
 NAMED_FILES = 3
 
 
-def manifest(inputs, export, job):
-    """The record of a run: `inputs` (`(path, bytes)` pairs, in order),
-    `export` (its path) and `job` (a `CorpusJob`)."""
+def manifest(inputs, export, export_sha256, job):
+    """The record of a run: `inputs` (`(path, bytes, sha256)`, in order),
+    `export` (its path) and the SHA-256 of its files, and `job` (a
+    `CorpusJob`): a rerun of other contents at the same paths differs."""
     return {
-        "inputs": [{"path": path, "bytes": size} for path, size in inputs],
-        "export": export,
+        "inputs": [{"path": p, "bytes": size, "sha256": digest} for p, size, digest in inputs],
+        "export": {"path": export, "sha256": export_sha256},
         "job": job.to_dict(),
     }
 
@@ -41,7 +43,7 @@ def differences(earlier, now):
         if before.get(name) != after.get(name)
     ]
     if earlier["export"] != now["export"]:
-        parts.append(f"export: {json.dumps(earlier['export'])} (now: {json.dumps(now['export'])})")
+        parts.append(_export_difference(earlier["export"], now["export"]))
     if earlier["inputs"] != now["inputs"]:
         parts.append("inputs: " + _input_differences(earlier["inputs"], now["inputs"]))
     return "; ".join(parts)
@@ -58,20 +60,28 @@ def _readable(record):
     )
 
 
+def _export_difference(earlier, now):
+    """The export's difference: another path, or other files at it."""
+    earlier = earlier if isinstance(earlier, dict) else {"path": earlier}  # before digests
+    if earlier.get("path") != now["path"]:
+        return f"export: {json.dumps(earlier.get('path'))} (now: {json.dumps(now['path'])})"
+    return f"export: {now['path']} holds other files than the earlier run's (its SHA-256 differs)"
+
+
 def _input_differences(earlier, now):
-    before = {f["path"]: f["bytes"] for f in earlier}
-    after = {f["path"]: f["bytes"] for f in now}
+    before = {f["path"]: (f["bytes"], f.get("sha256")) for f in earlier}
+    after = {f["path"]: (f["bytes"], f.get("sha256")) for f in now}
+
+    def changed(path):
+        (size, _), (new_size, _) = before[path], after[path]
+        if size != new_size:
+            return f"{path} ({size} bytes, now {new_size})"
+        return f"{path} (its content: the same size, another SHA-256)"
+
     kinds = [
         ("removed", [path for path in before if path not in after]),
         ("added", [path for path in after if path not in before]),
-        (
-            "changed",
-            [
-                f"{path} ({before[path]} bytes, now {after[path]})"
-                for path in before
-                if path in after and before[path] != after[path]
-            ],
-        ),
+        ("changed", [changed(p) for p in before if p in after and before[p] != after[p]]),
     ]
     parts = [f"{kind} {_named(files)}" for kind, files in kinds if files]
     return "; ".join(parts) if parts else "the same files in another order"

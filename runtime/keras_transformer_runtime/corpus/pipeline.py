@@ -25,47 +25,32 @@ Example:
 'A dog runs.'
 """
 
-import dataclasses
 import functools
-import itertools
-import json
 import logging
-import os
 import time
-import uuid
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from keras_transformer_runtime import processes
 from keras_transformer_runtime import validation
-from keras_transformer_runtime.corpus import manifest as corpus_manifest
+from keras_transformer_runtime.corpus import inputs as corpus_inputs
 from keras_transformer_runtime.corpus import shards as corpus_shards
-from keras_transformer_runtime.corpus.manifest import MANIFEST
+from keras_transformer_runtime.corpus.inputs import match_inputs  # noqa: F401  (the API's)
+from keras_transformer_runtime.corpus.output import NAMESPACE
+from keras_transformer_runtime.corpus.output import SUMMARY  # noqa: F401  (the API's)
+from keras_transformer_runtime.corpus.output import CorpusRun
+from keras_transformer_runtime.corpus.output import read_file
+from keras_transformer_runtime.corpus.output import read_records  # noqa: F401  (the API's)
+from keras_transformer_runtime.corpus.output import write_atomically
 from keras_transformer_runtime.corpus.shards import ERRORS
 from keras_transformer_runtime.corpus.shards import TRANSLATIONS
 from keras_transformer_runtime.corpus.shards import CorpusJob
 from keras_transformer_runtime.runners import loading
 from keras_transformer_runtime.text import files as text_files
-
-SUMMARY = "summary.json"
-NAMESPACE = "keras_transformer"
-TEMPORARY_SUFFIX = ".tmp"
-
-
-def match_inputs(patterns):
-    """The files `patterns` match, `(path, size)` sorted by path; a
-    `ValueError` names a pattern that matches nothing."""
-    files = {}
-    for pattern, found in zip(patterns, FileSystems.match(list(patterns)), strict=True):
-        if not found.metadata_list:
-            raise ValueError(f"`inputs` pattern {pattern!r} matches no file.")
-        files.update({m.path: m.size_in_bytes for m in found.metadata_list})
-    return sorted(files.items())
 
 
 class ReadNumberedLines(beam.DoFn):
@@ -77,7 +62,7 @@ class ReadNumberedLines(beam.DoFn):
 
     def process(self, element):
         file_index, path = element
-        with FileSystems.open(path) as f:  # gzip by the `.gz` suffix
+        with corpus_inputs.open_lines(path) as f:  # gzip by the `.gz` suffix, checked
             for number, line in enumerate(text_files.byte_lines(iter(f.readline, b"")), 1):
                 yield (file_index, self.job.shard_of(number)), (number, line)
 
@@ -184,128 +169,6 @@ class TranslateCorpus(beam.PTransform):
         )
 
 
-def write_atomically(path, records):
-    """Writes `records` as JSON lines to `path` through a temporary file
-    renamed when whole."""
-    write_whole(path, corpus_shards.jsonl(records))
-
-
-def write_whole(path, data):
-    """Writes the bytes `data` to `path` through a temporary file renamed
-    when whole: a reader finds all of it or no file."""
-    temporary = f"{path}.{uuid.uuid4().hex}{TEMPORARY_SUFFIX}"
-    with FileSystems.create(temporary) as f:
-        f.write(data)
-    FileSystems.rename([temporary], [path])
-
-
-def read_file(path, missing_ok=False):
-    """The records of a JSON-lines file (`[]` if it is missing and
-    `missing_ok`)."""
-    if missing_ok and not FileSystems.exists(path):
-        return []
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        return corpus_shards.from_jsonl(f.read())
-
-
-def read_records(output, kinds=(TRANSLATIONS, ERRORS)):
-    """The records of a corpus translation's `output`, translations and
-    errors (`kinds`), in the inputs' order: by file, then line."""
-    paths = sorted(
-        (m.path.rsplit("/", 1)[-1].split("-", 1)[1], m.path)
-        for kind in kinds
-        for m in _matched(FileSystems.join(output, f"{kind}-*.jsonl"))
-    )
-    for _, shard in itertools.groupby(paths, key=lambda place_path: place_path[0]):
-        records = [r for _, path in shard for r in read_file(path)]
-        yield from sorted(records, key=lambda r: (r["file"], r["line"]))
-
-
-def _matched(pattern):
-    return FileSystems.match([pattern])[0].metadata_list
-
-
-@dataclasses.dataclass
-class CorpusRun:
-    """The launcher's side of `translate_corpus`: the manifest of the
-    output, what was left from a killed run, and the summary."""
-
-    inputs: list
-    output: str
-    export: str
-    job: CorpusJob
-
-    def manifest(self):
-        return corpus_manifest.manifest(self.inputs, self.export, self.job)
-
-    def prepare(self):
-        """Checks that `output` holds nothing or this run's earlier
-        outputs, records the manifest, and removes a killed run's
-        temporary files."""
-        if os.path.isfile(self.output):  # a local file (object stores have no directories)
-            raise ValueError(
-                f"`output` must be a directory (new, or an earlier run's). Received the file "
-                f"output={self.output!r}"
-            )
-        path, now = FileSystems.join(self.output, MANIFEST), self.manifest()
-        if FileSystems.exists(path):
-            with FileSystems.open(path, compression_type="uncompressed") as f:
-                try:
-                    earlier = json.loads(f.read())
-                except ValueError:  # not JSON: not this package's
-                    earlier = None
-            if earlier != now:
-                differences = corpus_manifest.differences(earlier, now)
-                raise ValueError(
-                    f"`output` {self.output!r} holds a corpus translation of other inputs or "
-                    f"settings ({MANIFEST}: {differences}); use the same ones, another "
-                    "directory, or remove it to start again."
-                )
-        else:
-            if not FileSystems.exists(self.output):
-                FileSystems.mkdirs(self.output)
-            write_whole(path, json.dumps(now, indent=1, sort_keys=True).encode())
-        self.remove_temporary_files()
-
-    def remove_temporary_files(self):
-        leftovers = _matched(FileSystems.join(self.output, f"*{TEMPORARY_SUFFIX}"))
-        if leftovers:
-            FileSystems.delete([m.path for m in leftovers])
-
-    def summary(self, result, seconds):
-        """What the run did, from its metrics, written to `summary.json`."""
-        names = ("lines", "translated", "errors", "kept_from_earlier_runs")
-        counts = {name: _counter(result, name) for name in names}
-        summary = {
-            **counts,
-            "loading_seconds": _largest(result, "loading_ms", 0) / 1000,
-            "batch_size": _largest(result, "batch_size", self.job.batch_size),
-            "seconds": round(seconds, 3),
-            "sentences_per_second": round(counts["translated"] / max(seconds, 1e-9), 2),
-        }
-        write_whole(
-            FileSystems.join(self.output, SUMMARY),
-            json.dumps(summary, indent=1, sort_keys=True).encode(),
-        )
-        return summary
-
-
-def _counter(result, name):
-    found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name(name))
-    values = [c.committed if c.committed is not None else c.attempted for c in found["counters"]]
-    return int(sum(values))
-
-
-def _largest(result, name, default):
-    """The largest value of distribution `name` (`default` if none was
-    recorded): the slowest worker's `loading_ms`, the `batch_size` its
-    runner used."""
-    query = MetricsFilter().with_namespace(NAMESPACE).with_name(name)
-    found = result.metrics().query(query)["distributions"]
-    values = [d.committed if d.committed is not None else d.attempted for d in found]
-    return max((value.max for value in values if value and value.count), default=default)
-
-
 def local_runner():
     """Beam's local runner, without trying Prism first (as `DirectRunner`
     does, downloading it): `FnApiRunner`, in this process for one worker,
@@ -356,11 +219,25 @@ def translate_corpus(
     """
     validation.check_positive_int(workers=workers)
     job = job or CorpusJob()
-    run = CorpusRun(match_inputs(list(inputs)), output, str(export), job)
-    run.prepare()
     load_runner = load_runner or functools.partial(
         loading.load_runner, export, threads, **export_options
     )
+    job.check(load_runner())  # a job the export cannot run fails before anything is written
+    checked = corpus_inputs.checked_inputs(list(inputs))
+    run = CorpusRun(checked, output, str(export), corpus_inputs.export_digest(export), job)
+    started = run.prepare()
+    try:
+        result, seconds = _run_pipeline(run, load_runner, workers, beam_options)
+    except BaseException:
+        if started:
+            run.forget()
+        raise
+    run.remove_temporary_files()
+    return run.summary(result, seconds)
+
+
+def _run_pipeline(run, load_runner, workers, beam_options):
+    """Runs `run`'s pipeline: its Beam result and seconds."""
     options = PipelineOptions(beam_options or [])
     direct = options.view_as(DirectOptions)
     direct.direct_num_workers = workers
@@ -369,11 +246,9 @@ def translate_corpus(
     runner = local_runner() if local else None
     start = time.perf_counter()
     pipeline = beam.Pipeline(runner=runner, options=options)
-    paths = [path for path, _ in run.inputs]
+    paths = [path for path, _, _ in run.inputs]
     worker_processes = local and workers > 1
-    _ = pipeline | TranslateCorpus(paths, output, load_runner, job, worker_processes)
+    _ = pipeline | TranslateCorpus(paths, run.output, load_runner, run.job, worker_processes)
     result = pipeline.run()
     result.wait_until_finish()
-    seconds = time.perf_counter() - start
-    run.remove_temporary_files()
-    return run.summary(result, seconds)
+    return result, time.perf_counter() - start

@@ -33,6 +33,7 @@ import json
 import zlib
 
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.runners import runner as runner_method
 from keras_transformer_runtime.runners.results import RefusedRequestError
 
 TRANSLATIONS = "translations"
@@ -97,6 +98,21 @@ class CorpusJob:
 
     def to_dict(self):
         return dataclasses.asdict(self)
+
+    def check(self, runner):
+        """Raises `ValueError` where `runner` cannot run this job: a mode
+        it does not support, or a `target_lang` it does not know (checked
+        before anything is written, so that the job fails at once)."""
+        method = (
+            runner_method.SAMPLE if self.mode == "sample" else runner_method.TRANSLATE_WITH_SCORES
+        )
+        if not runner.supports(method):
+            raise ValueError(
+                f"{runner.name} does not support mode={self.mode!r} (its search is in the "
+                f"export); use mode='translate'. Received: mode={self.mode!r}"
+            )
+        if self.target_lang is not None:
+            runner.languages.check(self.target_lang)
 
     def shard_of(self, number):
         """The shard of line `number` (1-based)."""

@@ -85,7 +85,8 @@ def test_a_rerun_keeps_whole_shards_and_writes_the_same_files(inputs, tmp_path):
     whole = output_files(output)
     # As a killed run leaves it: a shard missing, another half written.
     os.remove(output / "translations-00001-00001.jsonl")
-    (output / "translations-00001-00002.jsonl.123.tmp").write_bytes(b'{"file": 1')
+    killed = f"translations-00001-00002.jsonl.{'7' * 32}.tmp"  # as write_whole names one
+    (output / killed).write_bytes(b'{"file": 1')
     os.remove(output / "summary.json")
     summary = run(inputs, output)
     again = output_files(output)
@@ -188,3 +189,79 @@ def test_a_killed_run_rerun_gives_byte_identical_files_on_two_worker_processes(t
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["kept_from_earlier_runs"] == 5 * written
     assert summary["translated"] == 60 - 5 * written
+
+
+def test_files_it_did_not_write_are_never_touched(inputs, tmp_path):
+    """Pointing `output` at an existing directory deleted every `*.tmp`
+    file in it."""
+    foreign = tmp_path / "theirs"
+    foreign.mkdir()
+    (foreign / "draft.tmp").write_bytes(b"keep me")
+    with pytest.raises(ValueError, match="holds files this package did not write"):
+        run(inputs, foreign)
+    assert output_files(foreign) == {"draft.tmp": b"keep me"}
+    output = tmp_path / "out"
+    run(inputs, output)
+    (output / "notes.tmp").write_bytes(b"mine")  # beside a run of ours: a rerun keeps it
+    (output / f"summary.json.{'a' * 32}.tmp").write_bytes(b"{")  # a killed run's: removed
+    run(inputs, output)
+    assert (output / "notes.tmp").read_bytes() == b"mine"
+    assert not [n for n in os.listdir(output) if n.startswith("summary.json.")]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_gzip_input_fails_naming_it_and_writes_nothing(inputs, tmp_path, damage):
+    """A `.gz` cut to 60% of its bytes 'succeeded' with the lines before
+    the cut, the last one cut mid-line."""
+    lines = [f"sentence {n} of a longer corpus".encode() for n in range(400)]
+    data = gzip.compress(b"\n".join(lines), mtime=0)
+    if damage == "truncated":
+        data = data[: int(0.6 * len(data))]
+    else:
+        middle = len(data) // 2
+        data = (
+            data[:middle]
+            + bytes(b ^ 0xFF for b in data[middle : middle + 64])
+            + data[middle + 64 :]
+        )
+    (tmp_path / "mono" / "c.txt.gz").write_bytes(data)
+    output = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"c\.txt\.gz is not a whole gzip file"):
+        run(inputs, output)
+    assert not output.exists()
+
+
+def test_an_input_edited_at_the_same_size_is_refused_on_rerun(inputs, tmp_path):
+    """The manifest recorded inputs by path and size: an edit of the same
+    size was accepted, and stale shards kept."""
+    output = tmp_path / "out"
+    run(inputs, output)
+    edited = tmp_path / "mono" / "a.txt"
+    edited.write_bytes(edited.read_bytes().replace(b"dog", b"cat"))
+    with pytest.raises(ValueError, match="its content: the same size, another SHA-256"):
+        run(inputs, output)
+
+
+class NoSampling(ReversingRunner):
+    """A runner whose search cannot draw (as a LiteRT or ONNX export's)."""
+
+
+def test_a_job_the_runner_cannot_run_fails_before_writing(inputs, tmp_path, monkeypatch):
+    """`mode="sample"` on an export that cannot sample exited 0 with every
+    line an error record; a mistyped `target_lang` left a `corpus.json`
+    that refused the corrected rerun."""
+    output = tmp_path / "out"
+    job = CorpusJob(mode="sample")
+    with pytest.raises(ValueError, match="does not support mode='sample'"):
+        corpus.translate_corpus([inputs], os.fspath(output), "unused", job, load_runner=NoSampling)
+    assert not output.exists()
+
+    def failing(*args):
+        raise RuntimeError("the pipeline failed before any shard")
+
+    monkeypatch.setattr(corpus, "_run_pipeline", failing)
+    with pytest.raises(RuntimeError):
+        run(inputs, output)
+    assert os.listdir(output) == []  # the manifest of a run that wrote nothing is gone
+    monkeypatch.undo()
+    run(inputs, output, batch_size=4)  # the corrected rerun (other settings) is not refused
