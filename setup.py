@@ -61,7 +61,8 @@ setup(
             # driver of headless Chromium for its page's test; corpus
             # translation (`[beam]`): its pipeline's tests run in CI.
             runtime("serve", "beam"),
-            "httpx2",  # starlette.testclient's client (its httpx is deprecated)
+            "httpx",  # the server tests' own HTTP client
+            "httpx2",  # starlette.testclient's (its httpx is deprecated)
             "selenium>=4.20",
         ],
         # KERAS_BACKEND=jax or torch for the layers and the model. torch is

@@ -22,6 +22,8 @@ EXTRAS = {
     "serve.py": {"starlette", "uvicorn", "prometheus_client"},
     "serving": {"starlette", "uvicorn", "prometheus_client"},
     "corpus/pipeline.py": {"apache_beam"},
+    "corpus/inputs.py": {"apache_beam"},
+    "corpus/output.py": {"apache_beam"},
 }
 MAX_MODULE_LINES = 400
 

@@ -7,7 +7,7 @@ refused (`manifest`).
 
 Example:
 
->>> [(path, size, digest)] = checked_inputs(["mono/*.de.gz"])
+>>> [(path, size, digest)] = checked(match_inputs(["mono/*.de.gz"]))
 >>> export_digest("exports/deen_ct2")[:8]
 '3f1c9a0e'
 """
@@ -37,15 +37,16 @@ def match_inputs(patterns):
     return sorted(found_files.items())
 
 
-def checked_inputs(patterns):
-    """`match_inputs(patterns)` as `(path, size, sha256)`, each file read
-    to its end: a gzip file (`.gz`) whole to its end-of-stream marker.
+def checked(files):
+    """`files` (`match_inputs`' `(path, size)`) as `(path, size, sha256)`,
+    each file read to its end: a gzip file (`.gz`) whole to its
+    end-of-stream marker.
 
     Raises:
-        ValueError: a pattern that matches nothing, or a compressed input
-            that is truncated or corrupt (naming it).
+        ValueError: a compressed input that is truncated or corrupt
+            (naming it).
     """
-    return [(path, size, _checked_digest(path)) for path, size in match_inputs(patterns)]
+    return [(path, size, _checked_digest(path)) for path, size in files]
 
 
 def _checked_digest(path):

@@ -39,7 +39,7 @@ from keras_transformer_runtime import processes
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.corpus import inputs as corpus_inputs
 from keras_transformer_runtime.corpus import shards as corpus_shards
-from keras_transformer_runtime.corpus.inputs import match_inputs  # noqa: F401  (the API's)
+from keras_transformer_runtime.corpus.inputs import match_inputs
 from keras_transformer_runtime.corpus.output import NAMESPACE
 from keras_transformer_runtime.corpus.output import SUMMARY  # noqa: F401  (the API's)
 from keras_transformer_runtime.corpus.output import CorpusRun
@@ -219,11 +219,12 @@ def translate_corpus(
     """
     validation.check_positive_int(workers=workers)
     job = job or CorpusJob()
+    files = match_inputs(list(inputs))
     load_runner = load_runner or functools.partial(
         loading.load_runner, export, threads, **export_options
     )
     job.check(load_runner())  # a job the export cannot run fails before anything is written
-    checked = corpus_inputs.checked_inputs(list(inputs))
+    checked = corpus_inputs.checked(files)
     run = CorpusRun(checked, output, str(export), corpus_inputs.export_digest(export), job)
     started = run.prepare()
     try:
