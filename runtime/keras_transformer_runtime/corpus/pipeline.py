@@ -74,9 +74,9 @@ class TranslateShards(beam.DoFn):
     each worker is a process of its own that ends with the pipeline, so
     its exit may skip the last garbage collection (`processes`)."""
 
-    def __init__(self, load_runner, job, output, worker_processes=False):
+    def __init__(self, load_runner, job, output, worker_processes=False, paths=()):
         self.load_runner, self.job, self.output = load_runner, job, output
-        self.worker_processes = worker_processes
+        self.worker_processes, self.paths = worker_processes, list(paths)
         self.lines = Metrics.counter(NAMESPACE, "lines")
         self.translated = Metrics.counter(NAMESPACE, "translated")
         self.errors = Metrics.counter(NAMESPACE, "errors")
@@ -107,8 +107,9 @@ class TranslateShards(beam.DoFn):
             self.kept.inc(len(records) + len(errors))
         else:
             start = time.perf_counter()
+            path = self.paths[file_index] if file_index < len(self.paths) else None
             records, errors = corpus_shards.translate_shard(
-                self.runner, self.job, file_index, lines
+                self.runner, self.job, file_index, lines, path
             )
             if errors:
                 write_atomically(self._path(ERRORS, file_index, shard), errors)
@@ -164,7 +165,9 @@ class TranslateCorpus(beam.PTransform):
             | "Group shards" >> beam.GroupByKey()
             | "Translate shards"
             >> beam.ParDo(
-                TranslateShards(self.load_runner, self.job, self.output, self.worker_processes)
+                TranslateShards(
+                    self.load_runner, self.job, self.output, self.worker_processes, self.paths
+                )
             ).with_outputs(ERRORS, main=TRANSLATIONS)
         )
 

@@ -30,11 +30,14 @@ Example:
 
 import dataclasses
 import json
+import logging
+import warnings
 import zlib
 
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.runners import runner as runner_method
 from keras_transformer_runtime.runners.results import RefusedRequestError
+from keras_transformer_runtime.text.documents import LongInputWarning
 
 TRANSLATIONS = "translations"
 ERRORS = "errors"
@@ -135,10 +138,14 @@ def checked_line(raw):
     return text, ("empty line" if not text.strip() else None)
 
 
-def translate_shard(runner, job, file_index, lines):
+def translate_shard(runner, job, file_index, lines, path=None):
     """The translation records and the error records of a shard's `lines`,
     `(number, bytes)` pairs in any order, each list in line order (see the
-    module's docstring)."""
+    module's docstring). A line with a sentence over the export's
+    `max_input_length` is translated in pieces of whole words, its record
+    marked `"in_pieces": true` (and `"cut": true` where a word alone was
+    longer, its rest not translated), and a warning names the lines of
+    the input (`path`, or its index)."""
     lines = sorted(lines)
     shard = job.shard_of(lines[0][0]) if lines else 0
     errors, todo = {}, []
@@ -158,9 +165,13 @@ def translate_shard(runner, job, file_index, lines):
                 )
         todo = [(number, text) for number, text in todo if number not in errors]
     run = _method(runner, job, job.seed_of(file_index, shard))
-    found = _in_length_order(run, [text for _, text in todo])
+    texts = [text for _, text in todo]
+    with warnings.catch_warnings():  # the runner's, naming positions in the sorted batches
+        warnings.simplefilter("ignore", LongInputWarning)
+        marks = _long_inputs(runner, job, texts)
+        found = _in_length_order(run, texts)
     records = []
-    for (number, text), result in zip(todo, found, strict=True):
+    for index, ((number, text), result) in enumerate(zip(todo, found, strict=True)):
         if isinstance(result, str):
             errors[number] = (text, result)
             continue
@@ -173,12 +184,44 @@ def translate_shard(runner, job, file_index, lines):
         }
         if job.with_scores:
             record["score"] = best.score
+        record.update(marks.get(index, {}))
         records.append(record)
     error_records = [
         {"file": file_index, "line": number, "source": text, "error": error}
         for number, (text, error) in sorted(errors.items())
     ]
+    _warn_long_lines(records, path or f"input {file_index}", runner.settings.max_input_length)
     return records, error_records
+
+
+def _long_inputs(runner, job, texts):
+    """`{index in texts: its marks}` for the texts with a sentence over
+    the runner's `max_input_length` (`{"in_pieces": True}`, and `"cut"`
+    where a word alone is longer), as the runner splits them."""
+    try:
+        split = runner.split(texts, job.target_lang)
+    except ValueError:  # refused: each such line becomes an error record
+        return {}
+    marks = {i: {"in_pieces": True} for i in split.in_pieces}
+    for i in split.cut:
+        marks[i]["cut"] = True
+    return marks
+
+
+def _warn_long_lines(records, name, limit):
+    """A `LongInputWarning`-like line on the log naming the lines of input
+    `name` translated in pieces (and those with a word cut)."""
+    pieces = [r["line"] for r in records if r.get("in_pieces")]
+    if not pieces:
+        return
+    cut = [r["line"] for r in records if r.get("cut")]
+    message = (
+        f"{name}: {len(pieces)} line(s) had a sentence longer than max_input_length ({limit} "
+        f"tokens): translated in pieces of whole words (lines {pieces[:10]})"
+    )
+    if cut:
+        message += f"; a word alone was longer and cut in lines {cut[:10]}"
+    logging.warning(message + ".")
 
 
 def _method(runner, job, seed):

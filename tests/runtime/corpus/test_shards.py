@@ -160,3 +160,27 @@ def test_records_round_trip_as_json_lines():
 def test_settings_are_checked(settings, message):
     with pytest.raises(ValueError, match=message):
         CorpusJob(**settings)
+
+
+def test_a_line_over_the_limit_is_marked_and_named_by_its_input_line(caplog):
+    """A corpus line whose word was cut got a plain record, and the
+    warning named its position in the length-sorted shard, not the line."""
+    lines = [(1, b"fits."), (2, b"ab cd ef gh. Ok."), (3, b"fine"), (4, b"abcdefgh ij")]
+    runner = RuleRunner(max_input_length=6)  # 5 tokens and EOS
+    with caplog.at_level("WARNING"):
+        records, errors = corpus_shards.translate_shard(
+            runner, CorpusJob(), 3, lines, "mono/part-3.txt"
+        )
+    assert errors == []
+    assert [(r["line"], r.get("in_pieces"), r.get("cut")) for r in records] == [
+        (1, None, None),
+        (2, True, None),
+        (3, None, None),
+        (4, True, True),
+    ]
+    [message] = [r.getMessage() for r in caplog.records if "max_input_length" in r.getMessage()]
+    assert message == (
+        "mono/part-3.txt: 2 line(s) had a sentence longer than max_input_length (6 tokens): "
+        "translated in pieces of whole words (lines [2, 4]); a word alone was longer and cut "
+        "in lines [4]."
+    )
