@@ -68,6 +68,10 @@ class Hypothesis:
         constraints_met: from `translate_with_constraints`, whether the
             translation holds every constraint (false where the length
             limit came first); `None` from the other searches.
+        truncated: whether a sentence of the input was longer than the
+            runner's `max_input_length` and translated in pieces of whole
+            words (a word alone longer than the limit cut to it), as the
+            SavedModel's `truncated` output says.
     """
 
     translation: str
@@ -76,6 +80,7 @@ class Hypothesis:
     tokens: list | None = None
     token_scores: list = dataclasses.field(default_factory=list)
     constraints_met: bool | None = None
+    truncated: bool = False
 
     @property
     def word_scores(self):

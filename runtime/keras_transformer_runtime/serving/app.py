@@ -22,12 +22,14 @@ import contextlib
 import importlib.resources
 import re
 import time
+import warnings
 
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.serving import asgi
 from keras_transformer_runtime.serving import protocol
 from keras_transformer_runtime.serving.batcher import Batcher
 from keras_transformer_runtime.serving.metrics import Metrics
+from keras_transformer_runtime.text.documents import LongInputWarning
 
 MODEL_PATH = re.compile(
     r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+)|/labels/(?P<label>[^/:]+))?"
@@ -91,6 +93,10 @@ class Server:
                 f"Received: model_name={model_name!r}"
             )
         validation.check_positive_int(max_body_bytes=max_body_bytes)
+        # Each answer says which texts were translated in pieces (`truncated`)
+        # and /metrics counts them: the runners' warning would only repeat
+        # it, request after request, on the server's stderr.
+        warnings.filterwarnings("ignore", category=LongInputWarning)
         self.runner = runners[0]
         self.model_name = model_name
         self.version = str(version)
@@ -99,7 +105,11 @@ class Server:
         self.signatures = protocol.signatures_of(self.runner.max_n_best)
         self._page = importlib.resources.files(__package__).joinpath("page.html").read_text("utf-8")
         self.languages = self.runner.languages
-        self.metrics = Metrics(max_batch_size, queued=lambda: self.batcher.queued())
+        self.metrics = Metrics(
+            max_batch_size,
+            queued=lambda: self.batcher.queued(),
+            workers=lambda: self.batcher.running_workers(),
+        )
         self.batcher = Batcher(
             runners, max_batch_size, batch_timeout_ms, on_batch=self.metrics.batch
         )
@@ -190,20 +200,22 @@ class Server:
         return _json({"error": f"{request.method} /translate is not served; POST it."}, 405)
 
     async def _translation(self, body):
-        """`POST /translate` (`protocol.TranslateRequest`): the answer and
-        its number of texts."""
+        """`POST /translate` (`protocol.TranslateRequest`): the answer, and
+        its texts' `Hypothesis` lists."""
         parsed = protocol.TranslateRequest.parse(protocol.json_body(body), self.runner.max_n_best)
         texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
         task = parsed.task(self.runner.has_token_scores)
-        return parsed.answer(await self._run(task, texts)), len(texts)
+        found = await self._run(task, texts)
+        return parsed.answer(found), found
 
     async def _prediction(self, body):
-        """TF Serving's `:predict` (`protocol.Predict`): the answer and its
-        number of texts."""
+        """TF Serving's `:predict` (`protocol.Predict`): the answer, and its
+        texts' `Hypothesis` lists."""
         parsed = protocol.Predict.parse(protocol.json_body(body), self.signatures)
         texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
         task = parsed.signature.task(self.runner.max_n_best)
-        return parsed.answer(await self._run(task, texts)), len(texts)
+        found = await self._run(task, texts)
+        return parsed.answer(found), found
 
     async def tf_serving(self, request):
         """TF Serving's `/v1/models/...`: status, metadata, and an unknown
@@ -252,9 +264,9 @@ class Server:
         in the metrics."""
         name, answer = endpoint
         start = time.perf_counter()
-        sentences = 0
+        found = []
         try:
-            body, sentences = await answer(await asgi.read_body(receive, self.max_body_bytes))
+            body, found = await answer(await asgi.read_body(receive, self.max_body_bytes))
             status, content = 200, _answer_json(body)
         except asgi.ClientGone:
             return
@@ -267,7 +279,8 @@ class Server:
         except Exception as error:  # noqa: BLE001 (answered, the server keeps running)
             status, content = 500, asgi.json_bytes({"error": f"{type(error).__name__}: {error}"})
         await asgi.send_content(send, status, content)
-        self.metrics.request(name, status, time.perf_counter() - start, sentences)
+        truncated = sum(bool(row and row[0].truncated) for row in found)
+        self.metrics.request(name, status, time.perf_counter() - start, len(found), truncated)
 
 
 class UnwritableAnswer(Exception):

@@ -112,6 +112,10 @@ class Batcher:
         with self._changed:
             return len(self._queue)
 
+    def running_workers(self):
+        """How many worker threads run (all of them, unless closed)."""
+        return sum(thread.is_alive() for thread in self._threads)
+
     def close(self):
         """Stops the workers once the queued requests are done."""
         with self._changed:

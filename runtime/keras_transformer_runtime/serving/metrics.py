@@ -43,7 +43,7 @@ class Metrics:
 
     content_type = "text/plain; version=0.0.4; charset=utf-8"
 
-    def __init__(self, max_batch_size, queued):
+    def __init__(self, max_batch_size, queued, workers=lambda: 0):
         prometheus = import_prometheus_client()
         self._prometheus = prometheus
         self.registry = prometheus.CollectorRegistry()
@@ -82,17 +82,30 @@ class Metrics:
             registry=self.registry,
         )
         queue.set_function(queued)
+        alive = prometheus.Gauge(
+            "translation_workers",
+            "Worker threads running (each with a runner): the server's count, unless one died.",
+            registry=self.registry,
+        )
+        alive.set_function(workers)
+        self.truncated = prometheus.Counter(
+            "translation_truncated_texts",
+            "Texts with a sentence over the export's max_input_length, translated in pieces.",
+            registry=self.registry,
+        )
 
     def batch(self, size, seconds):
         """Records a batch the runner ran: its sentences and seconds."""
         self.batch_size.observe(size)
         self.batch_seconds.observe(seconds)
 
-    def request(self, endpoint, code, seconds, sentences=0):
-        """Records an answered request."""
+    def request(self, endpoint, code, seconds, sentences=0, truncated=0):
+        """Records an answered request (`truncated`: its texts translated
+        in pieces)."""
         self.requests.labels(endpoint=endpoint, code=str(code)).inc()
         self.latency.labels(endpoint=endpoint).observe(seconds)
         self.sentences.inc(sentences)
+        self.truncated.inc(truncated)
 
     def text(self):
         """Every metric in Prometheus's text format (bytes)."""

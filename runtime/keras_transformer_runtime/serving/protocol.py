@@ -9,9 +9,11 @@ TF Serving's predict request names a signature (`signature_name`,
 default `serving_default`) and gives the input `text` in the row format,
 `{"instances": ["A dog runs.", ...]}` (or `[{"text": "..."}, ...]`), or in
 the columnar format, `{"inputs": [...]}` (or `{"inputs": {"text": [...]}}`);
-the answer is `{"predictions": [{"translation", "score"}, ...]}` or
-`{"outputs": {"translation": [...], "score": [...]}}` (`n_best`:
-`translations` and `scores`, best first, the beam size of each).
+the answer is `{"predictions": [{"translation", "score", "truncated"},
+...]}` or `{"outputs": {"translation": [...], "score": [...], "truncated":
+[...]}}` (`n_best`: `translations` and `scores`, best first, the beam size
+of each), the SavedModel's outputs: `truncated` says of each text whether
+a sentence of it was over `max_input_length` (translated in pieces).
 """
 
 import dataclasses
@@ -189,7 +191,11 @@ class Best(Signature):
     """`serving_default`: each text's best translation and its score."""
 
     name = SERVING_DEFAULT
-    outputs = {"translation": ("DT_STRING", 1), "score": ("DT_FLOAT", 1)}
+    outputs = {
+        "translation": ("DT_STRING", 1),
+        "score": ("DT_FLOAT", 1),
+        "truncated": ("DT_BOOL", 1),
+    }
 
     def task(self, max_n_best):
         return Translation(n_best=1)
@@ -198,6 +204,7 @@ class Best(Signature):
         return {
             "translation": [row[0].translation for row in hypotheses],
             "score": [row[0].score for row in hypotheses],
+            "truncated": [row[0].truncated for row in hypotheses],
         }
 
 
@@ -206,7 +213,11 @@ class NBest(Signature):
     best first."""
 
     name = N_BEST
-    outputs = {"translations": ("DT_STRING", 2), "scores": ("DT_FLOAT", 2)}
+    outputs = {
+        "translations": ("DT_STRING", 2),
+        "scores": ("DT_FLOAT", 2),
+        "truncated": ("DT_BOOL", 1),
+    }
 
     def task(self, max_n_best):
         return Translation(n_best=max_n_best)
@@ -215,6 +226,7 @@ class NBest(Signature):
         return {
             "translations": [[h.translation for h in row] for row in hypotheses],
             "scores": [[h.score for h in row] for row in hypotheses],
+            "truncated": [row[0].truncated for row in hypotheses],
         }
 
 
@@ -298,7 +310,10 @@ class TranslateRequest:
     runner gives token scores (and `n_best` is 1), its `tokens`,
     `token_scores` and `words` (`[[word, log_prob], ...]`, the word's
     pieces summed); with `n_best` above 1, its `alternatives`, best first
-    (`translation`, and `score` with `with_scores`).
+    (`translation`, and `score` with `with_scores`); and `"truncated":
+    true` where a sentence of the text was longer than the export's
+    `max_input_length` and translated in pieces of whole words (as
+    `:predict`'s `truncated` output, a SavedModel's, says of each text).
     """
 
     texts: list
@@ -343,6 +358,8 @@ class TranslateRequest:
     def _item(self, row):
         best = row[0]
         item = {"translation": best.translation}
+        if best.truncated:
+            item["truncated"] = True
         if self.with_scores:
             item["score"] = best.score
             if best.token_scores:

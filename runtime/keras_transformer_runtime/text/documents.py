@@ -164,7 +164,10 @@ class Split:
                 for k in range(number)
             ]
 
-        return self._per_input(options, join)
+        joined = self._per_input(options, join)
+        for row in set(self.in_pieces):  # said on each of its hypotheses
+            joined[row] = [dataclasses.replace(h, truncated=True) for h in joined[row]]
+        return joined
 
     def aligned(self, translations):
         """Per input, an `AlignedTranslation` joining its sentences': their
@@ -190,7 +193,8 @@ class Split:
         the first of `sentences`)."""
         layouts = self.layouts[:rows]
         count = sum(isinstance(p, int) for layout in layouts for p in layout)
-        return Split(self.sentences[:count], layouts)
+        in_pieces = [row for row in self.in_pieces if row < rows]
+        return Split(self.sentences[:count], layouts, in_pieces, [r for r in self.cut if r < rows])
 
     def row_of(self, index):
         """The input that sentence `index` belongs to."""

@@ -41,14 +41,15 @@ def test_predict_in_the_row_format(client):
     assert response.status_code == 200
     assert response.json() == {
         "predictions": [
-            {"translation": ".god A", "score": -6.0},
-            {"translation": ".nem owT", "score": -8.0},
+            {"translation": ".god A", "score": -6.0, "truncated": False},
+            {"translation": ".nem owT", "score": -8.0, "truncated": False},
         ]
     }
 
 
 def test_predict_in_the_columnar_format_and_by_version(client):
-    expected = {"outputs": {"translation": ["ba", "dc"], "score": [-2.0, -2.0]}}
+    outputs = {"translation": ["ba", "dc"], "score": [-2.0, -2.0], "truncated": [False, False]}
+    expected = {"outputs": outputs}
     for body in ({"inputs": ["ab", "cd"]}, {"inputs": {"text": ["ab", "cd"]}}):
         assert client.post(PREDICT, json=body).json() == expected
     response = client.post("/v1/models/ende/versions/1:predict", json={"inputs": ["ab", "cd"]})
@@ -58,7 +59,13 @@ def test_predict_in_the_columnar_format_and_by_version(client):
 def test_the_n_best_signature_gives_the_beam(client):
     body = {"signature_name": "n_best", "instances": ["ab"]}
     assert client.post(PREDICT, json=body).json() == {
-        "predictions": [{"translations": ["ba", "ba!", "ba!!"], "scores": [-2.0, -3.0, -4.0]}]
+        "predictions": [
+            {
+                "translations": ["ba", "ba!", "ba!!"],
+                "scores": [-2.0, -3.0, -4.0],
+                "truncated": False,
+            }
+        ]
     }
 
 
@@ -76,6 +83,7 @@ def test_status_and_metadata_as_tf_serving_gives_them(client):
     assert {k: v["dtype"] for k, v in default["outputs"].items()} == {
         "score": "DT_FLOAT",
         "translation": "DT_STRING",
+        "truncated": "DT_BOOL",
     }
     assert len(signatures["n_best"]["outputs"]["translations"]["tensor_shape"]["dim"]) == 2
 
@@ -94,7 +102,8 @@ def test_translate_is_posted(client):
     assert "POST it" in error_of(client.get("/translate"), 405)
     assert client.put("/translate", json={"text": ["ab"]}).status_code == 405
     labelled = client.post("/v1/models/ende/labels/stable:predict", json={"instances": ["ab"]})
-    assert labelled.json() == {"predictions": [{"translation": "ba", "score": -2.0}]}
+    expected = {"predictions": [{"translation": "ba", "score": -2.0, "truncated": False}]}
+    assert labelled.json() == expected
 
 
 def test_translate_for_people(client):
@@ -261,3 +270,24 @@ def test_an_answer_json_cannot_hold_is_a_counted_json_500():
     }
     failed = ("translation_requests_total", (("code", "500"), ("endpoint", "translate")))
     assert samples[failed] == 1
+
+
+def test_a_text_translated_in_pieces_says_so_and_is_counted():
+    """A sentence over `max_input_length` is translated in pieces; neither
+    `/translate` nor `:predict` said so, and only the server's stderr
+    had the warning."""
+    from tests.runtime.text.test_documents import RuleRunner
+
+    server = Server([RuleRunner(max_input_length=6)], model_name="m", batch_timeout_ms=0)
+    with TestClient(server.app) as client:
+        found = client.post("/translate", json={"text": ["fits.", "ab cd ef gh. Ok."]}).json()
+        predicted = client.post("/v1/models/m:predict", json={"inputs": ["ab cd ef gh ij", "x"]})
+        text = client.get("/metrics").text
+    assert found["translations"] == [
+        {"translation": "FITS."},
+        {"translation": "AB CD EF GH. OK.", "truncated": True},
+    ]
+    assert predicted.json()["outputs"]["truncated"] == [True, False]
+    samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples["translation_truncated_texts_total"] == 2
+    assert samples["translation_workers"] == 1
