@@ -358,6 +358,13 @@ def parse_config(argv=None, description=None):
         if part.strip() and part.strip() not in training.FREEZABLE:
             accepted = ", ".join(training.FREEZABLE)
             parser.error(f"--freeze: {part.strip()!r} is not one of {accepted}")
+    if config.init_from and not _a_model_to_start_from(config.init_from):
+        parser.error(
+            f"--init_from {config.init_from}: neither a Hugging Face Marian (OPUS-MT) directory "
+            "(vocab.json, source.spm) nor a finished run's --model_dir (spm.model). Download an "
+            "OPUS-MT model with `hf download Helsinki-NLP/opus-mt-en-de --local-dir "
+            'opus-mt-en-de` (pip install -e ".[pretrained]"), or train one with this script.'
+        )
     if config.lora_rank is not None and config.lora_rank < 1:
         parser.error(f"--lora_rank must be positive, not {config.lora_rank}")
     if any(config.local_files) and not all(config.local_files):
@@ -382,3 +389,10 @@ def _check_synthetic(parser, config):
         parser.error(f"--synthetic_workers must be positive, not {config.synthetic_workers}")
     if (config.monolingual_tgt or config.distill_from) and config.uses_tfds:
         parser.error("synthetic data needs local files or --data, not TFDS")
+
+
+def _a_model_to_start_from(path):
+    """Whether `path` holds a model `--init_from` starts from: a Marian
+    directory (`vocab.json`, `source.spm`) or a run's (`spm.model`)."""
+    marian = all(os.path.exists(os.path.join(path, f)) for f in ("vocab.json", "source.spm"))
+    return marian or os.path.exists(os.path.join(path, "spm.model"))

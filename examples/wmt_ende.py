@@ -39,7 +39,9 @@ Every setting is a flag below; a preset sets several at once, and a flag
 overrides its preset.
 """
 
+import contextlib
 import os
+import shutil
 import time
 
 # When the command started: --budget_minutes counts from here, so that the
@@ -74,22 +76,44 @@ from wmt_stages import translator_for  # noqa: E402
 from wmt_synthetic import synthetic_stage  # noqa: E402
 
 
+@contextlib.contextmanager
+def nothing_left_unless_trained(model_dir):
+    """Runs its block; if it fails before the run saved a checkpoint
+    (`model_dir/checkpoints/`), removes what it wrote into `model_dir`
+    (the directory itself, if it made it): its `config.json` and
+    vocabulary would refuse the corrected rerun's settings."""
+    existed = os.path.isdir(model_dir)
+    before = set(os.listdir(model_dir)) if existed else set()
+    try:
+        yield
+    except BaseException:
+        checkpoints = os.path.join(model_dir, "checkpoints")
+        if not (os.path.isdir(checkpoints) and os.listdir(checkpoints)):
+            if not existed:
+                shutil.rmtree(model_dir, ignore_errors=True)
+            for name in set(os.listdir(model_dir)) - before if existed else ():
+                path = os.path.join(model_dir, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        raise
+
+
 def main(argv=None, started=None):
     """Runs the command; `started` (default: now) is when its budget began."""
     config = parse_config(argv, __doc__)
     stopwatch = Stopwatch(config.budget_minutes, started)
     with stopwatch.stage("data"):
         data = data_stage(config)
+    with nothing_left_unless_trained(config.model_dir):
         start_run(config, data.mixing_weights)
-    # Synthetic data is made once, before the budgeted run (its own time).
-    if config.monolingual_tgt or config.distill_from:
-        with stopwatch.stage("synthetic data", outside_budget=True):
-            data = synthetic_stage(config, data)
-    with stopwatch.stage("vocabulary"):
-        tokenizer = tokenizer_stage(config, data.train)
-    model = model_stage(config, tokenizer)
-    with stopwatch.stage("training"):
-        trained = training_stage(config, model, tokenizer, data, stopwatch)
+        # Synthetic data is made once, before the budgeted run (its own time).
+        if config.monolingual_tgt or config.distill_from:
+            with stopwatch.stage("synthetic data", outside_budget=True):
+                data = synthetic_stage(config, data)
+        with stopwatch.stage("vocabulary"):
+            tokenizer = tokenizer_stage(config, data.train)
+        model = model_stage(config, tokenizer)
+        with stopwatch.stage("training"):
+            trained = training_stage(config, model, tokenizer, data, stopwatch)
     if not training.is_chief(model.distribute_strategy):
         print("training done; the chief evaluates and exports")
         return {}

@@ -434,3 +434,36 @@ def test_the_export_is_reserved_from_this_machines_tracing():
     # the rest differs by the averages' own tracing (1.1 x 18 s).
     expected = module.EXPORT_TRACINGS * 20.0 - module.EXPORT_SECONDS + 1.1 * 18.0
     assert slow - fast == pytest.approx(expected)
+
+
+def test_a_missing_model_to_start_from_says_how_to_get_one(tmp_path, capsys):
+    config = load_example("wmt_config")
+    with pytest.raises(SystemExit):
+        config.parse_config(["--init_from", str(tmp_path / "opus-mt-en-de")])
+    err = capsys.readouterr().err
+    assert "neither a Hugging Face Marian (OPUS-MT) directory" in err and "hf download" in err
+
+
+@pytest.mark.large  # builds a run's vocabulary
+def test_a_run_that_fails_before_training_leaves_nothing_that_refuses_its_rerun(corpus, tmp_path):
+    """A fine-tuning run whose start failed left its config.json, and the
+    corrected rerun into the same --model_dir was refused."""
+    example = load_example("wmt_ende")
+    model_dir = tmp_path / "run"
+
+    # A vocabulary too small for its special and byte pieces: the vocabulary stage refuses it.
+    def args(extra=""):
+        flags = f"--train_steps 2 --steps_per_checkpoint 2 {extra}"
+        return [*local_args(corpus, model_dir, flags), "--export_dir", ""]
+
+    with pytest.raises(ValueError, match="must leave room"):
+        example.main(args("--vocab_size 12"))
+    assert not model_dir.exists()
+    model_dir.mkdir()
+    (model_dir / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="must leave room"):
+        example.main(args("--vocab_size 12"))
+    assert os.listdir(model_dir) == ["notes.txt"]
+    # The corrected rerun (another vocabulary size, a frozen setting) runs.
+    example.main(args())
+    assert (model_dir / "config.json").exists()
