@@ -34,6 +34,7 @@ class BatchShapes:
             over those pairs (a part-filled last batch's empty rows aside).
         target_padding: the same of the target positions.
         target_tokens_per_batch: real target tokens in an average batch.
+        sample: how those pairs were drawn from the corpus (`""`: given).
 
     Example:
 
@@ -48,9 +49,12 @@ class BatchShapes:
     source_padding: float
     target_padding: float
     target_tokens_per_batch: float
+    sample: str = ""
 
     @classmethod
-    def fit(cls, source_lengths, target_lengths, batch_tokens, max_length, max_shapes=24):
+    def fit(
+        cls, source_lengths, target_lengths, batch_tokens, max_length, max_shapes=24, sample=""
+    ):
         """The at most `max_shapes` bucket lengths that pad the given pairs
         least, and their batch sizes under `batch_tokens`.
 
@@ -90,10 +94,10 @@ class BatchShapes:
             )
         lengths = _fewest_padded_lengths(longer, max_length, max_shapes)
         batch_sizes = tuple(max(1, batch_tokens // length) for length in lengths)
-        return cls.measure(lengths, batch_sizes, source, target)
+        return cls.measure(lengths, batch_sizes, source, target, sample)
 
     @classmethod
-    def measure(cls, lengths, batch_sizes, source_lengths, target_lengths):
+    def measure(cls, lengths, batch_sizes, source_lengths, target_lengths, sample=""):
         """`BatchShapes` of the given `lengths` and `batch_sizes`, with its
         padding measured on the given pairs."""
         lengths, batch_sizes = tuple(int(n) for n in lengths), tuple(int(n) for n in batch_sizes)
@@ -109,6 +113,7 @@ class BatchShapes:
             source_padding=float(1 - source.sum() / positions) if source.size else 0.0,
             target_padding=float(1 - target.sum() / positions) if source.size else 0.0,
             target_tokens_per_batch=float(target.sum() / batches) if source.size else 0.0,
+            sample=sample,
         )
 
     @property
@@ -129,7 +134,7 @@ class BatchShapes:
             f"padding {100 * self.source_padding:.1f}% of source and "
             f"{100 * self.target_padding:.1f}% of target positions, "
             f"{self.target_tokens_per_batch:,.0f} real target tokens per batch "
-            f"(measured on {self.pairs:,} pairs)"
+            f"(measured on {self.pairs:,} pairs" + (f": {self.sample})" if self.sample else ")")
         )
 
 

@@ -73,8 +73,10 @@ def fit_batch_shapes(
     24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
     validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
-    lengths = _sampled_lengths(pairs, tokenizer, max_length, long_pairs)
-    return BatchShapes.fit(lengths[:, 0], lengths[:, 1], batch_tokens, max_length, max_shapes)
+    lengths, sample = _sampled_lengths(pairs, tokenizer, max_length, long_pairs)
+    return BatchShapes.fit(
+        lengths[:, 0], lengths[:, 1], batch_tokens, max_length, max_shapes, sample=sample
+    )
 
 
 # The last few samples' lengths, by the identity of their pairs and
@@ -85,7 +87,8 @@ _SAMPLES = collections.OrderedDict()
 
 def _sampled_lengths(pairs, tokenizer, max_length, long_pairs):
     """`(pairs, 2)` source and target lengths, EOS and BOS included, of the
-    first `SHAPE_SAMPLE` pairs that `make_batches` keeps (read-only)."""
+    pairs of a sample that `make_batches` keeps (read-only), and how the
+    sample was drawn (`_shape_sample`)."""
     key = (id(pairs), id(tokenizer), max_length, long_pairs)
     if key not in _SAMPLES:
         lengths = _lengths_of_sample(pairs, tokenizer, max_length, long_pairs)
@@ -95,9 +98,27 @@ def _sampled_lengths(pairs, tokenizer, max_length, long_pairs):
     return _SAMPLES[key][2]
 
 
+def _shape_sample(pairs):
+    """At most about `SHAPE_SAMPLE` pairs drawn evenly from the whole of
+    `pairs` (every k-th: a corpus of concatenated subcorpora, as WMT14's,
+    is sampled in each of them, not in its first only), and how: a
+    dataset of unknown size is counted in one pass over its text; an
+    endless one gives its first pairs."""
+    count = int(pairs.cardinality())
+    if count == int(tf.data.INFINITE_CARDINALITY):
+        return pairs.take(SHAPE_SAMPLE), f"the first {SHAPE_SAMPLE:,} pairs of an endless dataset"
+    if count == int(tf.data.UNKNOWN_CARDINALITY):
+        count = int(pairs.reduce(np.int64(0), lambda total, _: total + 1))
+    stride = -(-count // SHAPE_SAMPLE)  # rounded up
+    if stride <= 1:
+        return pairs, f"all {count:,} pairs of the corpus"
+    return pairs.shard(stride, 0), f"one pair in every {stride} of the corpus's {count:,}"
+
+
 def _lengths_of_sample(pairs, tokenizer, max_length, long_pairs):
     keep = token_pairs.keep_pair(max_length, long_pairs)
-    sample = token_pairs.tokenized(pairs.take(SHAPE_SAMPLE), tokenizer, None)
+    drawn, how = _shape_sample(pairs)
+    sample = token_pairs.tokenized(drawn, tokenizer, None)
 
     def framed_lengths(source, target):  # with EOS and BOS; truncated to max_length
         return tf.minimum(tf.stack([tf.size(source), tf.size(target)]) + 1, max_length)
@@ -106,7 +127,7 @@ def _lengths_of_sample(pairs, tokenizer, max_length, long_pairs):
     rows = list(kept.batch(65536).as_numpy_iterator())
     lengths = np.concatenate(rows) if rows else np.zeros([0, 2], np.int32)
     lengths.setflags(write=False)
-    return lengths
+    return lengths, how
 
 
 @_backend.tensorflow_only("training.make_batches", "tf.data and the TF Text tokenizer")

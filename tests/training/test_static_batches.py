@@ -89,11 +89,12 @@ def test_the_shapes_are_fitted_to_the_lengths_as_make_batches_frames_them(corpus
     target = np.array([len(t.split()) + 1 for t in targets])
     kept = np.maximum(source, target) <= MAX_LENGTH
     assert kept.sum() < len(sources)  # the tail drops pairs
-    assert fitted == BatchShapes.fit(source[kept], target[kept], 512, MAX_LENGTH, 6)
+    whole = "all 1,500 pairs of the corpus"  # how the sample was drawn
+    assert fitted == BatchShapes.fit(source[kept], target[kept], 512, MAX_LENGTH, 6, whole)
     # Truncated pairs count with max_length.
     truncated = fit_batch_shapes(pairs, number_tokenizer, 512, MAX_LENGTH, "truncate", 6)
     clipped = np.minimum(source, MAX_LENGTH), np.minimum(target, MAX_LENGTH)
-    assert truncated == BatchShapes.fit(*clipped, 512, MAX_LENGTH, 6)
+    assert truncated == BatchShapes.fit(*clipped, 512, MAX_LENGTH, 6, whole)
 
 
 def test_repeated_passes_fill_every_batch_with_real_pairs(corpus):
@@ -181,3 +182,19 @@ def test_a_run_records_its_batch_shapes(corpus, tmp_path):
     checkpoints.check_run(tmp_path, model, accumulation_steps=1, batch_shapes=None)
     with open(tmp_path / "checkpoints" / "run.json") as f:
         assert json.load(f)["batch_shapes"] is None
+
+
+def test_the_shapes_are_fitted_to_the_whole_corpus_not_its_start(monkeypatch):
+    """The shapes were fitted to the first `SHAPE_SAMPLE` pairs in file
+    order: a corpus of concatenated subcorpora got shapes for its first
+    one, and the longer pairs after it were padded to `max_length`."""
+    monkeypatch.setattr(data, "SHAPE_SAMPLE", 300)
+    short = [" ".join(["5"] * 4)] * 600  # a first subcorpus of short pairs
+    long = [" ".join(["7"] * 30)] * 300  # then one of long ones
+    pairs = text_pairs_from_lists(short + long, short + long)
+    shapes = fit_batch_shapes(pairs, number_tokenizer, 512, MAX_LENGTH, max_shapes=4)
+    assert 31 in shapes.lengths  # the long pairs' own length (30 numbers and EOS or BOS)
+    assert shapes.pairs == 300 and shapes.sample == "one pair in every 3 of the corpus's 900"
+    assert "(measured on 300 pairs: one pair in every 3 of the corpus's 900)" in str(shapes)
+    whole = fit_batch_shapes(text_pairs_from_lists(short, short), number_tokenizer, 512, 48)
+    assert whole.sample == "one pair in every 2 of the corpus's 600" and whole.pairs == 300
