@@ -26,6 +26,11 @@ def _characters(characters):
 
 
 _NOT_WORD = r"(^|[^\pL\pN])"
+# What Python's `\s` matches (Unicode white space), which RE2's `\s` does
+# not (ASCII only): the host's rules split at a no-break, thin or
+# ideographic space, and so must these. `_BLANK`: the same but `\n`.
+_BLANK = r"\t\x{0B}\f\r \x{1C}-\x{1F}\x{85}\p{Z}"
+_SPACE = _BLANK + r"\n"
 _RULES = (
     # A letter after another's dot: "e.g.", "U.S.", "z.B.".
     (r"\.(\pL)\.", f".\\1{KEPT_PERIOD}"),
@@ -35,11 +40,11 @@ _RULES = (
     # One or two digits: an ordinal.
     (r"(^|[^\pL\pN_.])(\pN{1,2})\.", f"\\1\\2{KEPT_PERIOD}"),
     (
-        f"([{_characters(FINAL)}]+(?:[^\\S\\n]?[{_characters(CLOSING)}])*)([^\\S\\n]+)"
+        f"([{_characters(FINAL)}]+(?:[{_BLANK}]?[{_characters(CLOSING)}])*)([{_BLANK}]+)"
         f"([{_characters(OPENING)}]*[\\p{{Lu}}\\pN])",
         f"\\1{BOUNDARY}\\2{BOUNDARY}\\3",
     ),
-    (r"([^\S\n]*\n\s*)", f"{BOUNDARY}\\1{BOUNDARY}"),
+    (f"([{_BLANK}]*\\n[{_SPACE}]*)", f"{BOUNDARY}\\1{BOUNDARY}"),
     (KEPT_PERIOD, "."),
 )
 

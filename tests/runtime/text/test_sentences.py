@@ -101,6 +101,20 @@ CASES = [
     ("Great. 5\u20ac is cheap.", "Great.|5\u20ac is cheap."),
     # The noncharacters the splitter uses: such a text is left whole.
     ("Odd\ufdd0 text. Here.", "Odd\ufdd0 text. Here."),
+    # Unicode spaces between sentences split as a space does (no-break,
+    # narrow no-break, thin, ideographic), and a Unicode line separator.
+    ("One.\u00a0Two.", ["One.", "\u00a0", "Two."]),
+    ("One.\u202fTwo.", ["One.", "\u202f", "Two."]),
+    ("One.\u2009Two.", ["One.", "\u2009", "Two."]),
+    ("One.\u3000Two.", ["One.", "\u3000", "Two."]),
+    ("Wait.\u00a0\u00bbGo.\u00ab", ["Wait.", "\u00a0", "\u00bbGo.\u00ab"]),
+    ("Line\n\u00a0next.", ["Line", "\n\u00a0", "next."]),
+    # CJK full stops, marks and quotes: no space after them, no split.
+    (
+        "\u300c\u6211\u5f88\u597d\u3002\u300d\u4f60\u5462\uff1f",
+        "\u300c\u6211\u5f88\u597d\u3002\u300d\u4f60\u5462\uff1f",
+    ),
+    ("\u5f88\u597d\uff01 Yes.", "\u5f88\u597d\uff01 Yes."),
 ]
 
 
