@@ -71,7 +71,11 @@ def make_parser():
         help="sentences per call (default: the runtime's bulk_batch_size, e.g. 256 for a "
         "SavedModel, 8 for LiteRT)",
     )
-    parser.add_argument("--shard_lines", type=int, default=2000, help="lines per shard")
+    parser.add_argument(
+        "--shard_lines",
+        type=int,
+        help="lines per shard (default: about 4 per worker, 50 to 2,000; a rerun's: its run's)",
+    )
     parser.add_argument(
         "--max_line_tokens", type=int, help="longer lines become error records (default: none)"
     )

@@ -38,36 +38,38 @@ def match_inputs(patterns):
 
 
 def checked(files):
-    """`files` (`match_inputs`' `(path, size)`) as `(path, size, sha256)`,
-    each file read to its end: a gzip file (`.gz`) whole to its
+    """`files` (`match_inputs`' `(path, size)`) as `(path, size, sha256,
+    lines)`, each file read to its end: a gzip file (`.gz`) whole to its
     end-of-stream marker.
 
     Raises:
         ValueError: a compressed input that is truncated or corrupt
             (naming it).
     """
-    return [(path, size, _checked_digest(path)) for path, size in files]
+    return [(path, size, *_checked_digest(path)) for path, size in files]
 
 
 def _checked_digest(path):
+    """The SHA-256 of the file at `path` and its lines (of its text)."""
+    lines, last = 0, b"\n"
     with FileSystems.open(path, compression_type="uncompressed") as raw:
         hashing = _Hashing(raw)
-        if not text_files.is_gzip(path):
-            while hashing.read(CHUNK):
-                pass
-            return hashing.hexdigest()
+        stream = hashing if not text_files.is_gzip(path) else gzip.GzipFile(fileobj=hashing)
         try:
-            with gzip.GzipFile(fileobj=hashing) as stream:
-                while stream.read(CHUNK):
-                    pass
+            while chunk := stream.read(CHUNK):
+                lines, last = lines + chunk.count(b"\n"), chunk[-1:]
         except (EOFError, OSError, zlib.error) as error:
+            if stream is hashing:  # a plain file: not a decompression's error
+                raise
             raise ValueError(
                 f"The input {path} is not a whole gzip file ({error}): it may be truncated or "
                 "corrupt. Nothing was translated; fix or remove it and run again."
             ) from None
+        finally:
+            stream.close() if stream is not hashing else None
         while hashing.read(CHUNK):  # what follows the last member (gzip read it all)
             pass
-        return hashing.hexdigest()
+        return hashing.hexdigest(), lines + (last != b"\n")
 
 
 @contextlib.contextmanager

@@ -18,11 +18,11 @@ NAMED_FILES = 3
 
 
 def manifest(inputs, export, export_sha256, job):
-    """The record of a run: `inputs` (`(path, bytes, sha256)`, in order),
+    """The record of a run: `inputs` (`(path, bytes, sha256, ...)`, in order),
     `export` (its path) and the SHA-256 of its files, and `job` (a
     `CorpusJob`): a rerun of other contents at the same paths differs."""
     return {
-        "inputs": [{"path": p, "bytes": size, "sha256": digest} for p, size, digest in inputs],
+        "inputs": [{"path": p, "bytes": n, "sha256": digest} for p, n, digest, *_ in inputs],
         "export": {"path": export, "sha256": export_sha256},
         "job": job.to_dict(),
     }

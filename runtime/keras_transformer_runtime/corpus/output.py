@@ -72,6 +72,19 @@ def read_records(output, kinds=(TRANSLATIONS, ERRORS)):
         yield from sorted(records, key=lambda r: (r["file"], r["line"]))
 
 
+def read_manifest(output):
+    """The manifest (`corpus.json`) of the run `output` holds, as written;
+    `None` where it holds none (or not one this package wrote)."""
+    path = FileSystems.join(output, MANIFEST)
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        try:
+            return json.loads(f.read())
+        except ValueError:  # not JSON: not this package's
+            return None
+
+
 def _matched(pattern):
     return FileSystems.match([pattern])[0].metadata_list
 
@@ -102,11 +115,7 @@ class CorpusRun:
             )
         path, now = FileSystems.join(self.output, MANIFEST), self.manifest()
         if FileSystems.exists(path):
-            with FileSystems.open(path, compression_type="uncompressed") as f:
-                try:
-                    earlier = json.loads(f.read())
-                except ValueError:  # not JSON: not this package's
-                    earlier = None
+            earlier = read_manifest(self.output)
             if earlier != now:
                 differences = corpus_manifest.differences(earlier, now)
                 raise ValueError(

@@ -44,6 +44,7 @@ from keras_transformer_runtime.corpus.output import NAMESPACE
 from keras_transformer_runtime.corpus.output import SUMMARY  # noqa: F401  (the API's)
 from keras_transformer_runtime.corpus.output import CorpusRun
 from keras_transformer_runtime.corpus.output import read_file
+from keras_transformer_runtime.corpus.output import read_manifest
 from keras_transformer_runtime.corpus.output import read_records  # noqa: F401  (the API's)
 from keras_transformer_runtime.corpus.output import write_atomically
 from keras_transformer_runtime.corpus.shards import ERRORS
@@ -228,6 +229,9 @@ def translate_corpus(
     )
     job.check(load_runner())  # a job the export cannot run fails before anything is written
     checked = corpus_inputs.checked(files)
+    if job.shard_lines is None:  # as the output's run had them, else sized here
+        earlier = (read_manifest(output) or {}).get("job", {}).get("shard_lines")
+        job = job.sized(sum(lines for *_, lines in checked), workers, earlier)
     run = CorpusRun(checked, output, str(export), corpus_inputs.export_digest(export), job)
     started = run.prepare()
     try:
@@ -250,7 +254,7 @@ def _run_pipeline(run, load_runner, workers, beam_options):
     runner = local_runner() if local else None
     start = time.perf_counter()
     pipeline = beam.Pipeline(runner=runner, options=options)
-    paths = [path for path, _, _ in run.inputs]
+    paths = [path for path, *_ in run.inputs]
     worker_processes = local and workers > 1
     _ = pipeline | TranslateCorpus(paths, run.output, load_runner, run.job, worker_processes)
     result = pipeline.run()

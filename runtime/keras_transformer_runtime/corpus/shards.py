@@ -42,6 +42,8 @@ from keras_transformer_runtime.text.documents import LongInputWarning
 TRANSLATIONS = "translations"
 ERRORS = "errors"
 MODES = ("translate", "sample")
+# The fewest and most lines of a shard sized by `CorpusJob.sized`.
+SHARD_LINES = (50, 2000)
 
 
 def shard_name(kind, file_index, shard):
@@ -72,7 +74,8 @@ class CorpusJob:
         batch_size: sentences per call of the runner (`None`: the
             runner's `bulk_batch_size`).
         shard_lines: lines per shard (the unit of work, of sorting by
-            length, and of output files).
+            length, and of output files); `None`: sized by the inputs and
+            the workers (`sized`), or as the output's earlier run had it.
         with_scores: whether each record holds its translation's score.
         seed: the seed of `mode="sample"`.
         target_lang: a multilingual model's target language (`None`: each
@@ -84,7 +87,7 @@ class CorpusJob:
 
     mode: str = "translate"
     batch_size: int | None = None
-    shard_lines: int = 2000
+    shard_lines: int | None = None
     with_scores: bool = False
     seed: int = 0
     target_lang: str | None = None
@@ -92,7 +95,7 @@ class CorpusJob:
 
     def __post_init__(self):
         validation.check_choice(MODES, mode=self.mode)
-        validation.check_positive_int(shard_lines=self.shard_lines)
+        validation.check_positive_int(allow_none=True, shard_lines=self.shard_lines)
         validation.check_positive_int(
             allow_none=True, batch_size=self.batch_size, max_line_tokens=self.max_line_tokens
         )
@@ -119,7 +122,20 @@ class CorpusJob:
 
     def shard_of(self, number):
         """The shard of line `number` (1-based)."""
+        if self.shard_lines is None:  # not sized yet (`sized`): one shard
+            return 0
         return (number - 1) // self.shard_lines
+
+    def sized(self, lines, workers, earlier=None):
+        """This job with its `shard_lines` set, where it is `None`: an
+        `earlier` run's (a rerun continues it, on any number of workers),
+        else about four shards per worker of the inputs' `lines`, within
+        `SHARD_LINES` (a 2,000-line file on 2 workers: shards of 250, so
+        that both translate; a large corpus: shards of 2,000)."""
+        if self.shard_lines is not None:
+            return self
+        fitted = min(max(-(-lines // (4 * workers)), SHARD_LINES[0]), SHARD_LINES[1])
+        return dataclasses.replace(self, shard_lines=earlier or fitted)
 
     def seed_of(self, file_index, shard):
         """The sampling seed of a shard: the same on every run."""

@@ -265,3 +265,32 @@ def test_a_job_the_runner_cannot_run_fails_before_writing(inputs, tmp_path, monk
     assert os.listdir(output) == []  # the manifest of a run that wrote nothing is gone
     monkeypatch.undo()
     run(inputs, output, batch_size=4)  # the corrected rerun (other settings) is not refused
+
+
+def test_shards_are_sized_by_the_input_and_the_workers(tmp_path):
+    """With 2,000-line shards, a 2,000-line file ran on one worker, slower
+    than a plain loop. Unset, `shard_lines` gives each worker about four
+    shards (50 to 2,000 lines), and a rerun keeps its run's."""
+    assert CorpusJob().sized(2000, 2).shard_lines == 250
+    assert CorpusJob().sized(10, 2).shard_lines == 50
+    assert CorpusJob().sized(10**7, 8).shard_lines == 2000
+    assert CorpusJob(shard_lines=7).sized(2000, 2).shard_lines == 7
+    assert CorpusJob().sized(2000, 2, earlier=300).shard_lines == 300
+    directory = tmp_path / "mono"
+    directory.mkdir()
+    (directory / "big.txt").write_bytes(b"".join(f"line {n}\n".encode() for n in range(2000)))
+    output = tmp_path / "out"
+    job = CorpusJob()
+    corpus.translate_corpus(
+        [os.fspath(directory / "*")], os.fspath(output), "unused", job,
+        load_runner=ReversingRunner, workers=1,
+    )  # fmt: skip
+    shards = sorted(n for n in os.listdir(output) if n.startswith("translations-"))
+    assert len(shards) == 4  # 500 lines each: four for the one worker
+    assert json.loads((output / "corpus.json").read_text())["job"]["shard_lines"] == 500
+    # A rerun on two workers continues the run (its shards of 500), not refused.
+    summary = corpus.translate_corpus(
+        [os.fspath(directory / "*")], os.fspath(output), "unused", job,
+        load_runner=ReversingRunner, workers=2,
+    )  # fmt: skip
+    assert summary["kept_from_earlier_runs"] == 2000
