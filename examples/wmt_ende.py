@@ -66,6 +66,7 @@ from wmt_report import summary_stage  # noqa: E402
 from wmt_results import evaluation_stage  # noqa: E402
 from wmt_results import export_stage  # noqa: E402
 from wmt_results import plots_stage  # noqa: E402
+from wmt_results import weights_marker  # noqa: E402
 from wmt_results import weights_stage  # noqa: E402
 from wmt_stages import merged_lora_model  # noqa: E402
 from wmt_stages import model_stage  # noqa: E402
@@ -123,7 +124,9 @@ def main(argv=None, started=None):
             model = merged_lora_model(config, model, tokenizer, data)
     translator = translator_for(config, model, tokenizer, config.beam_size, config.max_extra_length)
     with stopwatch.stage("evaluation"):
-        scores, hypotheses = evaluation_stage(config, translator, data)
+        scores, hypotheses = evaluation_stage(
+            config, translator, data, weights_marker(translator, trained, weights)
+        )
     with stopwatch.stage("plots"):
         plots_stage(config, model, tokenizer, data, hypotheses)
     with stopwatch.stage("export"):

@@ -2,6 +2,7 @@
 export (an average or the best, by validation BLEU), the final
 evaluation, the plots and the SavedModel export."""
 
+import hashlib
 import json
 import os
 import sys
@@ -111,10 +112,13 @@ def weights_stage(config, model, tokenizer, data):
     }
 
 
-def evaluation_stage(config, translator, data):
+def evaluation_stage(config, translator, data, weights_marker=None):
     """Translates the valid and test sets; returns `(scores, hypotheses)`,
     both keyed by set name. A multilingual run scores each direction
-    (`directions`, with its off-target rate) and reports their means."""
+    (`directions`, with its off-target rate) and reports their means. A
+    set translated before by the same weights and settings
+    (`weights_marker`, recorded in `model_dir/hypotheses.NAME.json`) is
+    scored from that record: a finished run's rerun only reports."""
     scores, hypotheses = {}, {}
     identifier = language_identifier(config) if config.multilingual else None
     for name, split in (("valid", data.valid), ("test", data.test)):
@@ -122,12 +126,19 @@ def evaluation_stage(config, translator, data):
             continue
         sources, references = split
         target_lang = data.languages_of(name)
-        hypotheses[name] = translator.translate(
-            sources,
-            config.eval_batch_size,
-            progress=f"translating {name}",
-            target_lang=target_lang,
-        )
+        record = os.path.join(config.model_dir, f"hypotheses.{name}.json")
+        marker = {"weights": weights_marker, "sources": _digest(sources)}
+        hypotheses[name] = _recorded(record, marker) if weights_marker else None
+        if hypotheses[name] is None:
+            hypotheses[name] = translator.translate(
+                sources,
+                config.eval_batch_size,
+                progress=f"translating {name}",
+                target_lang=target_lang,
+            )
+            training.write_json_atomically(record, {**marker, "hypotheses": hypotheses[name]})
+        else:
+            print(f"{name}: {len(sources)} translations of the same weights (recorded)")
         # One line per sentence, whatever a translation holds.
         lines = [" ".join(h.splitlines()) for h in hypotheses[name]]
         with open(os.path.join(config.model_dir, f"hypotheses.{name}.txt"), "w") as f:
@@ -150,6 +161,30 @@ def evaluation_stage(config, translator, data):
                 f"({each['sentences']} sentences)"
             )
     return scores, hypotheses
+
+
+def _digest(texts):
+    """The SHA-256 of `texts`, one per line."""
+    return hashlib.sha256("\n".join(texts).encode("utf-8", "replace")).hexdigest()
+
+
+def _recorded(path, marker):
+    """The hypotheses `path` records for `marker`, or `None`."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        recorded = json.load(f)
+    return recorded["hypotheses"] if {k: recorded.get(k) for k in marker} == marker else None
+
+
+def weights_marker(translator, trained, weights):
+    """What a set's translations depend on: the weights (the final step
+    and the checkpoints, by name) and the decoding settings."""
+    return {
+        "step": trained["final_step"],
+        "checkpoints": weights["checkpoints"],
+        "settings": translator.settings.to_dict(),
+    }
 
 
 def language_identifier(config, sentences=5000):
@@ -208,21 +243,28 @@ def export_marker(config, translator, trained, weights):
     """What an export of this run depends on: the weights (the final step
     and the checkpoints), the decoding settings and where it goes."""
     return {
-        "export_dir": config.export_dir and os.path.abspath(config.export_dir),
+        # Relative to the run: a project directory moved whole keeps its records.
+        "export_dir": config.export_dir and _relative(config.export_dir, config.model_dir),
         "step": trained["final_step"],
         "checkpoints": weights["checkpoints"],
         "settings": translator.settings.to_dict(),
     }
 
 
-def already_exported(marker, recorded):
-    """The path of the export `recorded` (`export.json`'s content) if it
-    is the export `marker` describes and still exists, else `None`."""
-    path = recorded.get("path")
-    if not path or {k: recorded.get(k) for k in marker} != marker:
+def already_exported(marker, recorded, export_dir):
+    """The path of the export `recorded` (`export.json`'s content: its
+    version in `export_dir`) if it is the export `marker` describes and
+    still exists, else `None`."""
+    version = recorded.get("version")
+    if not version or {k: recorded.get(k) for k in marker} != marker:
         return None
-    inside = os.path.dirname(os.path.abspath(path)) == marker["export_dir"]
-    return path if inside and os.path.exists(os.path.join(path, "saved_model.pb")) else None
+    path = os.path.join(export_dir, version)
+    return path if os.path.exists(os.path.join(path, "saved_model.pb")) else None
+
+
+def _relative(path, model_dir):
+    """`path` relative to the run's `model_dir`."""
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(model_dir))
 
 
 def export_stage(config, translator, trained, weights):
@@ -241,12 +283,13 @@ def export_stage(config, translator, trained, weights):
         if os.path.exists(marker_file):
             with open(marker_file) as f:
                 recorded = json.load(f)
-        path = already_exported(marker, recorded)
+        path = already_exported(marker, recorded, config.export_dir)
         if path is not None:
             print(f"export: {path} (already exported)")
         else:
             path = kt.export.export_saved_model(translator, config.export_dir)
-            training.write_json_atomically(marker_file, {"path": path, **marker})
+            version = os.path.relpath(path, config.export_dir)  # "1": the run's own record
+            training.write_json_atomically(marker_file, {"version": version, **marker})
             print(f"export: {path}")
     ctranslate2_stage(config, translator, marker)
     print(f'try it: echo "A man is riding a bike." | {try_it_command(config)}')
@@ -261,7 +304,7 @@ def ctranslate2_stage(config, translator, marker):
     if not config.ctranslate2_dir:
         return None
     output = os.path.abspath(config.ctranslate2_dir)
-    marker = {**marker, "export_dir": output}
+    marker = {**marker, "export_dir": _relative(output, config.model_dir)}
     marker_file = os.path.join(config.model_dir, "ctranslate2.json")
     recorded = {}
     if os.path.exists(marker_file):
@@ -270,7 +313,7 @@ def ctranslate2_stage(config, translator, marker):
     if recorded == marker and os.path.exists(os.path.join(output, "model.bin")):
         print(f"CTranslate2 export: {config.ctranslate2_dir} (already exported)")
         return config.ctranslate2_dir
-    overwrite = recorded.get("export_dir") == output  # this run's own, of other weights
+    overwrite = recorded.get("export_dir") == marker["export_dir"]  # this run's, other weights
     kt.export.export_ctranslate2(translator, output, quantization="int8", overwrite=overwrite)
     training.write_json_atomically(marker_file, marker)
     print(f"CTranslate2 export: {config.ctranslate2_dir}")

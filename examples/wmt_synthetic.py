@@ -42,7 +42,8 @@ def export_of(config, path, role):
     record = os.path.join(path, "export.json")
     if os.path.isfile(record):
         with open(record) as f:
-            return json.load(f)["export_dir"]
+            export_dir = json.load(f)["export_dir"]  # relative to the run (or, before, absolute)
+        return os.path.normpath(os.path.join(path, export_dir))
     if os.path.isfile(os.path.join(path, "training_done.json")):
         sys.exit(f"--{role}: {path} is a run without an export; rerun it with --export_dir.")
     if os.path.isfile(os.path.join(path, "vocab.json")):

@@ -4,6 +4,7 @@ and its command line."""
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -135,7 +136,9 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert f"CTranslate2 export: {ct2}\n" in again.stdout
     assert f"| kt-translate --model {ct2}\n" in again.stdout
     recorded = json.loads((model_dir / "ctranslate2.json").read_text())
-    assert recorded["step"] == 30 and recorded["export_dir"] == str(ct2)
+    assert recorded["step"] == 30 and recorded["export_dir"] == os.path.relpath(ct2, model_dir)
+    # It reported from its records: no set was translated again.
+    assert again.stdout.count("translations of the same weights (recorded)") == 2
     from keras_transformer_runtime import CTranslate2Translator
 
     [translation] = CTranslate2Translator(ct2).translate(["a dog runs."])
@@ -158,6 +161,19 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     # The CTranslate2 export of the former weights is replaced.
     assert f"CTranslate2 export: {ct2}\n" in more.stdout
     assert json.loads((model_dir / "ctranslate2.json").read_text())["step"] == 40
+    # The project moved whole: its rerun only reports, and exports nothing new.
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for part in (model_dir, export_dir, ct2):
+        shutil.move(part, moved / part.name)
+    where = {str(model_dir): str(moved / "run"), str(export_dir): str(moved / "export")}
+    args = [where.get(a, a) for a in args] + ["--train_steps", "40"]
+    args += ["--ctranslate2_dir", str(moved / "ct2")]
+    rerun = run_script(args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "(already exported)" in rerun.stdout
+    assert rerun.stdout.count("translations of the same weights (recorded)") == 2
+    assert sorted(os.listdir(moved / "export")) == ["1", "2"]
 
 
 @pytest.mark.large  # starts Python processes

@@ -75,6 +75,10 @@ def test_a_model_is_a_runs_export_an_export_or_neither(tmp_path, capsys):
         synthetic.export_of(config, str(run), "backtranslate_with")
     (run / "export.json").write_text(json.dumps({"export_dir": "/exports/deen"}))
     assert synthetic.export_of(config, str(run), "backtranslate_with") == "/exports/deen"
+    # Recorded relative to the run, so that a project moved whole still finds it.
+    (run / "export.json").write_text(json.dumps({"export_dir": "../exports/deen"}))
+    found = synthetic.export_of(config, str(run), "backtranslate_with")
+    assert found == str(tmp_path / "exports" / "deen")
     assert synthetic.export_of(config, "de.tflite", "distill_from") == "de.tflite"
     with pytest.raises(SystemExit, match="--distill_from: .*nothing is neither a run"):
         synthetic.export_of(config, str(tmp_path / "nothing"), "distill_from")
