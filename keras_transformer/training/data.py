@@ -16,14 +16,12 @@ padded with the tokenizer's `pad_id`. Elements are `((source, target_in),
 target_out)`, exactly what `Transformer.fit` takes.
 """
 
-import collections
-
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer import _backend
 from keras_transformer.tokenizer import Tokenizer
 from keras_transformer.training import bucketing
+from keras_transformer.training import shape_sample
 from keras_transformer.training import token_pairs
 from keras_transformer.training.batch_shapes import BatchShapes
 from keras_transformer.training.devices import recommended_jit_compile
@@ -37,7 +35,6 @@ STATIC_SHAPES = ("auto", True, False)
 # Pairs whose lengths fit the static shapes (`BatchShapes.fit`): the first
 # ones of the corpus, in its own order, so that every run over the same
 # files (and every worker of one) gets the same shapes.
-SHAPE_SAMPLE = 100_000
 
 
 def resolve_static_shapes(static_shapes):
@@ -52,7 +49,7 @@ def fit_batch_shapes(
     pairs, tokenizer, batch_tokens, max_length=256, long_pairs="drop", max_shapes=24
 ):
     """The `BatchShapes` `make_batches(static_shapes=True)` pads to: at most
-    `max_shapes` lengths fitted to the first `SHAPE_SAMPLE` pairs of
+    `max_shapes` lengths fitted to a sample of the whole of
     `pairs`, tokenized and filtered as `make_batches` does them, with
     batch sizes under `batch_tokens` (per replica).
 
@@ -73,61 +70,10 @@ def fit_batch_shapes(
     24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
     validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
-    lengths, sample = _sampled_lengths(pairs, tokenizer, max_length, long_pairs)
+    lengths, sample = shape_sample.sampled_lengths(pairs, tokenizer, max_length, long_pairs)
     return BatchShapes.fit(
         lengths[:, 0], lengths[:, 1], batch_tokens, max_length, max_shapes, sample=sample
     )
-
-
-# The last few samples' lengths, by the identity of their pairs and
-# tokenizer (kept alive with them): every replica's `make_batches` of a run,
-# and `train`'s record of the shapes, fit on one sample, tokenized once.
-_SAMPLES = collections.OrderedDict()
-
-
-def _sampled_lengths(pairs, tokenizer, max_length, long_pairs):
-    """`(pairs, 2)` source and target lengths, EOS and BOS included, of the
-    pairs of a sample that `make_batches` keeps (read-only), and how the
-    sample was drawn (`_shape_sample`)."""
-    key = (id(pairs), id(tokenizer), max_length, long_pairs)
-    if key not in _SAMPLES:
-        lengths = _lengths_of_sample(pairs, tokenizer, max_length, long_pairs)
-        _SAMPLES[key] = (pairs, tokenizer, lengths)
-        while len(_SAMPLES) > 4:
-            _SAMPLES.popitem(last=False)
-    return _SAMPLES[key][2]
-
-
-def _shape_sample(pairs):
-    """At most about `SHAPE_SAMPLE` pairs drawn evenly from the whole of
-    `pairs` (every k-th: a corpus of concatenated subcorpora, as WMT14's,
-    is sampled in each of them, not in its first only), and how: a
-    dataset of unknown size is counted in one pass over its text; an
-    endless one gives its first pairs."""
-    count = int(pairs.cardinality())
-    if count == int(tf.data.INFINITE_CARDINALITY):
-        return pairs.take(SHAPE_SAMPLE), f"the first {SHAPE_SAMPLE:,} pairs of an endless dataset"
-    if count == int(tf.data.UNKNOWN_CARDINALITY):
-        count = int(pairs.reduce(np.int64(0), lambda total, _: total + 1))
-    stride = -(-count // SHAPE_SAMPLE)  # rounded up
-    if stride <= 1:
-        return pairs, f"all {count:,} pairs of the corpus"
-    return pairs.shard(stride, 0), f"one pair in every {stride} of the corpus's {count:,}"
-
-
-def _lengths_of_sample(pairs, tokenizer, max_length, long_pairs):
-    keep = token_pairs.keep_pair(max_length, long_pairs)
-    drawn, how = _shape_sample(pairs)
-    sample = token_pairs.tokenized(drawn, tokenizer, None)
-
-    def framed_lengths(source, target):  # with EOS and BOS; truncated to max_length
-        return tf.minimum(tf.stack([tf.size(source), tf.size(target)]) + 1, max_length)
-
-    kept = sample.filter(lambda s, t: keep(s, t)["kept"]).map(framed_lengths)
-    rows = list(kept.batch(65536).as_numpy_iterator())
-    lengths = np.concatenate(rows) if rows else np.zeros([0, 2], np.int32)
-    lengths.setflags(write=False)
-    return lengths, how
 
 
 @_backend.tensorflow_only("training.make_batches", "tf.data and the TF Text tokenizer")
@@ -169,7 +115,7 @@ def make_batches(
     and TPUs, or `jit_compile=True`) is compiled anew for each shape, so
     there (`static_shapes=True`, the default where XLA compiles) every
     batch is padded to one of at most `max_shapes` `BatchShapes`, fitted
-    to the first `SHAPE_SAMPLE` pairs' lengths: both sides to the length of
+    to a sample's lengths (`shape_sample`): both sides to the length of
     the pair's bucket, a fixed batch size per bucket, a part-filled batch
     completed with rows of padding (which the loss and metrics ignore).
     The dataset's `batch_shapes` is that `BatchShapes` (`None` without).

@@ -13,6 +13,7 @@ from keras_transformer.training import checkpoints
 from keras_transformer.training import data
 from keras_transformer.training import fit_batch_shapes
 from keras_transformer.training import make_batches
+from keras_transformer.training import shape_sample
 from keras_transformer.training import text_pairs_from_lists
 from tests.training.helpers import number_tokenizer
 
@@ -116,8 +117,10 @@ def test_each_replica_gets_the_same_lengths_and_its_share_of_the_budget(corpus, 
 
     pairs = text_pairs_from_lists(*corpus)
     samples = []
-    sample = data._lengths_of_sample
-    monkeypatch.setattr(data, "_lengths_of_sample", lambda *a: samples.append(a) or sample(*a))
+    sample = shape_sample._lengths_of_sample
+    monkeypatch.setattr(
+        shape_sample, "_lengths_of_sample", lambda *a: samples.append(a) or sample(*a)
+    )
     whole = make_batches(pairs, number_tokenizer, 1024, MAX_LENGTH, static_shapes=True)
     context = tf.distribute.InputContext(
         num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2
@@ -188,7 +191,7 @@ def test_the_shapes_are_fitted_to_the_whole_corpus_not_its_start(monkeypatch):
     """The shapes were fitted to the first `SHAPE_SAMPLE` pairs in file
     order: a corpus of concatenated subcorpora got shapes for its first
     one, and the longer pairs after it were padded to `max_length`."""
-    monkeypatch.setattr(data, "SHAPE_SAMPLE", 300)
+    monkeypatch.setattr(shape_sample, "SHAPE_SAMPLE", 300)
     short = [" ".join(["5"] * 4)] * 600  # a first subcorpus of short pairs
     long = [" ".join(["7"] * 30)] * 300  # then one of long ones
     pairs = text_pairs_from_lists(short + long, short + long)
