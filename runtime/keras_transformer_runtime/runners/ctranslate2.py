@@ -249,13 +249,10 @@ class CTranslate2Translator(runner.Runner):
         return sorted(hypotheses, key=lambda h: -h.score)
 
     def _controls(self):
-        """The searches' shared options: the output controls, and PAD and
-        BOS never chosen (as every TensorFlow search masks them)."""
         return dict(
             min_decoding_length=self.settings.min_length,
             no_repeat_ngram_size=self.settings.no_repeat_ngram_size,
             repetition_penalty=self.settings.repetition_penalty,
-            suppress_sequences=[[piece] for piece in self.pieces.never_generated] or None,
         )
 
     def describe(self):
