@@ -45,8 +45,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from keras_transformer_runtime import text_files  # noqa: E402
 from keras_transformer_runtime.batching import length_batches  # noqa: E402
+from keras_transformer_runtime.text import files as text_files  # noqa: E402
 
 
 def line_batches(lines, batch_size):

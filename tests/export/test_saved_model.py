@@ -193,7 +193,7 @@ def test_other_signatures_settings_and_warmup(exported):
     assert n_best["translations"].shape == (1, beam_size) and beam_size > 1
     settings = json.loads(loaded.settings_json.numpy())
     limits = {"max_batch_size": 256, "max_input_tokens": 16_384, "max_phrases": 32}  # defaults
-    languages = {"languages": [], "language_required": True}  # one language pair
+    languages = {"languages": [], "language_required": False}  # one language pair: none needed
     assert settings == {**translator.settings.to_dict(), **limits, **languages}
     with open(os.path.join(path, "assets.extra", "keras_transformer.json")) as f:
         assert json.load(f)["alpha"] == 0.6

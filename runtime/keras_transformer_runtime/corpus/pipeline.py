@@ -227,7 +227,9 @@ def translate_corpus(
     load_runner = load_runner or functools.partial(
         loading.load_runner, export, threads, **export_options
     )
-    job.check(load_runner())  # a job the export cannot run fails before anything is written
+    kind = export_options.get("kind") or loading.runner_kind_or_none(export)
+    if kind != "saved_model":  # TensorFlow's threads are set once per process: its workers'
+        job.check(load_runner())  # a job the export cannot run fails before anything is written
     checked = corpus_inputs.checked(files)
     if job.shard_lines is None:  # as the output's run had them, else sized here
         earlier = (read_manifest(output) or {}).get("job", {}).get("shard_lines")

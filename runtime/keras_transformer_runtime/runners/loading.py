@@ -39,6 +39,14 @@ def runner_kind(path):
     )
 
 
+def runner_kind_or_none(path):
+    """`runner_kind(path)`, or `None` where the path does not tell it."""
+    try:
+        return runner_kind(path)
+    except ValueError:
+        return None
+
+
 def check_kind(kind):
     """`kind` if it is one of `KINDS`; a `ValueError` naming them otherwise."""
     if kind not in KINDS:
