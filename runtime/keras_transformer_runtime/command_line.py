@@ -57,6 +57,16 @@ def add_model_arguments(parser, threads_help="each runner's threads (default: th
     )
 
 
+def add_batch_size_argument(parser):
+    """Adds `--batch_size`: sentences per call of the runner."""
+    parser.add_argument(
+        "--batch_size",
+        type=int,
+        help="sentences per call (default: the runtime's bulk_batch_size, e.g. 256 for a "
+        "SavedModel, 8 for LiteRT)",
+    )
+
+
 def add_sampling_arguments(parser):
     """Adds `--temperature`, `--top_k` and `--top_p`: `--mode sample`'s
     draws with a CTranslate2 export (the other kinds draw as exported)."""

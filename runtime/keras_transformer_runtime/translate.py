@@ -142,12 +142,7 @@ def make_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     command_line.add_model_arguments(parser)
-    parser.add_argument(
-        "--batch_size",
-        type=int,
-        help="sentences per call (default: the runtime's bulk_batch_size, e.g. 256 for a "
-        "SavedModel, 8 for LiteRT)",
-    )
+    command_line.add_batch_size_argument(parser)
     parser.add_argument(
         "--mode",
         choices=tuple(MODES),

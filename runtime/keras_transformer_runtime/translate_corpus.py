@@ -65,12 +65,7 @@ def make_parser():
     command_line.add_sampling_arguments(parser)
     parser.add_argument("--with_scores", action="store_true", help="record each score")
     parser.add_argument("--target_lang", help="a multilingual model's target language")
-    parser.add_argument(
-        "--batch_size",
-        type=int,
-        help="sentences per call (default: the runtime's bulk_batch_size, e.g. 256 for a "
-        "SavedModel, 8 for LiteRT)",
-    )
+    command_line.add_batch_size_argument(parser)
     parser.add_argument(
         "--shard_lines",
         type=int,
