@@ -325,3 +325,28 @@ def test_token_scores_sum_to_each_hypothesis_log_probability(words_tokenizer, tm
     source = translator.graph.encode_text(tf.constant(sentences[:1]))
     expected = translator.model_search.token_log_probs(source, tf.constant(ids, tf.int32))
     np.testing.assert_allclose(best.token_scores, expected.numpy()[0], atol=1e-4)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_no_search_chooses_pad_or_bos(words_tokenizer, tmp_path, beam_size):
+    """Every TensorFlow search masks PAD and BOS; CTranslate2's did not,
+    and an untrained model's best hypotheses started with `<s>` (29 of 40):
+    tokens, scores and rankings then differed from every other runtime.
+    Its scores stay the model's log-probabilities, as ours."""
+    tokenizer, sentences = words_tokenizer
+    translator = Translator(random_model(), tokenizer, beam_size=beam_size, max_extra_length=4)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    converted = CTranslate2Translator(tmp_path / "ct2")
+    assert set(converted.pieces.never_generated) == {"<pad>", "<s>"}
+    sources = sentences[:40]
+    # One sentence per call: CTranslate2's length limit is per call (a documented difference).
+    theirs = converted.translate_with_scores(sources, n_best=beam_size, batch_size=1)
+    chosen = {token for options in theirs for h in options for token in h.tokens}
+    assert not chosen & {"<pad>", "<s>"}
+    sampled = converted.sample(sources[:10], num_samples=2)
+    assert not {t for options in sampled for h in options for t in h.tokens} & {"<pad>", "<s>"}
+    ours = _our_hypotheses(translator, sources)
+    assert [o[0] for o in ours] == [options[0].tokens for options in theirs]
+    np.testing.assert_allclose(
+        [options[0].score for options in theirs], [o[1] for o in ours], atol=1e-4
+    )

@@ -32,6 +32,10 @@ with these differences, by construction of CTranslate2's search:
   the length limit stops is re-scored by the model alone (CTranslate2's
   `score_batch`), without the last two: with them, its score differs
   from `Translator`'s, and a `RuntimeWarning` says so.
+* No search chooses PAD or BOS, as in our searches. CTranslate2 would
+  score among the other pieces when told to suppress them, so only a
+  source whose hypotheses hold one is searched again so, and re-scored by
+  the model: every score is the model's log-probability.
 * CTranslate2 does not decode an empty source: its translation is empty
   (EOS, scored by the model), as each of the `n_best`, where `Translator`
   decodes from EOS alone.
@@ -49,11 +53,12 @@ with these differences, by construction of CTranslate2's search:
 import dataclasses
 import json
 import os
-import warnings
 
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.runners import runner
-from keras_transformer_runtime.runners.results import Hypothesis
+from keras_transformer_runtime.runners.ctranslate2_outputs import SearchOutputs
+from keras_transformer_runtime.runners.ctranslate2_outputs import controls
+from keras_transformer_runtime.runners.ctranslate2_outputs import decoding_limit
 from keras_transformer_runtime.runners.results import TargetScore
 from keras_transformer_runtime.runners.results import length_penalty
 from keras_transformer_runtime.runners.settings import DecodingSettings
@@ -159,7 +164,7 @@ class CTranslate2Translator(runner.Runner):
         self.pieces = host_tokenizer(tokenizer_kind(model_dir, recorded), model_dir)
         self.languages = self.pieces.languages
         self._ctranslate2 = ctranslate2
-        self._eos_piece = self.pieces.eos_piece
+        self._outputs = SearchOutputs(self.translator, self.pieces)
 
     @property
     def bulk_batch_size(self):
@@ -188,73 +193,6 @@ class CTranslate2Translator(runner.Runner):
             len(pieces), lambda i: len(pieces[i]), run_batch, batch_size, parallel=parallel
         )
 
-    def _decoding_limit(self, pieces):
-        """The most tokens CTranslate2 may generate for a batch, EOS not
-        counted: our limit (the longest source with EOS, plus
-        `max_extra_length`, at most `max_output_length`, EOS included) less
-        the EOS that `_finished` adds where the limit stops a hypothesis."""
-        longest = max((len(p) for p in pieces), default=0) + 1
-        limit = min(longest + self.settings.max_extra_length, self.settings.max_output_length)
-        return max(limit - 1, 1)
-
-    def _finished(self, pieces, results):
-        """Per result, its hypotheses as `(tokens, log_prob)`, each ending
-        with EOS: one the length limit stopped gets EOS and EOS's
-        log-probability (one scoring call), as our searches force EOS at
-        the limit."""
-        eos = self._eos_piece
-        outputs = [
-            [(list(t), float(s)) for t, s in zip(r.hypotheses, r.scores, strict=True)]
-            for r in results
-        ]
-        stopped = [
-            (i, j)
-            for i, hypotheses in enumerate(outputs)
-            for j, (tokens, _) in enumerate(hypotheses)
-            if not tokens or tokens[-1] != eos
-        ]
-        if stopped and (
-            self.settings.repetition_penalty != 1.0 or self.settings.no_repeat_ngram_size
-        ):
-            warnings.warn(
-                f"{len(stopped)} hypotheses ran to the length limit; CTranslate2 re-scores them "
-                "without repetition_penalty and no_repeat_ngram_size, so their scores differ "
-                "from Translator's.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        if stopped:
-            scored = self.translator.score_batch(
-                [pieces[i] for i, _ in stopped],
-                [outputs[i][j][0] for i, j in stopped],
-                max_input_length=0,
-            )
-            for (i, j), result in zip(stopped, scored, strict=True):
-                outputs[i][j] = (list(result.tokens), float(sum(result.log_probs)))
-        return outputs
-
-    def _hypotheses(self, finished):
-        """`(tokens, log_prob)` pairs ending with EOS as `Hypothesis`, best
-        first by GNMT's length penalty."""
-        alpha = self.settings.alpha
-        hypotheses = [
-            Hypothesis(
-                translation=self.pieces.text(tokens[:-1]),
-                score=log_prob / length_penalty(len(tokens), alpha),
-                log_prob=log_prob,
-                tokens=tokens,
-            )
-            for tokens, log_prob in finished
-        ]
-        return sorted(hypotheses, key=lambda h: -h.score)
-
-    def _controls(self):
-        return dict(
-            min_decoding_length=self.settings.min_length,
-            no_repeat_ngram_size=self.settings.no_repeat_ngram_size,
-            repetition_penalty=self.settings.repetition_penalty,
-        )
-
     def describe(self):
         """The export's directory, quantization and decoding settings."""
         return runner.export_description(
@@ -272,8 +210,8 @@ class CTranslate2Translator(runner.Runner):
         runner.check_n_best(n_best, self.settings.beam_size)
         beam_size = self.settings.beam_size
 
-        def run(pieces):
-            results = self.translator.translate_batch(
+        def search(pieces, **options):
+            return self.translator.translate_batch(
                 pieces,
                 beam_size=beam_size,
                 num_hypotheses=beam_size,
@@ -281,10 +219,14 @@ class CTranslate2Translator(runner.Runner):
                 return_scores=True,
                 return_end_token=True,
                 max_input_length=0,
-                max_decoding_length=self._decoding_limit(pieces),
-                **self._controls(),
+                max_decoding_length=decoding_limit(pieces, self.settings),
+                **controls(self.settings),
+                **options,
             )
-            best = [self._hypotheses(f)[:n_best] for f in self._finished(pieces, results)]
+
+        def run(pieces):
+            hypotheses = self._outputs.best_first(search, pieces, self.settings)
+            best = [options[:n_best] for options in hypotheses]
             return self._with_token_scores(pieces, best) if token_scores else best
 
         # A batch per `inter_threads` translator at once (the sampler's
@@ -327,8 +269,8 @@ class CTranslate2Translator(runner.Runner):
         self._ctranslate2.set_random_seed(seed)
         sampler = self._ctranslate2.Translator(self.model_dir, **self._options)
 
-        def run(pieces):
-            results = sampler.translate_batch(
+        def draw(pieces, **options):
+            return sampler.translate_batch(
                 pieces,
                 beam_size=1,
                 num_hypotheses=num_samples,
@@ -338,10 +280,13 @@ class CTranslate2Translator(runner.Runner):
                 return_scores=True,
                 return_end_token=True,
                 max_input_length=0,
-                max_decoding_length=self._decoding_limit(pieces),
-                **self._controls(),
+                max_decoding_length=decoding_limit(pieces, self.settings),
+                **controls(self.settings),
+                **options,
             )
-            return [self._hypotheses(f) for f in self._finished(pieces, results)]
+
+        def run(pieces):
+            return self._outputs.best_first(draw, pieces, self.settings)
 
         return self._by_length(sentences, batch_size, run)
 

@@ -95,6 +95,9 @@ class SentencePieces:
         self.eos_piece = self.processor.id_to_piece(self.eos_id)
         special = (self.processor.pad_id(), self.processor.bos_id(), self.eos_id)
         self._dropped = frozenset(i for i in special if i >= 0)
+        # PAD and BOS: pieces no search may choose (as the graph's mask them).
+        never = (self.processor.pad_id(), self.processor.bos_id())
+        self.never_generated = tuple(self.processor.id_to_piece(i) for i in never if i >= 0)
         pieces = (self.processor.id_to_piece(i) for i in range(self.processor.get_piece_size()))
         self.languages = TargetLanguages.of_pieces(pieces)
         self._pieces = RecentTexts(lambda text: self.processor.encode(text, out_type=str))
@@ -155,6 +158,7 @@ class MarianPieces:
         }
         self.eos_piece = "</s>"
         self._sources = RecentTexts(lambda text: self._pieces("source", text))
+        self.never_generated = ()  # PAD and BOS where the vocabulary has them (below)
         self.vocab = None
         self.languages = TargetLanguages(required=False)
         if vocab_file is not None:
@@ -162,6 +166,7 @@ class MarianPieces:
                 self.vocab = json.load(f)
             self.pieces_by_id = {i: piece for piece, i in self.vocab.items()}
             self.eos_id = self.vocab[self.eos_piece]
+            self.never_generated = tuple(p for p in ("<pad>", "<s>") if p in self.vocab)
             # OPUS-MT's tools translate a text without a code as it is.
             self.languages = TargetLanguages.of_pieces(self.vocab, required=False)
 
