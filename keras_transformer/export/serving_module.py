@@ -4,6 +4,7 @@ the translating ones behind the request limits; a multilingual model's
 take each text's `target_lang` too."""
 
 import json
+import re
 
 import tensorflow as tf
 
@@ -17,6 +18,7 @@ from keras_transformer.translator.signatures import SOURCE
 from keras_transformer.translator.signatures import TARGET
 from keras_transformer.translator.signatures import TARGET_LANG
 from keras_transformer.translator.signatures import TEXT
+from keras_transformer_runtime.text import languages
 
 
 class ServingModule(tf.Module):
@@ -184,29 +186,7 @@ class ServingModule(tf.Module):
         return tagged
 
     def _tagged(self, text, target_lang):
-        """Each of `text` starting with the tag of its `target_lang` (`""`:
-        as it is), after assertions that there is one per text and that
-        each is a language of the model (`InvalidArgument` naming them)."""
-        codes = self.translator.languages.codes
-        known = tf.equal(target_lang[:, None], tf.constant(list(codes))[None, :])
-        valid = tf.reduce_any(known, axis=1) | tf.equal(target_lang, "")
-        names = ", ".join(codes)  # unquoted: TensorFlow escapes quotes in messages
-        checks = [
-            tf.debugging.assert_equal(
-                tf.size(target_lang),
-                tf.size(text),
-                message="A request must give one target_lang per text.",
-            ),
-            tf.debugging.assert_equal(
-                tf.reduce_all(valid),
-                True,
-                message=f"target_lang must be one of the languages this model knows: {names} "
-                '(or "": a tag typed at the start of the text).',
-            ),
-        ]
-        with tf.control_dependencies(checks):
-            tags = tf.strings.join([">>", target_lang, "<< "])
-            return tf.where(tf.equal(target_lang, ""), text, tf.strings.join([tags, text]))
+        return tagged(text, target_lang, self.translator.languages.codes)
 
     def signatures(self):
         """Each signature's concrete function: the graph's functions, those
@@ -234,3 +214,45 @@ class ServingModule(tf.Module):
                 method, inputs = self._with_target_lang(method), [*inputs, TARGET_LANG]
             functions[name] = tf.function(method, input_signature=inputs)
         return {name: function.get_concrete_function() for name, function in functions.items()}
+
+
+def tagged(text, target_lang, codes):
+    """Each of `text` starting with the tag of its `target_lang` (`""`: the
+    language tag typed at its start), without the tags of `codes` that the
+    text itself holds (a user's words never choose the language); a text
+    without characters as it is. The graph's own `TargetLanguages.requested`
+    and `tagged`: it refuses what they refuse (`InvalidArgument`, their
+    words), so that a TF Serving client gets what a runner's caller gets.
+    """
+    names = ", ".join(codes)  # unquoted: TensorFlow escapes quotes in messages
+    own = "|".join(re.escape(languages.tag(code)) for code in codes)
+    blank = tf.equal(tf.strings.strip(text), "")
+    typed = tf.equal(target_lang, "")
+    leading = tf.strings.regex_full_match(text, r"(?s)\s*>>[^\s<>]+<<.*")
+    typed_code = tf.strings.regex_replace(text, r"(?s)^\s*>>([^\s<>]+)<<.*$", r"\1")
+    code = tf.where(typed, typed_code, target_lang)
+    known = tf.reduce_any(tf.equal(code[:, None], tf.constant(list(codes))[None, :]), axis=1)
+    checks = [
+        tf.debugging.assert_equal(
+            tf.size(target_lang),
+            tf.size(text),
+            message="A request must give one target_lang per text.",
+        ),
+        tf.debugging.assert_equal(
+            tf.reduce_all(~typed | leading | blank),
+            True,
+            message="This model translates into several languages: pass target_lang, one of "
+            f"{names} (or start each text with its tag, such as {languages.tag(codes[0])}).",
+        ),
+        tf.debugging.assert_equal(
+            tf.reduce_all(known | (typed & (blank | ~leading))),
+            True,
+            message=f"target_lang must be one of the languages this model knows: {names} "
+            '(or "": a tag typed at the start of the text).',
+        ),
+    ]
+    with tf.control_dependencies(checks):
+        rest = tf.where(typed, tf.strings.regex_replace(text, r"^\s*>>[^\s<>]+<<", ""), text)
+        rest = tf.strings.regex_replace(rest, r"[ \t]*(?:" + own + ")", "")
+        rest = tf.strings.regex_replace(rest, r"^\s+", "")
+        return tf.where(blank, text, tf.strings.join([">>", code, "<< ", rest]))

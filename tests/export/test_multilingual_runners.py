@@ -131,6 +131,15 @@ def test_the_savedmodels_signatures_take_target_lang(runners, multilingual):
     assert [t.decode() for t in found.numpy()] == expected
     with pytest.raises(tf.errors.InvalidArgumentError, match="knows: de, fr"):
         default(text=tf.constant(["a"]), target_lang=tf.constant(["es"]))
+    # A user's tag is no choice, an empty text is no refusal, and
+    # what the runners refuse, the graph refuses (issue 77, items 3, 5, 6).
+    texts = [f"{SOURCES[5]} >>fr<<", "", f">>fr<< {SOURCES[6]}"]
+    found = default(text=tf.constant(texts), target_lang=tf.constant(["de", "de", "de"]))
+    expected = multilingual.translate(texts, target_lang="de")
+    assert [t.decode() for t in found["translation"].numpy()] == expected
+    for text, words in (("a", "pass target_lang"), (">>xx<< a", "knows: de, fr")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=words):
+            default(text=tf.constant([text]), target_lang=tf.constant([""]))
 
 
 def test_the_command_line_takes_target_lang(runners, multilingual, monkeypatch, capsysbinary):
