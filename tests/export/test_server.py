@@ -6,8 +6,10 @@ Chromium; its answers are the runner's own, called directly."""
 
 import concurrent.futures
 import contextlib
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -213,3 +215,51 @@ def test_the_page_translates_with_word_shading_and_alternatives(reverser_export,
             assert os.path.getsize(screenshot) > 10_000
         finally:
             page.quit()
+
+
+def test_the_server_keeps_every_worker_when_a_fifth_of_its_clients_leave(reverser_export):
+    """Issue 77's load target: 12 clients at once, one in five of whose
+    requests goes away mid-request (sent whole, the connection closed
+    while it waits in the batcher). Every other request gets its own
+    translation, no request is lost or hangs, and `/metrics` still counts
+    both workers, with nothing left queued."""
+    path = reverser_export("CTranslate2Translator")
+    expected = CTranslate2Translator(path).translate(SENTENCES)
+    flags = ("--workers", "2", "--threads", "1", "--max_batch_size", "8")
+    with served(path, *flags, "--batch_timeout_ms", "30") as url:
+        port = int(url.rsplit(":", 1)[1])
+
+        def leave(index):
+            """A request sent whole, its connection closed before the answer."""
+            body = json.dumps({"instances": [SENTENCES[index % len(SENTENCES)]]}).encode()
+            head = (
+                "POST /v1/models/ende:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            )
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+                connection.sendall(head.encode() + body)
+                time.sleep(0.005)
+            return None
+
+        def ask(index):
+            if index % 5 == 4:
+                return leave(index)
+            body = {"instances": [SENTENCES[index % len(SENTENCES)]]}
+            response = httpx.post(f"{url}/v1/models/ende:predict", json=body, timeout=60)
+            assert response.status_code == 200, response.text
+            return response.json()["predictions"][0]["translation"]
+
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(ask, range(300)))
+        for index, answer in enumerate(answers):
+            if index % 5 != 4:
+                assert answer == expected[index % len(SENTENCES)], index
+        deadline = time.time() + 10
+        while metric(url, "translation_queued_requests") and time.time() < deadline:
+            time.sleep(0.1)
+        assert metric(url, "translation_queued_requests") == 0
+        assert metric(url, "translation_workers") == 2
+        # Both workers still take batches: a second round is answered whole.
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            again = list(pool.map(lambda i: ask(5 * i), range(48)))
+        assert again == [expected[(5 * i) % len(SENTENCES)] for i in range(48)]
