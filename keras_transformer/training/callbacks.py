@@ -60,7 +60,8 @@ class CheckpointAndStop(keras.callbacks.Callback):
       update count): the last checkpoint is always a good one;
     * once the optimizer has made `train_steps` updates;
     * at the first update past the `budget` (a `TimeBudget`; `out_of_time`
-      is then `True`).
+      is then `True`), or at the end of the `fitter`'s schedule, where the
+      budget holds no more updates (likewise).
 
     It also keeps the updates the `fitter` (a `ScheduleFitter`) wants for
     averaging, in `model_dir/averaging` (`keep_for_averaging`). After
@@ -104,11 +105,18 @@ class CheckpointAndStop(keras.callbacks.Callback):
             self.model.stop_training = True
         elif self._updates() >= self.train_steps:
             self.model.stop_training = True
-        elif self.budget is not None and self.budget.left() < 0:
+        elif self.budget is not None and (self.budget.left() < 0 or self._schedule_ended()):
             self.out_of_time = True
             self.model.stop_training = True
         elif self.fitter is not None and self.fitter.wants_checkpoint(self._updates()):
             self._keep_for_averaging()
+
+    def _schedule_ended(self):
+        """Whether the budget schedule has decayed to its end: the budget
+        holds no more updates (at the fitter's last estimate), and one
+        more would cost another interval's evaluation and checkpoint
+        past it, at a learning rate of zero."""
+        return self.fitter is not None and self._updates() >= self.fitter.total_steps
 
     def on_epoch_end(self, epoch, logs=None):
         if self.diverged_at is not None or self.batches == self._batches_at_epoch_begin:

@@ -265,3 +265,28 @@ def test_step_bounded_runs_keep_the_papers_schedule_unless_asked(tmp_path):
         averaging_checkpoint_paths(str(tmp_path / "paper"), 5)
         == training.checkpoint_paths(str(tmp_path / "paper"))[-5:]
     )
+
+
+def test_training_stops_where_the_budget_schedule_ends(monkeypatch):
+    """Issue 77, item 19: a 5-minute run whose schedule had decayed to zero
+    at update 400 trained one more update, with another evaluation and
+    checkpoint, and ended past its budget. Training now stops at the
+    schedule's end, time left or not, as it does past the budget."""
+    from keras_transformer.training.callbacks import CheckpointAndStop
+
+    clock = FakeClock()
+    monkeypatch.setattr(budget_module.time, "time", clock)
+    iterations = tf.Variable(0, dtype=tf.int64)
+    fitter = types.SimpleNamespace(total_steps=5, wants_checkpoint=lambda step: False)
+    for with_fitter, stops_at in ((True, 5), (False, 8)):
+        iterations.assign(0)
+        clock.now = 0.0
+        budget = TimeBudget(7.5)
+        stop = CheckpointAndStop(None, None, 100, budget, fitter if with_fitter else None)
+        stop.set_model(fake_model(iterations))
+        stop.model.stop_training = False
+        while not stop.model.stop_training:
+            clock.now += 1.0
+            iterations.assign_add(1)
+            stop.on_train_batch_end(0)
+        assert (int(iterations.numpy()), stop.out_of_time) == (stops_at, True)
