@@ -74,16 +74,12 @@ class ServingModule(tf.Module):
         if truncated_to is not None:
             lengths = tf.minimum(lengths, truncated_to)
         tokens = tf.reduce_sum(lengths)
-        # The signatures that split texts search every sentence (and piece
-        # of a sentence over `max_input_length`) as one batch: those count.
-        rows = tf.size(self.graph.split(text).pieces) if side == "text" else tf.size(text)
         side = "source" if side == "text" else side
         checks = [
             tf.debugging.assert_less_equal(
-                tf.maximum(tf.size(text), rows),
+                tf.size(text),
                 max_batch,
-                message=f"A request may hold at most max_batch_size={max_batch} sentences "
-                "(its texts' sentences counted, and the pieces of each over max_input_length).",
+                message=f"A request may hold at most max_batch_size={max_batch} sentences.",
             ),
             tf.debugging.assert_less_equal(
                 tokens,

@@ -111,20 +111,6 @@ def test_requests_over_the_limits_are_refused_with_the_limit(translator, tmp_pat
     assert serve(text=tf.constant(SENTENCES))["translation"].shape == (2,)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size=2"):
         serve(text=tf.constant(SENTENCES + ["x"]))
-    # One text of three short sentences is three rows of the search: it
-    # passed as one (issue 77, item 8), though it fits the token limit.
-    three = "Ab. Ci. Ja."
-    assert (
-        sum(len(ids) + 1 for ids in translator.tokenizer(["Ab.", "Ci.", "Ja."]).to_list()) <= tokens
-    )
-    for name, inputs in (
-        ("serving_default", {}),
-        ("n_best", {}),
-        ("sample", {"seed": tf.constant(1, tf.int64)}),
-    ):
-        with pytest.raises(tf.errors.InvalidArgumentError, match="max_batch_size=2 sentences"):
-            tf.saved_model.load(path).signatures[name](text=tf.constant([three]), **inputs)
-    assert serve(text=tf.constant(["Ab. Ci."]))["translation"].shape == (1,)
     with pytest.raises(tf.errors.InvalidArgumentError, match=f"max_input_tokens={tokens} "):
         serve(text=tf.constant([" ".join(SENTENCES * 2)]))
     settings = json.loads(pathlib.Path(path, "assets.extra", "keras_transformer.json").read_text())
