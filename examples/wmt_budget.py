@@ -190,9 +190,7 @@ def budget_outlook(stopwatch, after_training, most):
     reserved = min(after_training, most)  # until evaluations measure it
     line += f"; {max(0.0, stopwatch.left() - reserved) / 60:.1f} min to train"
     over = max(0.0, after_training - most)
-    if stopwatch.budget >= SHORT_BUDGET_SECONDS:
-        return line
-    if over < 1.0:
+    if stopwatch.budget >= SHORT_BUDGET_SECONDS or over < 1.0:
         return line
     return (
         line + f". Under {SHORT_BUDGET_SECONDS / 60:g} min these fixed stages do not fit: "

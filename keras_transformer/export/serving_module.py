@@ -4,10 +4,10 @@ the translating ones behind the request limits; a multilingual model's
 take each text's `target_lang` too."""
 
 import json
-import re
 
 import tensorflow as tf
 
+from keras_transformer.translator import documents
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
@@ -19,6 +19,7 @@ from keras_transformer.translator.signatures import TARGET
 from keras_transformer.translator.signatures import TARGET_LANG
 from keras_transformer.translator.signatures import TEXT
 from keras_transformer_runtime.text import languages
+from keras_transformer_runtime.text.languages import TargetLanguages
 
 
 class ServingModule(tf.Module):
@@ -225,11 +226,11 @@ def tagged(text, target_lang, codes):
     words), so that a TF Serving client gets what a runner's caller gets.
     """
     names = ", ".join(codes)  # unquoted: TensorFlow escapes quotes in messages
-    own = "|".join(re.escape(languages.tag(code)) for code in codes)
     blank = tf.equal(tf.strings.strip(text), "")
     typed = tf.equal(target_lang, "")
-    leading = tf.strings.regex_full_match(text, r"(?s)\s*>>[^\s<>]+<<.*")
-    typed_code = tf.strings.regex_replace(text, r"(?s)^\s*>>([^\s<>]+)<<.*$", r"\1")
+    untyped, typed_tag = documents.leading_tags(text)
+    leading = tf.not_equal(typed_tag, "")
+    typed_code = tf.strings.regex_replace(typed_tag, r"^>>(.*)<<$", r"\1")
     code = tf.where(typed, typed_code, target_lang)
     known = tf.reduce_any(tf.equal(code[:, None], tf.constant(list(codes))[None, :]), axis=1)
     checks = [
@@ -252,7 +253,7 @@ def tagged(text, target_lang, codes):
         ),
     ]
     with tf.control_dependencies(checks):
-        rest = tf.where(typed, tf.strings.regex_replace(text, r"^\s*>>[^\s<>]+<<", ""), text)
-        rest = tf.strings.regex_replace(rest, r"[ \t]*(?:" + own + ")", "")
+        rest = tf.where(typed, untyped, text)
+        rest = tf.strings.regex_replace(rest, TargetLanguages(codes).own_tags_pattern, "")
         rest = tf.strings.regex_replace(rest, r"^\s+", "")
         return tf.where(blank, text, tf.strings.join([">>", code, "<< ", rest]))

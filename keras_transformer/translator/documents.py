@@ -87,7 +87,7 @@ def split(text, tokenizer, by_sentence, max_tokens):
     text = tf.convert_to_tensor(text, tf.string)
     tags = tf.fill(tf.shape(text), "")
     if tokenizer.languages:
-        text, tags = _leading_tags(text)
+        text, tags = leading_tags(text)
     if by_sentence:
         segments = sentences.segments(text)
     else:
@@ -134,7 +134,7 @@ def split(text, tokenizer, by_sentence, max_tokens):
     return GraphSplit(segments, units, pieces, piece_units, over_limit > 0)
 
 
-def _leading_tags(text):
+def leading_tags(text):
     """`(texts, tags)`: each text without the language tag it starts with
     (and the space after it), and that tag (`""` for none)."""
     tagged = tf.strings.regex_full_match(text, r"(?s)\s*>>[^\s<>]+<<.*")

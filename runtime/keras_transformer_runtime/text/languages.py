@@ -113,8 +113,15 @@ class TargetLanguages:
         return self._own_tags.sub("", text)
 
     @property
+    def own_tags_pattern(self):
+        """The regular expression (RE2's syntax too) of a tag of the model's
+        languages and the spaces or tabs before it: what `untagged` removes,
+        and the SavedModel's graph with it."""
+        return r"[ \t]*(?:" + "|".join(re.escape(tag(c)) for c in self.codes) + ")"
+
+    @property
     def _own_tags(self):
-        return re.compile(r"[ \t]*(?:" + "|".join(re.escape(tag(c)) for c in self.codes) + ")")
+        return re.compile(self.own_tags_pattern)
 
     def tagged_texts(self, texts, target_lang):
         """`texts` each tagged with its language of `requested(texts,
