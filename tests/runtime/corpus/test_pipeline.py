@@ -176,12 +176,12 @@ def test_a_killed_run_rerun_gives_byte_identical_files_on_two_worker_processes(t
     killed = tmp_path / "killed"
     process = translate_in_a_process(inputs, killed, workers=2, delay=0.5)
     deadline = time.time() + 240
-    while not list(killed.glob("translations-*")):  # the first shard is written
+    while not list(killed.glob("translations-*.jsonl")):  # the first shard is whole
         assert process.poll() is None and time.time() < deadline
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)  # the launcher and its worker processes
     process.wait()
-    written = len(list(killed.glob("translations-*")))
+    written = len(list(killed.glob("translations-*.jsonl")))  # not a shard's temporary
     assert 1 <= written < 12, "the run was killed after it wrote every shard"
     assert translate_in_a_process(inputs, killed, workers=2).wait(timeout=300) == 0
     finished = {k: v for k, v in output_files(killed).items() if k != "summary.json"}
