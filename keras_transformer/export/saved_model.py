@@ -28,13 +28,14 @@ from keras_transformer.export.versions import new_staging_dir
 from keras_transformer.export.versions import remove_stale
 from keras_transformer.export.versions import swap_in
 from keras_transformer.export.versions import unmark
+from keras_transformer.translator.search_rows import DEFAULT_MAX_ROWS
 from keras_transformer_runtime import validation
 
 SETTINGS_FILE = "keras_transformer.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 DEFAULT_WARMUP = ("A man is riding a bicycle.", "", "Two dogs play in the snow.")
 # Request limits of the translation signatures: what one request may cost.
-DEFAULT_MAX_BATCH_SIZE = 256
+DEFAULT_MAX_BATCH_SIZE = DEFAULT_MAX_ROWS  # 256: a default export samples as the translator
 DEFAULT_MAX_INPUT_TOKENS = 16_384
 DEFAULT_MAX_PHRASES = 32
 
@@ -164,7 +165,11 @@ def export_saved_model(
         warmup_sentences: sentences for `assets.extra/tf_serving_warmup_requests`
             (TF Serving runs them at load, so the first user request does
             not pay for graph initialization); empty for no warm-up file.
-        max_batch_size: the most sentences a translation request may hold.
+        max_batch_size: the most sentences a translation request may hold;
+            the signatures that split texts into sentences search them
+            this many at a time, so a text of any number of sentences
+            costs the memory of `max_batch_size` (`TranslatorGraph`'s
+            `max_rows`).
         max_input_tokens: the most source tokens (EOS included) a
             translation request may hold, and the most constraint and
             banned tokens.

@@ -8,6 +8,7 @@ import json
 import tensorflow as tf
 
 from keras_transformer.translator import documents
+from keras_transformer.translator.graph import TranslatorGraph
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import MAX_OUTPUT_LENGTH
@@ -35,13 +36,16 @@ class ServingModule(tf.Module):
         # instead of the one the graph reads. So the Keras model stays out of
         # the object graph, and its `tf.Variable`s are listed explicitly.
         object.__setattr__(self, "translator", translator)
-        object.__setattr__(self, "graph", translator.graph)
+        # Its own graph, whose searches take at most `max_batch_size`
+        # sentences at a time: a text splits into any number of them.
+        graph = TranslatorGraph(translator.model_search, max_rows=self.limits["max_batch_size"])
+        object.__setattr__(self, "graph", graph)
         self.model_variables = [v.value for v in translator.model.variables]
         # The tokenizer's resources (a MarianTokenizer's lookup table), so
         # that the export creates and initializes them on load.
         self.tokenizer = translator.tokenizer
         # Likewise the lookup tables of banned phrases' spellings.
-        self.spellings = translator.graph.spellings
+        self.spellings = graph.spellings
         # A variable, not a constant: constants are not saved as objects.
         self.settings_json = tf.Variable(
             json.dumps(self.settings(), sort_keys=True), trainable=False, name="settings_json"

@@ -13,6 +13,9 @@ import tensorflow as tf
 from keras_transformer.decoding import terminology
 from keras_transformer.decoding.phrases import NO_TOKEN
 from keras_transformer.translator import documents
+from keras_transformer.translator.search_rows import DEFAULT_MAX_ROWS
+from keras_transformer.translator.search_rows import chunk_seed
+from keras_transformer.translator.search_rows import searched_in_chunks
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
 from keras_transformer.translator.signatures import IDS
@@ -36,6 +39,14 @@ class TranslatorGraph(tf.Module):
         model_search: the `ModelSearch` (model, tokenizer, settings).
         jit_compile: compile the searches with XLA.
         name: the module's name.
+        max_rows: the most sentences one search takes: the functions
+            that split texts (`serving_default`, `n_best`,
+            `translate_with_options`, `sample`) search theirs in chunks of
+            it, so that a text of thousands of sentences costs the memory
+            of `max_rows` (default 256); None: all at once. The SavedModel
+            export sets it to its `max_batch_size`. Sampling draws each
+            chunk with its own seed: the same seed, texts and `max_rows`
+            give the same samples.
 
     Example:
 
@@ -44,8 +55,9 @@ class TranslatorGraph(tf.Module):
     <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'Ein Hund l\\xc3\\xa4uft.'])>
     """
 
-    def __init__(self, model_search, jit_compile=False, name=None):
+    def __init__(self, model_search, jit_compile=False, name=None, max_rows=DEFAULT_MAX_ROWS):
         super().__init__(name=name)
+        self.max_rows = max_rows
         search = self.model_search = model_search
         self.model, self.tokenizer, self.settings = search.model, search.tokenizer, search.settings
         self.pad_id, self.bos_id, self.eos_id = search.pad_id, search.bos_id, search.eos_id
@@ -116,6 +128,18 @@ class TranslatorGraph(tf.Module):
         """Padded ids to their pieces, `""` at padding."""
         return tf.where(tf.not_equal(ids, self.pad_id), self.tokenizer.id_to_string(ids), "")
 
+    def _in_chunks(self, search, source, per_row=()):
+        """`search(chunk, source, *per_row)` over `source`'s rows,
+        `max_rows` at a time (`searched_in_chunks`)."""
+        return searched_in_chunks(
+            search,
+            source,
+            per_row,
+            max_rows=self.max_rows,
+            width=self.settings.max_output_length,
+            pad_id=self.pad_id,
+        )
+
     def _best(self, ids, scores):
         return {"translation": self.tokenizer.detokenize(ids[:, 0]), "score": scores[:, 0]}
 
@@ -155,7 +179,13 @@ class TranslatorGraph(tf.Module):
         `search="sample"`, a sample drawn with seed 0 (see `sample`)."""
         parts = self.split(text)
         seed = tf.constant(0, tf.int64)
-        return self._joined_best(parts, *self.best_ids(self.encode_text(parts.pieces), seed))
+        return self._joined_best(
+            parts,
+            *self._in_chunks(
+                lambda chunk, source: self.best_ids(source, chunk_seed(seed, chunk)),
+                self.encode_text(parts.pieces),
+            ),
+        )
 
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
@@ -164,7 +194,10 @@ class TranslatorGraph(tf.Module):
         "truncated": (batch,) bool}`; a text of several sentences (see
         `serving_default`) joins its sentences' k-th best into its k-th."""
         parts = self.split(text)
-        ids, scores = self.search_ids(self.encode_text(parts.pieces), self.settings.beam_size)
+        ids, scores = self._in_chunks(
+            lambda chunk, source: self.search_ids(source, self.settings.beam_size),
+            self.encode_text(parts.pieces),
+        )
         flat = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
         texts = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(scores))
         beams = range(self.settings.beam_size)
@@ -189,12 +222,14 @@ class TranslatorGraph(tf.Module):
     def options_with_seed(self, text, prefix, max_output_length, seed):
         """`translate_with_options` with sampling's `seed`."""
         parts = self.split(text)
-        options = {
-            "prefix": self.encode_prefix(parts.firsts(prefix, "")),
-            "max_output_length": max_output_length,
-        }
+
+        def best(chunk, source, prefix):
+            options = {"prefix": prefix, "max_output_length": max_output_length}
+            return self.best_ids(source, chunk_seed(seed, chunk), options)
+
+        prefix = self.encode_prefix(parts.firsts(prefix, ""))
         return self._joined_best(
-            parts, *self.best_ids(self.encode_text(parts.pieces), seed, options)
+            parts, *self._in_chunks(best, self.encode_text(parts.pieces), [prefix])
         )
 
     @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
@@ -300,7 +335,13 @@ class TranslatorGraph(tf.Module):
         text of several sentences as `serving_default` joins them, and
         `truncated` likewise."""
         parts = self.split(text)
-        return self._joined_best(parts, *self.sample_ids(self.encode_text(parts.pieces), seed))
+        return self._joined_best(
+            parts,
+            *self._in_chunks(
+                lambda chunk, source: self.sample_ids(source, chunk_seed(seed, chunk)),
+                self.encode_text(parts.pieces),
+            ),
+        )
 
     @tf.function(input_signature=[SOURCE, TARGET])
     def score(self, source, target):

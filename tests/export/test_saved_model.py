@@ -11,10 +11,12 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer.export.saved_model as saved_model_module
+import keras_transformer.export.serving_module as serving_module
 from keras_transformer import Transformer
 from keras_transformer import Translator
 from keras_transformer.export import existing_versions
 from keras_transformer.export import export_saved_model
+from keras_transformer.translator.graph import TranslatorGraph
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
@@ -234,14 +236,30 @@ def test_versions_and_failed_exports(micro_translator, tmp_path, monkeypatch, qu
 
 
 @pytest.mark.large  # traces a SavedModel
-def test_each_signature_is_traced_once(micro_translator, tmp_path):
+def test_each_signature_is_traced_once(micro_translator, tmp_path, monkeypatch):
     # `tf.saved_model.save` traces a saved object's functions again (in its
     # own context): the signature functions must not be on the object.
+    graphs = []
+
+    class RecordedGraph(TranslatorGraph):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            graphs.append(self)
+
+    monkeypatch.setattr(serving_module, "TranslatorGraph", RecordedGraph)
     translator = Translator(micro_translator.model, micro_translator.tokenizer, beam_size=2)
-    functions = translator.graph.signature_functions()
-    export_saved_model(translator, tmp_path / "export", warmup_sentences=())
+    path = export_saved_model(
+        translator, tmp_path / "export", warmup_sentences=(), max_batch_size=3
+    )
+    [graph] = graphs  # the export's own, searching at most max_batch_size rows at once
+    assert graph.max_rows == 3
+    functions = graph.signature_functions()
     traces = {name: f.experimental_get_tracing_count() for name, f in functions.items()}
     assert traces == dict.fromkeys(functions, 1)
+    # Two texts of 8 sentences, searched 3 at a time: one search's translations.
+    texts = ["Abc. Def ghi. Jk. Lmn. Op. Qr. St. Uv.", "Wx yz. Ab. Cd. Ef. Gh. Ij. Kl. Mn."]
+    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
+    assert decoded(served["translation"]) == translator.translate(texts)
 
 
 @pytest.mark.large  # traces a SavedModel
