@@ -36,9 +36,13 @@ class ServingModule(tf.Module):
         # instead of the one the graph reads. So the Keras model stays out of
         # the object graph, and its `tf.Variable`s are listed explicitly.
         object.__setattr__(self, "translator", translator)
-        # Its own graph, whose searches take at most `max_batch_size`
-        # sentences at a time: a text splits into any number of them.
-        graph = TranslatorGraph(translator.model_search, max_rows=self.limits["max_batch_size"])
+        # A graph whose searches take at most `max_batch_size` sentences at
+        # a time (a text splits into any number of them): the translator's
+        # own when it does (what earlier calls traced is reused), else one
+        # of the same search.
+        graph = translator.graph
+        if graph.max_rows != self.limits["max_batch_size"]:
+            graph = TranslatorGraph(translator.model_search, max_rows=self.limits["max_batch_size"])
         object.__setattr__(self, "graph", graph)
         self.model_variables = [v.value for v in translator.model.variables]
         # The tokenizer's resources (a MarianTokenizer's lookup table), so

@@ -236,9 +236,22 @@ def test_versions_and_failed_exports(micro_translator, tmp_path, monkeypatch, qu
 
 
 @pytest.mark.large  # traces a SavedModel
-def test_each_signature_is_traced_once(micro_translator, tmp_path, monkeypatch):
+def test_each_signature_is_traced_once(micro_translator, tmp_path):
     # `tf.saved_model.save` traces a saved object's functions again (in its
-    # own context): the signature functions must not be on the object.
+    # own context): the signature functions must not be on the object. The
+    # default limits search 256 sentences at a time, as the translator's
+    # graph does: the export uses that graph.
+    translator = Translator(micro_translator.model, micro_translator.tokenizer, beam_size=2)
+    functions = translator.graph.signature_functions()
+    export_saved_model(translator, tmp_path / "export", warmup_sentences=())
+    traces = {name: f.experimental_get_tracing_count() for name, f in functions.items()}
+    assert traces == dict.fromkeys(functions, 1)
+
+
+@pytest.mark.large  # traces a SavedModel
+def test_an_export_searches_max_batch_size_sentences_at_a_time(
+    micro_translator, tmp_path, monkeypatch
+):
     graphs = []
 
     class RecordedGraph(TranslatorGraph):
@@ -251,8 +264,8 @@ def test_each_signature_is_traced_once(micro_translator, tmp_path, monkeypatch):
     path = export_saved_model(
         translator, tmp_path / "export", warmup_sentences=(), max_batch_size=3
     )
-    [graph] = graphs  # the export's own, searching at most max_batch_size rows at once
-    assert graph.max_rows == 3
+    [graph] = graphs  # the export's own: the translator's searches 256 at a time
+    assert (graph.max_rows, translator.graph.max_rows) == (3, 256)
     functions = graph.signature_functions()
     traces = {name: f.experimental_get_tracing_count() for name, f in functions.items()}
     assert traces == dict.fromkeys(functions, 1)
