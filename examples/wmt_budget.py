@@ -82,15 +82,15 @@ class Stopwatch:
 
 def after_training_seconds(config, evaluator, data):
     """The estimated wall time of the stages after training, and of the
-    validation evaluation that ends it: scoring the candidate weights (a
-    new evaluator traces the search again), beam search on the valid and
-    test sets, the plots and the export, from the last validation
+    validation evaluation that ends it: scoring the candidate weights
+    (with training's evaluator, traced already), beam search on the valid
+    and test sets, the plots and the export, from the last validation
     evaluation's time per sentence and the first's tracing (guesses before
     the first)."""
     per_sentence, tracing = GREEDY_SECONDS_PER_SENTENCE, 0.0
     if evaluator is not None and evaluator.history:
         per_sentence = evaluator.history[-1]["seconds"] / max(1, len(evaluator.sources))
-        # The first evaluation also traced the search; a new evaluator does again.
+        # The first evaluation also traced the search (the export's is bigger).
         tracing = max(0.0, evaluator.history[0]["seconds"] - evaluator.history[-1]["seconds"])
     sentences = len(data.test[0]) + (len(data.valid[0]) if data.valid else 0)
     seconds = sentences * per_sentence * beam_cost(config.beam_size)
@@ -98,7 +98,7 @@ def after_training_seconds(config, evaluator, data):
         validation = len(evaluator.sources) * per_sentence
         seconds += validation  # the last checkpoint's, when training stops
         if config.export_weights == "auto":
-            seconds += tracing + 2 * validation  # two averages scored
+            seconds += 2 * validation  # two averages scored
     export = max(EXPORT_SECONDS, EXPORT_TRACINGS * tracing) if config.export_dir else 10.0
     return 1.1 * seconds + export
 

@@ -68,6 +68,7 @@ from wmt_results import export_stage  # noqa: E402
 from wmt_results import plots_stage  # noqa: E402
 from wmt_results import weights_marker  # noqa: E402
 from wmt_results import weights_stage  # noqa: E402
+from wmt_stages import evaluator_for  # noqa: E402
 from wmt_stages import merged_lora_model  # noqa: E402
 from wmt_stages import model_stage  # noqa: E402
 from wmt_stages import start_run  # noqa: E402
@@ -113,13 +114,16 @@ def main(argv=None, started=None):
         with stopwatch.stage("vocabulary"):
             tokenizer = tokenizer_stage(config, data.train)
         model = model_stage(config, tokenizer)
+        # One validation evaluator for training and for choosing the weights
+        # after it: its search is traced once.
+        evaluator = evaluator_for(config, model, tokenizer, data.valid, data.languages_of("valid"))
         with stopwatch.stage("training"):
-            trained = training_stage(config, model, tokenizer, data, stopwatch)
+            trained = training_stage(config, model, tokenizer, data, stopwatch, evaluator)
     if not training.is_chief(model.distribute_strategy):
         print("training done; the chief evaluates and exports")
         return {}
     with stopwatch.stage("averaging"):
-        weights = weights_stage(config, model, tokenizer, data)
+        weights = weights_stage(config, model, data, evaluator)
         if config.lora_rank:
             model = merged_lora_model(config, model, tokenizer, data)
     translator = translator_for(config, model, tokenizer, config.beam_size, config.max_extra_length)

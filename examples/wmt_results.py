@@ -16,7 +16,6 @@ from keras_transformer_runtime.text import files as text_files
 from attention_plots import plot_attention
 from bleu import bleu_scores
 from curve_plot import plot_validation_curve
-from wmt_stages import evaluator_for
 
 
 def _candidates(config):
@@ -68,17 +67,16 @@ def _candidate_scores(config, candidates, model, evaluator):
     return scores
 
 
-def weights_stage(config, model, tokenizer, data):
+def weights_stage(config, model, data, evaluator):
     """Loads the weights to evaluate and export (--export_weights); with
-    `auto`, the candidate with the best validation BLEU, scored as during
-    training (a rerun without a validation evaluator, `--eval_every 0` or
-    no validation set, compares the scores training recorded). Returns
-    what was chosen and why."""
+    `auto`, the candidate with the best validation BLEU, scored by
+    training's `evaluator` (its search already traced; a run without one,
+    `--eval_every 0` or no validation set, compares the scores training
+    recorded). Returns what was chosen and why."""
     candidates = _candidates(config)
     names = {k: [os.path.basename(p) for p in v] for k, v in candidates.items()}
     choice, scores = config.export_weights, {}
     if choice == "auto" and len(candidates) > 1:
-        evaluator = evaluator_for(config, model, tokenizer, data.valid, data.languages_of("valid"))
         if evaluator is not None:
             evaluator.set_model(model)
             evaluator.verbose = 0

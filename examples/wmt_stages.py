@@ -261,10 +261,11 @@ def evaluator_for(config, model, tokenizer, valid, target_lang=None):
     )
 
 
-def training_stage(config, model, tokenizer, data, stopwatch):
-    """Trains, resumes, or continues to a larger --train_steps; returns what
+def training_stage(config, model, tokenizer, data, stopwatch, evaluator):
+    """Trains, resumes, or continues to a larger --train_steps, with the
+    validation `evaluator` (`evaluator_for`; None for none); returns what
     `training_done.json` records."""
-    train_pairs, valid = data.train, data.valid
+    train_pairs = data.train
     done_marker = os.path.join(config.model_dir, "training_done.json")
     if os.path.exists(done_marker):
         with open(done_marker) as f:
@@ -297,7 +298,6 @@ def training_stage(config, model, tokenizer, data, stopwatch):
             max_shapes=config.max_shapes,
         )
 
-    evaluator = evaluator_for(config, model, tokenizer, valid, data.languages_of("valid"))
     best = None
     if evaluator is not None and config.keep_best != "none":
         best = training.BestCheckpoints(

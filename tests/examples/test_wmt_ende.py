@@ -373,12 +373,12 @@ def test_a_rerun_without_an_evaluator_chooses_from_the_recorded_scores(tmp_path,
         str(tmp_path / "evaluations.json"), [{"step": 6, "val_bleu": 12.5}]
     )
     sets = data.Data(train=None, valid=(["a"], ["b"]), test=None)
-    weights = results.weights_stage(config, None, None, sets)
+    weights = results.weights_stage(config, None, sets, evaluator=None)
     assert weights["name"] == "best" and loaded == [["b/ckpt-6"]]
     assert "training recorded" in weights["reason"] and "best 12.50" in weights["reason"]
     # Nothing recorded: the paper's average.
     training.write_json_atomically(str(tmp_path / "evaluations.json"), [])
-    assert results.weights_stage(config, None, None, sets)["name"] == "average_last"
+    assert results.weights_stage(config, None, sets, evaluator=None)["name"] == "average_last"
 
 
 def test_the_export_marker_covers_what_the_export_depends_on(tmp_path, monkeypatch, capsys):
@@ -448,8 +448,8 @@ def test_the_export_is_reserved_from_this_machines_tracing():
 
     fast, slow = reserve(1.0 + 2.0), reserve(1.0 + 20.0)  # tracing 2 s, then 20 s
     # The slow machine's export: 6 tracings of 20 s instead of the 45 s floor;
-    # the rest differs by the averages' own tracing (1.1 x 18 s).
-    expected = module.EXPORT_TRACINGS * 20.0 - module.EXPORT_SECONDS + 1.1 * 18.0
+    # nothing else (the averages are scored by training's evaluator, traced).
+    expected = module.EXPORT_TRACINGS * 20.0 - module.EXPORT_SECONDS
     assert slow - fast == pytest.approx(expected)
 
 
