@@ -434,6 +434,38 @@ def test_the_summary_shows_the_budgets_margin():
     assert report.budget_margin(unbounded, {"minutes": 5.0}) == ""
 
 
+def test_the_averages_are_scored_by_trainings_own_evaluator(tmp_path, monkeypatch):
+    """The weights stage scores the averaged checkpoints with the evaluator
+    training used (its search traced already), never a new one: a second
+    evaluator traced the search again, 5-10 s of a 5-minute budget."""
+    data, results = load_example("wmt_data"), load_example("wmt_results")
+    config = load_example("wmt_config").parse_config(["--model_dir", str(tmp_path)])
+    candidates = {
+        "average_last": ["c/ckpt-8", "c/ckpt-10"],
+        "average_best": ["b/ckpt-6", "c/ckpt-8"],
+    }
+    monkeypatch.setattr(results, "_candidates", lambda config: candidates)
+    loaded = []
+    monkeypatch.setattr(training, "average_checkpoints", lambda model, paths: loaded.append(paths))
+    bleu = {"c/ckpt-8": 3.0, "b/ckpt-6": 4.0}  # by the first checkpoint of the average loaded
+
+    class TrainingEvaluator:
+        sources, verbose, model = ["a"], 2, None
+
+        def set_model(self, model):
+            self.model = model
+
+        def evaluate(self, step):
+            return {"val_bleu": bleu[loaded[-1][0]]}
+
+    model, evaluator = object(), TrainingEvaluator()
+    sets = data.Data(train=None, valid=(["a"], ["b"]), test=None)
+    weights = results.weights_stage(config, model, sets, evaluator)
+    assert weights["name"] == "average_best" and "average_last 3.00" in weights["reason"]
+    assert loaded == [*candidates.values(), candidates["average_best"]]
+    assert (evaluator.model, evaluator.verbose) == (model, 0)
+
+
 def test_the_export_is_reserved_from_this_machines_tracing():
     """A machine that traces slowly (the first validation evaluation's
     extra time) gets a larger reserve for the export than the constant."""
