@@ -14,7 +14,6 @@ from keras_transformer.decoding import terminology
 from keras_transformer.decoding.phrases import NO_TOKEN
 from keras_transformer.translator import documents
 from keras_transformer.translator.search_rows import DEFAULT_MAX_ROWS
-from keras_transformer.translator.search_rows import chunk_seed
 from keras_transformer.translator.search_rows import searched_in_chunks
 from keras_transformer.translator.signatures import BANNED
 from keras_transformer.translator.signatures import CONSTRAINTS
@@ -128,12 +127,13 @@ class TranslatorGraph(tf.Module):
         """Padded ids to their pieces, `""` at padding."""
         return tf.where(tf.not_equal(ids, self.pad_id), self.tokenizer.id_to_string(ids), "")
 
-    def _in_chunks(self, search, source, per_row=()):
-        """`search(chunk, source, *per_row)` over `source`'s rows,
-        `max_rows` at a time (`searched_in_chunks`)."""
+    def _searched(self, parts, search, seed, per_row=()):
+        """`search(source, seed, *per_row)` over the source ids of
+        `parts.pieces`, `max_rows` at a time (`searched_in_chunks`)."""
         return searched_in_chunks(
             search,
-            source,
+            self.encode_text(parts.pieces),
+            seed,
             per_row,
             max_rows=self.max_rows,
             width=self.settings.max_output_length,
@@ -178,14 +178,7 @@ class TranslatorGraph(tf.Module):
         pieces of whole words (a word alone over it cut). With
         `search="sample"`, a sample drawn with seed 0 (see `sample`)."""
         parts = self.split(text)
-        seed = tf.constant(0, tf.int64)
-        return self._joined_best(
-            parts,
-            *self._in_chunks(
-                lambda chunk, source: self.best_ids(source, chunk_seed(seed, chunk)),
-                self.encode_text(parts.pieces),
-            ),
-        )
+        return self._joined_best(parts, *self._searched(parts, self.best_ids, seed=0))
 
     @tf.function(input_signature=[TEXT])
     def n_best(self, text):
@@ -194,9 +187,8 @@ class TranslatorGraph(tf.Module):
         "truncated": (batch,) bool}`; a text of several sentences (see
         `serving_default`) joins its sentences' k-th best into its k-th."""
         parts = self.split(text)
-        ids, scores = self._in_chunks(
-            lambda chunk, source: self.search_ids(source, self.settings.beam_size),
-            self.encode_text(parts.pieces),
+        ids, scores = self._searched(
+            parts, lambda source, seed: self.search_ids(source, self.settings.beam_size), seed=0
         )
         flat = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
         texts = tf.reshape(self.tokenizer.detokenize(flat), tf.shape(scores))
@@ -223,14 +215,12 @@ class TranslatorGraph(tf.Module):
         """`translate_with_options` with sampling's `seed`."""
         parts = self.split(text)
 
-        def best(chunk, source, prefix):
+        def best(source, seed, prefix):
             options = {"prefix": prefix, "max_output_length": max_output_length}
-            return self.best_ids(source, chunk_seed(seed, chunk), options)
+            return self.best_ids(source, seed, options)
 
         prefix = self.encode_prefix(parts.firsts(prefix, ""))
-        return self._joined_best(
-            parts, *self._in_chunks(best, self.encode_text(parts.pieces), [prefix])
-        )
+        return self._joined_best(parts, *self._searched(parts, best, seed, [prefix]))
 
     @tf.function(input_signature=[TEXT, CONSTRAINTS, BANNED])
     def translate_with_constraints(self, text, constraints, banned):
@@ -335,13 +325,7 @@ class TranslatorGraph(tf.Module):
         text of several sentences as `serving_default` joins them, and
         `truncated` likewise."""
         parts = self.split(text)
-        return self._joined_best(
-            parts,
-            *self._in_chunks(
-                lambda chunk, source: self.sample_ids(source, chunk_seed(seed, chunk)),
-                self.encode_text(parts.pieces),
-            ),
-        )
+        return self._joined_best(parts, *self._searched(parts, self.sample_ids, seed))
 
     @tf.function(input_signature=[SOURCE, TARGET])
     def score(self, source, target):

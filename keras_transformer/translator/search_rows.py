@@ -32,16 +32,17 @@ def _trimmed(source, pad_id):
     return source[:, : tf.reduce_max(tf.concat([lengths, [1]], 0))]
 
 
-def searched_in_chunks(search, source, per_row=(), *, max_rows, width, pad_id):
+def searched_in_chunks(search, source, seed, per_row=(), *, max_rows, width, pad_id):
     """`search`'s outputs for all rows of `source`, searched at most
     `max_rows` rows at a time in a `tf.while_loop`.
 
     Args:
-        search: `search(chunk, source, *per_row)` -> `(ids (rows, n,
+        search: `search(source, seed, *per_row)` -> `(ids (rows, n,
             length) int32, scores (rows, n) float32)`, given the chunk's
-            index (an int64 scalar, for `chunk_seed`) and the chunk's rows
-            of `source` and of each tensor of `per_row`.
+            rows of `source`, its seed (`chunk_seed`) and its rows of each
+            tensor of `per_row`.
         source: int32 source ids `(rows, length)`, padded with `pad_id`.
+        seed: the int64 scalar seed of the whole search (read by sampling).
         per_row: tensors whose first axis is `source`'s rows (a prefix per
             sentence), sliced with it.
         max_rows: the most rows one search may take; None: all at once.
@@ -57,11 +58,12 @@ def searched_in_chunks(search, source, per_row=(), *, max_rows, width, pad_id):
     Example:
 
     >>> ids, scores = searched_in_chunks(
-    ...     lambda chunk, rows: search.search_ids(rows, 1), source,
+    ...     lambda rows, seed: search.search_ids(rows, 1), source, seed=0,
     ...     max_rows=256, width=256, pad_id=0)
     """
+    seed = tf.cast(seed, tf.int64)
     if max_rows is None:
-        return search(tf.constant(0, tf.int64), source, *per_row)
+        return search(source, seed, *per_row)
     rows = tf.shape(source)[0]
     # One search even of no rows: it returns the empty outputs' shapes.
     chunks = tf.maximum((rows + max_rows - 1) // max_rows, 1)
@@ -69,8 +71,8 @@ def searched_in_chunks(search, source, per_row=(), *, max_rows, width, pad_id):
     def searched(chunk, widest, ids, scores):
         start = chunk * max_rows
         chunk_ids, chunk_scores = search(
-            tf.cast(chunk, tf.int64),
             _trimmed(source[start : start + max_rows], pad_id),
+            chunk_seed(seed, chunk),
             *(tensor[start : start + max_rows] for tensor in per_row),
         )
         length = tf.shape(chunk_ids)[2]

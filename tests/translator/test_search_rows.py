@@ -84,20 +84,26 @@ def test_samples_repeat_with_a_seed_and_each_chunk_draws_its_own(graphs):
 def test_empty_requests_and_no_chunking():
     calls = []
 
-    def search(chunk, source):
+    seeds = []
+
+    def search(source, seed):
+        chunk = len(calls)
         calls.append(int(tf.shape(source)[0]))
+        seeds.append(int(seed))
         rows = tf.shape(source)[0]
         ids = tf.tile(source[:, None, :], [1, 2, 1])  # "outputs": each source twice
         return ids, tf.cast(tf.fill([rows, 2], chunk), tf.float32)
 
     source = tf.constant([[5, 6, 1, 0], [7, 1, 0, 0], [8, 9, 4, 1], [2, 1, 0, 0], [3, 1, 0, 0]])
-    ids, scores = searched_in_chunks(search, source, max_rows=2, width=8, pad_id=0)
+    ids, scores = searched_in_chunks(search, source, 3, max_rows=2, width=8, pad_id=0)
     assert calls == [2, 2, 1]  # eager: each chunk's search runs in Python
+    assert seeds == [int(chunk_seed(tf.constant(3, tf.int64), chunk)) for chunk in range(3)]
     np.testing.assert_array_equal(ids, np.repeat(source.numpy()[:, None, :], 2, axis=1))
     np.testing.assert_array_equal(scores[:, 0], [0, 0, 1, 1, 2])
     calls.clear()
-    ids, _ = searched_in_chunks(search, source[:0], max_rows=2, width=8, pad_id=0)
+    ids, _ = searched_in_chunks(search, source[:0], 3, max_rows=2, width=8, pad_id=0)
     assert calls == [0] and ids.shape[0] == 0
     calls.clear()
-    ids, _ = searched_in_chunks(search, source, max_rows=None, width=8, pad_id=0)
-    assert calls == [5] and ids.shape == (5, 2, 4)
+    seeds.clear()
+    ids, _ = searched_in_chunks(search, source, 3, max_rows=None, width=8, pad_id=0)
+    assert calls == [5] and ids.shape == (5, 2, 4) and seeds == [3]
