@@ -32,6 +32,8 @@ EXPORT_TRACINGS = 6
 # evaluation 1.6 min instead of 0.8-0.9; it ended 0.5 min late, against
 # 0.1-0.3 min at 0.4. Intel Xeon, 2 cores.)
 MAX_RESERVE_FRACTION = 0.4
+# What the plots and the summary take after the final evaluation.
+PLOTS_AND_SUMMARY_SECONDS = 5.0
 # Budgets shorter than this cannot hold the stages that take their own
 # time (the vocabulary, the final evaluation, the export): such a run says
 # at its start how far past the budget they may take it.

@@ -59,14 +59,15 @@ logs.filter_native_logs()
 
 from keras_transformer import training  # noqa: E402
 
+from wmt_budget import PLOTS_AND_SUMMARY_SECONDS  # noqa: E402
 from wmt_budget import Stopwatch  # noqa: E402
 from wmt_config import parse_config  # noqa: E402
 from wmt_data import data_stage  # noqa: E402
+from wmt_evaluation import evaluation_stage  # noqa: E402
+from wmt_evaluation import weights_marker  # noqa: E402
 from wmt_report import summary_stage  # noqa: E402
-from wmt_results import evaluation_stage  # noqa: E402
 from wmt_results import export_stage  # noqa: E402
 from wmt_results import plots_stage  # noqa: E402
-from wmt_results import weights_marker  # noqa: E402
 from wmt_results import weights_stage  # noqa: E402
 from wmt_stages import evaluator_for  # noqa: E402
 from wmt_stages import merged_lora_model  # noqa: E402
@@ -127,19 +128,25 @@ def main(argv=None, started=None):
         if config.lora_rank:
             model = merged_lora_model(config, model, tokenizer, data)
     translator = translator_for(config, model, tokenizer, config.beam_size, config.max_extra_length)
+    # The export first: under a budget, the evaluation then knows what is
+    # left for it, and translates the valid set only if it fits.
+    with stopwatch.stage("export"):
+        export_path = export_stage(config, translator, trained, weights)
+    seconds_left = None
+    if stopwatch.budget is not None:
+        seconds_left = lambda: stopwatch.left() - PLOTS_AND_SUMMARY_SECONDS  # noqa: E731
     with stopwatch.stage("evaluation"):
-        scores, hypotheses = evaluation_stage(
-            config, translator, data, weights_marker(translator, trained, weights)
+        scores, hypotheses, left_out = evaluation_stage(
+            config, translator, data, weights_marker(translator, trained, weights), seconds_left
         )
     with stopwatch.stage("plots"):
         plots_stage(config, model, tokenizer, data, hypotheses)
-    with stopwatch.stage("export"):
-        export_path = export_stage(config, translator, trained, weights)
     summary_stage(
         config,
         {
             "training": trained,
             "results": scores,
+            "left_out": left_out,
             "export": export_path,
             "training_pairs": data.described,
             "test_sentences": len(data.test[0]),

@@ -52,6 +52,8 @@ def summary_stage(config, run):
         rows.append((f"{name} chrF", f"{result['chrf']:.2f}"))
         compound_split = result["tokenized_compound_split_bleu"]
         rows.append((f"{name} tokenized compound-split BLEU", f"{compound_split:.2f}"))
+    for name, why in run.get("left_out", {}).items():
+        rows.append((f"{name} set", why))
     stages = run.get("stage_seconds", {})
     if stages:
         by_stage = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())

@@ -2,19 +2,14 @@
 export (an average or the best, by validation BLEU), the final
 evaluation, the plots and the SavedModel export."""
 
-import hashlib
 import json
 import os
 import sys
 
-from wmt_corpora import CORPORA
-
 import keras_transformer as kt
 from keras_transformer import training
-from keras_transformer_runtime.text import files as text_files
 
 from attention_plots import plot_attention
-from bleu import bleu_scores
 from curve_plot import plot_validation_curve
 
 
@@ -107,119 +102,6 @@ def weights_stage(config, model, data, evaluator):
         "checkpoints": names[choice],
         "reason": reason,
         "candidates": {k: {"checkpoints": v, **scores.get(k, {})} for k, v in names.items()},
-    }
-
-
-def evaluation_stage(config, translator, data, weights_marker=None):
-    """Translates the valid and test sets; returns `(scores, hypotheses)`,
-    both keyed by set name. A multilingual run scores each direction
-    (`directions`, with its off-target rate) and reports their means. A
-    set translated before by the same weights and settings
-    (`weights_marker`, recorded in `model_dir/hypotheses.NAME.json`) is
-    scored from that record: a finished run's rerun only reports."""
-    scores, hypotheses = {}, {}
-    identifier = language_identifier(config) if config.multilingual else None
-    for name, split in (("valid", data.valid), ("test", data.test)):
-        if not split or not split[0]:
-            continue
-        sources, references = split
-        target_lang = data.languages_of(name)
-        record = os.path.join(config.model_dir, f"hypotheses.{name}.json")
-        marker = {"weights": weights_marker, "sources": _digest(sources)}
-        hypotheses[name] = _recorded(record, marker) if weights_marker else None
-        if hypotheses[name] is None:
-            hypotheses[name] = translator.translate(
-                sources,
-                config.eval_batch_size,
-                progress=f"translating {name}",
-                target_lang=target_lang,
-            )
-            training.write_json_atomically(record, {**marker, "hypotheses": hypotheses[name]})
-        else:
-            print(f"{name}: {len(sources)} translations of the same weights (recorded)")
-        # One line per sentence, whatever a translation holds.
-        lines = [" ".join(h.splitlines()) for h in hypotheses[name]]
-        with open(os.path.join(config.model_dir, f"hypotheses.{name}.txt"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-        if target_lang:
-            scores[name] = direction_scores(hypotheses[name], references, target_lang, identifier)
-        else:
-            scores[name] = bleu_scores(hypotheses[name], references)
-        result = scores[name]
-        mean = "mean of the directions' " if target_lang else ""
-        print(
-            f"{name}: {mean}sacreBLEU {result['sacrebleu']:.2f} ({result['signature']}); chrF "
-            f"{result['chrf']:.2f} ({result['chrf_signature']}); tokenized compound-split BLEU "
-            f"(the paper's measure) {result['tokenized_compound_split_bleu']:.2f}"
-        )
-        for code, each in result.get("directions", {}).items():
-            print(
-                f"  {config.source_lang}->{code}: sacreBLEU {each['sacrebleu']:.2f}, chrF "
-                f"{each['chrf']:.2f}, off-target {100 * each['off_target']:.1f}% "
-                f"({each['sentences']} sentences)"
-            )
-    return scores, hypotheses
-
-
-def _digest(texts):
-    """The SHA-256 of `texts`, one per line."""
-    return hashlib.sha256("\n".join(texts).encode("utf-8", "replace")).hexdigest()
-
-
-def _recorded(path, marker):
-    """The hypotheses `path` records for `marker`, or `None`."""
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        recorded = json.load(f)
-    return recorded["hypotheses"] if {k: recorded.get(k) for k in marker} == marker else None
-
-
-def weights_marker(translator, trained, weights):
-    """What a set's translations depend on: the weights (the final step
-    and the checkpoints, by name) and the decoding settings."""
-    return {
-        "step": trained["final_step"],
-        "checkpoints": weights["checkpoints"],
-        "settings": translator.settings.to_dict(),
-    }
-
-
-def language_identifier(config, sentences=5000):
-    """The identifier of off-target outputs: character n-grams of the first
-    `sentences` training lines of the source and each target language."""
-    corpus = CORPORA[config.data]
-    codes = (config.source_lang, *config.target_langs)
-    texts = {}
-    for code in codes:
-        path = os.path.join(config.data_dir, corpus.file_name("train", code))
-        lines = text_files.iter_lines(path, errors="replace")
-        texts[code] = [line for _, line in zip(range(sentences), lines, strict=False)]
-    return training.LanguageIdentifier.train(texts)
-
-
-def direction_scores(hypotheses, references, target_lang, identifier):
-    """A multilingual set's scores: each direction's `bleu_scores` and its
-    `off_target` rate (`identifier`), and the means of the directions'."""
-    directions = {}
-    for code in dict.fromkeys(target_lang):
-        rows = [i for i, lang in enumerate(target_lang) if lang == code]
-        found = [hypotheses[i] for i in rows]
-        directions[code] = {
-            **bleu_scores(found, [references[i] for i in rows]),
-            "off_target": identifier.off_target_rate(found, code),
-        }
-    first = next(iter(directions.values()))
-    means = {
-        key: sum(d[key] for d in directions.values()) / len(directions)
-        for key in ("sacrebleu", "chrf", "tokenized_compound_split_bleu", "off_target")
-    }
-    return {
-        **means,
-        "signature": first["signature"],
-        "chrf_signature": first["chrf_signature"],
-        "sentences": len(hypotheses),
-        "directions": directions,
     }
 
 

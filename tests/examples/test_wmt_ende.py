@@ -329,7 +329,7 @@ def test_flags_override_the_preset_which_overrides_the_defaults():
 
 
 def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
-    data, results = load_example("wmt_data"), load_example("wmt_results")
+    data, results = load_example("wmt_data"), load_example("wmt_evaluation")
     config = load_example("wmt_config").parse_config(["--model_dir", str(tmp_path)])
 
     class Translator:
@@ -340,6 +340,98 @@ def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
     results.evaluation_stage(config, Translator(), sets)
     lines = (tmp_path / "hypotheses.test.txt").read_text().split("\n")
     assert lines == ["ein Hund", "zwei Hunde", "drei", ""]
+
+
+class TimedTranslator:
+    """Costs `per_sentence` seconds a sentence on `clock` (the module's
+    `time.perf_counter`), translates each sentence as itself, and records
+    each call's progress label and sentences."""
+
+    def __init__(self, clock, per_sentence):
+        self.clock, self.per_sentence, self.calls = clock, per_sentence, []
+
+    def translate(self, sources, batch_size, progress=None, target_lang=None):
+        self.calls.append((progress, list(sources)))
+        self.clock[0] += self.per_sentence * len(sources)
+        return list(sources)
+
+
+@pytest.fixture
+def evaluation(monkeypatch):
+    """wmt_evaluation with a clock that only its translator moves."""
+    module, clock = load_example("wmt_evaluation"), [0.0]
+    monkeypatch.setattr(module.time, "perf_counter", lambda: clock[0])
+    return module, clock
+
+
+def test_under_a_budget_the_valid_set_is_translated_only_if_it_fits(tmp_path, evaluation):
+    """Issue 77, item 19: the test set first, timed; the valid set only if
+    the budget has time for it at the test set's speed, and the summary
+    says why not. A rerun reports what the run did."""
+    results, clock = evaluation
+    data = load_example("wmt_data")
+    config = load_example("wmt_config").parse_config(["--model_dir", str(tmp_path)])
+    sets = data.Data(train=None, valid=(["a"] * 8, ["a"] * 8), test=(["b"] * 4, ["b"] * 4))
+
+    def evaluated(seconds, marker=None):
+        translator = TimedTranslator(clock, per_sentence=0.05)
+        end = clock[0] + seconds
+        scores, hypotheses, left_out = results.evaluation_stage(
+            config, translator, sets, marker, seconds_left=lambda: end - clock[0]
+        )
+        names = [progress.split(" (")[0] for progress, _ in translator.calls]
+        return names, scores, hypotheses, left_out
+
+    # The test set takes 0.2 s, and leaves 0.2 s; the valid set needs 0.4 s.
+    names, scores, hypotheses, left_out = evaluated(0.4)
+    assert names == ["translating test"] and set(scores) == set(hypotheses) == {"test"}
+    assert left_out == {
+        "valid": "not translated: about 0 s at the test set's 50.0 ms per sentence, 0 s of "
+        "the budget left"
+    }
+    names, scores, _, left_out = evaluated(10.0)
+    assert names == ["translating test", "translating valid"] and not left_out
+    assert set(scores) == {"test", "valid"}
+    marker = {"step": 7}
+    evaluated(0.4, marker)
+    names, scores, _, rerun = evaluated(10.0, marker)
+    assert names == [] and set(scores) == {"test"} and set(rerun) == {"valid"}
+
+
+def test_under_a_budget_the_test_set_ends_where_the_time_does(tmp_path, evaluation):
+    """A barely trained model's outputs run on to the length limit and no
+    estimate before the end knows it: the test set is translated a few
+    batches at a time while the next fits, spread over the whole set, and
+    scored on the sentences translated, each with its own reference."""
+    results, clock = evaluation
+    data = load_example("wmt_data")
+    config = load_example("wmt_config").parse_config(
+        ["--model_dir", str(tmp_path), "--eval_batch_size", "2"]
+    )
+    sources = [f"the {i}th sentence of the test set" for i in range(40)]
+    references = list(sources)
+    sets = data.Data(train=None, valid=None, test=(sources, references))
+    translator = TimedTranslator(clock, per_sentence=0.01)  # 80 ms a chunk of 8
+    end = clock[0] + 0.25
+    scores, hypotheses, left_out = results.evaluation_stage(
+        config, translator, sets, {"step": 1}, seconds_left=lambda: end - clock[0]
+    )
+    # Chunks at 0, 0.08 and 0.16 s; at 0.24 s, 0.01 s is left: no fourth.
+    assert [len(chunk) for _, chunk in translator.calls] == [8, 8, 8]
+    assert translator.calls[0][0] == "translating test (8 of 40)"
+    translated = sorted(int(s.split()[1][:-2]) for _, chunk in translator.calls for s in chunk)
+    assert len(set(translated)) == 24
+    assert all(any(q * 10 <= i < q * 10 + 10 for i in translated) for q in range(4))  # all parts
+    assert hypotheses["test"] == [sources[i] for i in translated]
+    assert scores["test"]["sacrebleu"] == pytest.approx(100.0)  # each with its own reference
+    assert left_out["test"].startswith("24 of 40 sentences translated and scored")
+    lines = (tmp_path / "hypotheses.test.txt").read_text().splitlines()
+    assert lines == hypotheses["test"]
+    # Without a budget, the whole set in one call (sorted by length as a whole).
+    translator = TimedTranslator(clock, per_sentence=0.01)
+    scores, hypotheses, left_out = results.evaluation_stage(config, translator, sets)
+    assert [len(chunk) for _, chunk in translator.calls] == [40] and not left_out
+    assert hypotheses["test"] == sources
 
 
 def test_an_early_evaluation_cannot_take_the_whole_budget(tmp_path):
