@@ -57,6 +57,7 @@ from keras_transformer_runtime import logs  # noqa: E402
 # import included; --verbose keeps them.
 logs.filter_native_logs()
 
+import keras_transformer as kt  # noqa: E402
 from keras_transformer import training  # noqa: E402
 
 from wmt_budget import PLOTS_AND_SUMMARY_SECONDS  # noqa: E402
@@ -66,6 +67,7 @@ from wmt_data import data_stage  # noqa: E402
 from wmt_evaluation import evaluation_stage  # noqa: E402
 from wmt_evaluation import weights_marker  # noqa: E402
 from wmt_report import summary_stage  # noqa: E402
+from wmt_results import chosen_paths  # noqa: E402
 from wmt_results import export_stage  # noqa: E402
 from wmt_results import plots_stage  # noqa: E402
 from wmt_results import weights_stage  # noqa: E402
@@ -128,6 +130,10 @@ def main(argv=None, started=None):
         if config.lora_rank:
             model = merged_lora_model(config, model, tokenizer, data)
     translator = translator_for(config, model, tokenizer, config.beam_size, config.max_extra_length)
+    # What `Translator.from_run(model_dir)` loads: these weights and settings.
+    kt.translator.record_choice(
+        config.model_dir, translator, chosen_paths(config, weights), weights["reason"]
+    )
     # The export first: under a budget, the evaluation then knows what is
     # left for it, and translates the valid set only if it fits.
     with stopwatch.stage("export"):

@@ -62,6 +62,11 @@ def _candidate_scores(config, candidates, model, evaluator):
     return scores
 
 
+def chosen_paths(config, weights):
+    """The checkpoints of the weights `weights_stage` chose."""
+    return _candidates(config)[weights["name"]]
+
+
 def weights_stage(config, model, data, evaluator):
     """Loads the weights to evaluate and export (--export_weights); with
     `auto`, the candidate with the best validation BLEU, scored by

@@ -113,6 +113,12 @@ class Tokenizer(tf.Module):
         same fingerprint give the same ids), or `None` where unknown."""
         return None
 
+    def get_config(self):
+        """What rebuilds this tokenizer (its class's `from_config`), for
+        Keras to serialize it with a run (`train(..., tokenizer=)`); `None`
+        for a tokenizer that cannot be rebuilt so."""
+        return None
+
     @tf.autograph.experimental.do_not_convert  # Python over the pieces, once
     def word_starts(self, size):
         """NumPy bool `(size,)`: the ids whose pieces begin a word

@@ -31,7 +31,8 @@ ALLOWED = {
     "training": {"layers", "training"} | SHARED,
     "decoding": {"decoding"} | SHARED,
     "tokenization": {"tokenization"} | SHARED,
-    "translator": {"decoding", "tokenization", "translator"} | SHARED,
+    # The translator loads a trained run back (`Translator.from_run`).
+    "translator": {"models", "training", "decoding", "tokenization", "translator"} | SHARED,
     "pretrained": {"models", "tokenization", "pretrained"} | SHARED,
     "export": {"export", "translator"} | SHARED,
     "translate.py": set(),  # the runtime's command, kept under its former name

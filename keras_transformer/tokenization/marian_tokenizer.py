@@ -1,5 +1,6 @@
 """The tokenizer of Marian (OPUS-MT) models, run by TensorFlow Text ops."""
 
+import base64
 import functools
 import hashlib
 import json
@@ -7,6 +8,7 @@ import os
 import shutil
 import tempfile
 
+import keras
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops with TensorFlow)
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer as _ops
@@ -29,6 +31,7 @@ LANGUAGE_CODE = r"(?s)^(>>.*?<<)"
 WORD_BOUNDARY = "\u2581"
 
 
+@keras.saving.register_keras_serializable(package="keras_transformer")
 class MarianTokenizer(Tokenizer):
     """Text to the ids of a Marian model and back, inside the TensorFlow graph.
 
@@ -147,6 +150,19 @@ class MarianTokenizer(Tokenizer):
             return cls(files[SOURCE_SPM], files[TARGET_SPM], vocab, name=name)
         except ValueError as error:
             raise ValueError(f"{directory}: {error}") from None
+
+    def get_config(self):
+        return {
+            "source_proto": base64.b64encode(self.source_proto).decode("ascii"),
+            "target_proto": base64.b64encode(self.target_proto).decode("ascii"),
+            "vocab": dict(self.vocab),
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        protos = (base64.b64decode(config[key]) for key in ("source_proto", "target_proto"))
+        return cls(*protos, config["vocab"], name=config.get("name"))
 
     def save(self, directory):
         """Writes `source.spm`, `target.spm` and `vocab.json` into

@@ -4,6 +4,7 @@ import base64
 import hashlib
 import os
 
+import keras
 import sentencepiece
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops with TensorFlow)
@@ -14,6 +15,7 @@ from keras_transformer.tokenizer import Tokenizer
 from keras_transformer_runtime.text.tokenizers import ASSETS
 
 
+@keras.saving.register_keras_serializable(package="keras_transformer")
 class SentencePieceTokenizer(Tokenizer):
     """Text to subword ids and back, inside the TensorFlow graph.
 

@@ -27,6 +27,7 @@ from keras_transformer.training.data import batch_shapes_of
 from keras_transformer.training.data import no_batch_message
 from keras_transformer.training.data import repeated_for_training
 from keras_transformer.training.evaluation import ValidateOnAverages
+from keras_transformer.training.records import keep_tokenizer
 from keras_transformer.training.watching import evaluate_now
 from keras_transformer.training.watching import owed_evaluation
 
@@ -166,6 +167,8 @@ class TrainingRun:
             record=is_chief(self.strategy),
             batch_shapes=self.shapes.to_json() if self.shapes is not None else None,
         )
+        if self.tokenizer is not None and is_chief(self.strategy):
+            keep_tokenizer(self.model_dir, self.tokenizer)  # for Translator.from_run
         self.manager = checkpoint_manager(
             self.checkpoint, self.model_dir, self.strategy, self.keep_checkpoints
         )

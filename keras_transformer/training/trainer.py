@@ -109,7 +109,9 @@ def train(
             allows more patience.
         tokenizer: the tokenizer of `train_data`, if it has a `fingerprint`
             (`SentencePieceTokenizer`): it is recorded with the checkpoints,
-            and resuming with another one is refused.
+            and resuming with another one is refused. One with a config
+            (`SentencePieceTokenizer`, `MarianTokenizer`) is kept with them
+            too, for `Translator.from_run(model_dir)`.
         tensorboard: write TensorBoard logs to `model_dir/logs`.
         callbacks: more Keras callbacks.
         verbose: `model.fit` verbosity (the progress bar shows loss,

@@ -45,6 +45,16 @@ class ModelSearch:
         self.model = model
         self.tokenizer = tokenizer
         self.settings = settings
+        layers = len(model.decoder.stack)
+        if (
+            not isinstance(alignment_layer, int)
+            or isinstance(alignment_layer, bool)
+            or not -layers <= alignment_layer < layers
+        ):
+            raise ValueError(
+                f"`alignment_layer` must index one of the model's {layers} decoder layers "
+                f"({-layers} to {layers - 1}). Received: alignment_layer={alignment_layer!r}"
+            )
         self.alignment_layer = alignment_layer
         self.pad_id = model.pad_id
         self.bos_id, self.eos_id = _framing_ids(tokenizer, model.pad_id)

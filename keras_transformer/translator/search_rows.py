@@ -4,6 +4,7 @@ into thousands of sentences costs the memory of `max_rows` rows, not of
 all of them (`TranslatorGraph(max_rows=)`; the SavedModel export bounds
 its searches by its `max_batch_size`)."""
 
+import numpy as np
 import tensorflow as tf
 
 # The most rows a `TranslatorGraph` searches at once unless told otherwise;
@@ -97,3 +98,8 @@ def searched_in_chunks(search, source, seed, per_row=(), *, max_rows, width, pad
         ),
     )
     return ids.concat()[:, :, :widest], scores.concat()
+
+
+def drawn_seed(sequence):
+    """A graph seed (an int64 scalar) from a NumPy `SeedSequence`."""
+    return tf.constant(int(sequence.generate_state(1, np.uint64)[0]) >> 2, tf.int64)

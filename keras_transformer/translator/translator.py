@@ -4,11 +4,13 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import _backend
+from keras_transformer.translator import runs
 from keras_transformer.translator.graph import TranslatorGraph
 from keras_transformer.translator.model_search import ModelSearch
 from keras_transformer.translator.model_search import resolved_settings
 from keras_transformer.translator.request import TranslationRequest
 from keras_transformer.translator.request import check_constraints
+from keras_transformer.translator.search_rows import drawn_seed
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.runners import results
@@ -93,16 +95,6 @@ class Translator(runner.Runner):
     ):
         _backend.require_tensorflow("Translator", "tf.function searches and the TF Text tokenizer")
         self.settings = resolved_settings(settings, changes, model)
-        layers = len(model.decoder.stack)
-        if (
-            not isinstance(alignment_layer, int)
-            or isinstance(alignment_layer, bool)
-            or not -layers <= alignment_layer < layers
-        ):
-            raise ValueError(
-                f"`alignment_layer` must index one of the model's {layers} decoder layers "
-                f"({-layers} to {layers - 1}). Received: alignment_layer={alignment_layer!r}"
-            )
         self.alignment_layer = alignment_layer
         self.model = model
         self.tokenizer = tokenizer
@@ -112,6 +104,25 @@ class Translator(runner.Runner):
         self.jit_compile = jit_compile
         self.graph = TranslatorGraph(self.model_search, jit_compile=jit_compile, name=name)
         self.languages = tokenizer.languages
+
+    @classmethod
+    def from_run(cls, model_dir, tokenizer=None, checkpoint_paths=None, dtype=None, **changes):
+        """The translator of the run `train` wrote in `model_dir`: its
+        model, the tokenizer `train` kept (or `model_dir`'s `spm.model`),
+        and the weights, settings and dtype policy the run chose
+        (`record_choice`; else its last 5 checkpoints averaged, in
+        float32). `checkpoint_paths` (averaged), `dtype` (a policy name)
+        and `changes` (settings by name) override the run's.
+
+        Example:
+
+        >>> translator = Translator.from_run("runs/multi30k")
+        >>> translator.translate(["A dog runs."])
+        ['Ein Hund läuft.']
+        """
+        return runs.translator_from_run(
+            cls, model_dir, tokenizer, checkpoint_paths, dtype, **changes
+        )
 
     def without_xla(self):
         """This translator with its search as a plain graph (`jit_compile`
@@ -172,7 +183,7 @@ class Translator(runner.Runner):
             batch_seed = batch_seeds.spawn(1)[0]
             draws = [
                 results.best_hypotheses(
-                    results.numpy_outputs(self.graph.sample(text, _draw_seed(batch_seed)))
+                    results.numpy_outputs(self.graph.sample(text, drawn_seed(batch_seed)))
                 )
                 for _ in range(num_samples)
             ]
@@ -335,7 +346,7 @@ class Translator(runner.Runner):
 
         def run(chunk):
             text = tf.constant([sentences[i] for i in chunk], tf.string)
-            seed = _draw_seed(batch_seeds.spawn(1)[0]) if sampling else tf.constant(0, tf.int64)
+            seed = drawn_seed(batch_seeds.spawn(1)[0]) if sampling else tf.constant(0, tf.int64)
             if request.with_options:
                 prefix = [prefixes[i] for i in chunk] if prefixes is not None else [""] * len(chunk)
                 outputs = self.graph.options_with_seed(
@@ -384,12 +395,5 @@ class Translator(runner.Runner):
             )
             return results.target_scores(results.numpy_outputs(outputs))
 
-        def size(i):
-            return len(sources[i]) + len(targets[i])
-
+        size = lambda i: len(sources[i]) + len(targets[i])  # noqa: E731
         return in_length_order(len(sources), size, run, batch_size, progress)
-
-
-def _draw_seed(sequence):
-    """A graph seed from a NumPy `SeedSequence`."""
-    return tf.constant(int(sequence.generate_state(1, np.uint64)[0]) >> 2, tf.int64)
