@@ -23,6 +23,7 @@ from wmt_fields import build_parser
 from wmt_fields import data_file
 from wmt_fields import model_setting
 from wmt_fields import setting
+from wmt_synthetic import check_synthetic_flags
 
 KEEP_BEST = ("val_bleu", "val_chrf", "none")
 # average_last: the paper's average of the last checkpoints; best: the
@@ -88,7 +89,7 @@ class RunConfig:
     tfds_name: str = setting("wmt14_translate/de-en", "TFDS data set", "data")
     tfds_data_dir: str | None = setting(None, "TFDS data directory", "data", shown="TFDS's")
     source_lang: str = setting("en", "source language: TFDS feature, or --data's", "data")
-    target_lang: str = setting(
+    target_langs: str = setting(
         "de",
         "target language: TFDS feature, or --data's; with --data, several comma-separated "
         "(de,fr,cs) train one multilingual model, each source tagged with its target (>>fr<<)",
@@ -97,7 +98,7 @@ class RunConfig:
     )
     temperature: float = setting(
         5.0,
-        "several --target_lang: each pair is drawn from a language's corpus with probability "
+        "several --target_langs: each pair is drawn from a language's corpus with probability "
         "proportional to its size^(1/temperature) (1: proportional; larger: more uniform)",
         "data",
     )
@@ -272,7 +273,7 @@ class RunConfig:
             self.eval_every = self.steps_per_checkpoint
         if self.data:
             self.data_dir = self.data_dir or os.path.join("data", self.data)
-            corpus, languages = CORPORA[self.data], (self.source_lang, self.target_langs[0])
+            corpus, languages = CORPORA[self.data], (self.source_lang, self.target_codes[0])
             for role, names in (("train", ("train_src", "train_tgt")),
                                 ("valid", ("valid_src", "valid_tgt")),
                                 ("test", ("test_src", "test_ref"))):  # fmt: skip
@@ -282,14 +283,14 @@ class RunConfig:
                         setattr(self, name, path)
 
     @property
-    def target_langs(self):
-        """`--target_lang`'s languages, in order."""
-        return tuple(code.strip() for code in self.target_lang.split(","))
+    def target_codes(self):
+        """`--target_langs`, one code each, in order."""
+        return tuple(code.strip() for code in self.target_langs.split(","))
 
     @property
     def multilingual(self):
         """Whether the run trains one model for several target languages."""
-        return len(self.target_langs) > 1
+        return len(self.target_codes) > 1
 
     @property
     def local_files(self):
@@ -325,31 +326,38 @@ def model_arguments_of(settings):
     return {name: settings[name] for name in names if settings.get(name) is not None}
 
 
+# Flags renamed, refused with what to use (not taken as abbreviations).
+FORMER_FLAGS = {
+    "target_lang": "the languages a run trains into are --target_langs (de, or de,fr,cs); "
+    "--target_lang is kt-translate's, the one language to translate into",
+}
+
+
 def parse_config(argv=None, description=None):
     """The `RunConfig` of a command line: the defaults, then the run
     preset, then the `--data` corpus's `DATA_PRESETS`, then the flags
     given. Exits with a usage error for incomplete local data or a
     language the corpus lacks."""
-    parser = build_parser(RunConfig, description)
+    parser = build_parser(RunConfig, description, FORMER_FLAGS)
     given = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
     data = DATA_PRESETS.get(given.get("data"), {})
     preset = given.get("preset", data.get("preset", RunConfig.preset))
     config = RunConfig(**{**RUN_PRESETS[preset], **data, **given})
     try:
-        languages.check_codes(config.target_lang)
+        languages.check_codes(config.target_langs)
     except ValueError as error:
-        parser.error(f"--target_lang: {error}")
+        parser.error(f"--target_langs: {error}")
     if config.multilingual and not config.data:
         parser.error(
-            f"--target_lang {config.target_lang}: several target languages need a --data corpus "
+            f"--target_langs {config.target_langs}: several target languages need a --data corpus "
             f"that has them ({', '.join(CORPORA)})"
         )
     if config.data:
         try:
-            CORPORA[config.data].check_languages((config.source_lang, *config.target_langs))
+            CORPORA[config.data].check_languages((config.source_lang, *config.target_codes))
         except ValueError as error:
-            parser.error(f"--source_lang/--target_lang: {error}")
-    _check_synthetic(parser, config)
+            parser.error(f"--source_lang/--target_langs: {error}")
+    check_synthetic_flags(parser, config)
     if not config.temperature > 0:
         parser.error(f"--temperature must be positive, not {config.temperature}")
     if (config.freeze or config.lora_rank or config.lora_alpha) and not config.init_from:
@@ -373,22 +381,6 @@ def parse_config(argv=None, description=None):
             "(and optionally --valid_src, --valid_tgt)"
         )
     return config
-
-
-def _check_synthetic(parser, config):
-    """Usage errors of the synthetic-data flags (wmt_synthetic)."""
-    if bool(config.monolingual_tgt) != bool(config.backtranslate_with):
-        parser.error("--monolingual_tgt and --backtranslate_with go together")
-    if (config.bt_tag or config.bt_ratio is not None) and not config.monolingual_tgt:
-        parser.error("--bt_tag and --bt_ratio go with --monolingual_tgt")
-    if config.multilingual and (config.monolingual_tgt or config.distill_from):
-        parser.error("synthetic data is made for one target language, not several")
-    if config.bt_ratio is not None and not config.bt_ratio > 0:
-        parser.error(f"--bt_ratio must be positive, not {config.bt_ratio}")
-    if config.synthetic_workers is not None and config.synthetic_workers < 1:
-        parser.error(f"--synthetic_workers must be positive, not {config.synthetic_workers}")
-    if (config.monolingual_tgt or config.distill_from) and config.uses_tfds:
-        parser.error("synthetic data needs local files or --data, not TFDS")
 
 
 def _a_model_to_start_from(path):

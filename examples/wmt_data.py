@@ -60,7 +60,7 @@ def _as_lists(pairs, limit, names):
 def _tfds_pairs(config, split):
     """TFDS pairs; downloads when the data is not prepared and the network
     is there, else stops with the local-files advice."""
-    keys = (config.source_lang, config.target_lang)
+    keys = (config.source_lang, config.target_codes[0])
     load = lambda download: training.text_pairs_from_tfds(  # noqa: E731
         config.tfds_name, split, *keys, data_dir=config.tfds_data_dir, download=download
     )
@@ -85,7 +85,7 @@ def _fetch_corpus(config):
     failed download stops the command with the URL and the directory."""
     corpus = wmt_corpora.CORPORA[config.data]
     print(f"data: {config.data} in {config.data_dir} ({corpus.note})")
-    languages = (config.source_lang, *config.target_langs)
+    languages = (config.source_lang, *config.target_codes)
     try:
         wmt_corpora.fetch(
             corpus, config.data_dir, languages, config.data_url, check_digests=config.data_digests
@@ -96,7 +96,7 @@ def _fetch_corpus(config):
 
 def _multilingual_data(config):
     """Every direction of `--data`'s corpus from `--source_lang` into
-    `--target_lang`'s languages: the training corpora mixed by
+    `--target_langs`: the training corpora mixed by
     temperature sampling, the valid and test sets one after the other."""
     corpus = wmt_corpora.CORPORA[config.data]
 
@@ -107,7 +107,7 @@ def _multilingual_data(config):
     corpora, sizes = {}, {}
     sets = {"valid": ([], []), "test": ([], [])}
     target_lang = {"valid": [], "test": []}
-    for code in config.target_langs:
+    for code in config.target_codes:
         corpora[code] = training.text_pairs_from_files(*files("train", code))
         sizes[code] = text_files.count_lines(files("train", code)[1])
         for name, role in (("valid", "valid"), ("test", "test")):

@@ -174,7 +174,7 @@ def language_identifier(config, sentences=5000):
     """The identifier of off-target outputs: character n-grams of the first
     `sentences` training lines of the source and each target language."""
     corpus = CORPORA[config.data]
-    codes = (config.source_lang, *config.target_langs)
+    codes = (config.source_lang, *config.target_codes)
     texts = {}
     for code in codes:
         path = os.path.join(config.data_dir, corpus.file_name("train", code))

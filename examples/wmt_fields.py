@@ -60,12 +60,26 @@ def _default_text(field):
     return f"default: {shown}" + (f"; {', '.join(by_preset)}" if by_preset else "")
 
 
-def build_parser(config_class, description=None):
+class _Former(argparse.Action):
+    """A flag that was renamed: stops with what to use instead."""
+
+    def __init__(self, option_strings, dest, why=None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.why = why
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string}: {self.why}")
+
+
+def build_parser(config_class, description=None, former=None):
     """The command line: one flag per field of `config_class` (a dataclass
-    of `setting` fields), with its default."""
+    of `setting` fields), with its default; each of `former` ({flag: what
+    to use instead}) is refused with its message."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    for flag, why in (former or {}).items():
+        parser.add_argument(f"--{flag}", action=_Former, why=why, help=argparse.SUPPRESS)
     groups = {}
     for field in dataclasses.fields(config_class):
         if field.metadata["group"] not in groups:

@@ -209,6 +209,6 @@ def try_it_command(config):
     """The command that translates with the export, as the run ends by
     printing it (a multilingual model's with its first language)."""
     command = f"kt-translate --model {config.ctranslate2_dir or config.export_dir}"
-    if len(config.target_langs) > 1:
-        command += f" --target_lang {config.target_langs[0]}"
+    if len(config.target_codes) > 1:
+        command += f" --target_lang {config.target_codes[0]}"
     return command

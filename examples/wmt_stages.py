@@ -37,6 +37,8 @@ def start_run(config, mixing_weights=None):
     if os.path.exists(path):
         with open(path) as f:
             stored = json.load(f)
+        if "target_lang" in stored:  # a run recorded before --target_langs
+            stored.setdefault("target_langs", stored.pop("target_lang"))
         changed = [k for k in sorted(current) if stored.get(k, current[k]) != current[k]]
         described = [f"{k}: {stored[k]!r} -> {current[k]!r}" for k in changed]
         frozen_keys = config.frozen_settings()
@@ -76,7 +78,7 @@ def tokenizer_stage(config, train_pairs):
         for s, t in zip(sources, targets, strict=True)
     )
     # A multilingual run's tags, and <BT>, are single pieces (sources hold them).
-    tags = languages.tags(config.target_langs) if config.multilingual else ()
+    tags = languages.tags(config.target_codes) if config.multilingual else ()
     tokenizer = kt.tokenization.train_sentencepiece(
         sample,
         config.vocab_size,

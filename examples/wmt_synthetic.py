@@ -174,3 +174,20 @@ def _with_backtranslations(config, real):
         seed=None,  # draws afresh in a resumed run
     )
     return mixed, described
+
+
+def check_synthetic_flags(parser, config):
+    """Stops with a usage error for synthetic-data flags that do not go
+    together (`parse_config` calls it)."""
+    if bool(config.monolingual_tgt) != bool(config.backtranslate_with):
+        parser.error("--monolingual_tgt and --backtranslate_with go together")
+    if (config.bt_tag or config.bt_ratio is not None) and not config.monolingual_tgt:
+        parser.error("--bt_tag and --bt_ratio go with --monolingual_tgt")
+    if config.multilingual and (config.monolingual_tgt or config.distill_from):
+        parser.error("synthetic data is made for one target language, not several")
+    if config.bt_ratio is not None and not config.bt_ratio > 0:
+        parser.error(f"--bt_ratio must be positive, not {config.bt_ratio}")
+    if config.synthetic_workers is not None and config.synthetic_workers < 1:
+        parser.error(f"--synthetic_workers must be positive, not {config.synthetic_workers}")
+    if (config.monolingual_tgt or config.distill_from) and config.uses_tfds:
+        parser.error("synthetic data needs local files or --data, not TFDS")

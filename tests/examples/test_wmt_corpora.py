@@ -182,7 +182,7 @@ def test_the_data_preset_bundles_the_recipe_and_every_flag_overrides_it():
     assert files == tuple(os.path.join("data", "multi30k", name) for name in expected)
 
     flags = "--data multi30k --preset tiny --budget_minutes 9 --data_dir d --test_ref r.de"
-    config = config_module.parse_config(flags.split() + ["--target_lang", "fr"])
+    config = config_module.parse_config(flags.split() + ["--target_langs", "fr"])
     assert (config.preset, config.model, config.budget_minutes) == ("tiny", "tiny", 9)
     assert (config.train_tgt, config.test_ref) == (os.path.join("d", "train.fr.gz"), "r.de")
     assert config.to_json()["data"] == "multi30k (d)"

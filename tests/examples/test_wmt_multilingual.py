@@ -1,4 +1,4 @@
-"""`wmt_ende.py --data multi30k --target_lang de,fr,cs`: one model for
+"""`wmt_ende.py --data multi30k --target_langs de,fr,cs`: one model for
 three directions, from a `file://` mirror the test writes: tagged sources
 mixed by temperature sampling, tags as single pieces, each direction
 scored with its off-target rate, and a per-direction summary table."""
@@ -52,17 +52,30 @@ def write_mirror(directory):
 def test_several_target_languages_need_a_corpus_that_has_them(capsys):
     parse = load_example("wmt_config").parse_config
     for flags, message in (
-        ("--target_lang de,fr --train_src a --train_tgt b --test_src c --test_ref d", "--data"),
-        ("--data multi30k --target_lang de,ja", "not 'ja'"),
-        ("--data multi30k --target_lang de,,fr", "--target_lang"),
-        ("--data multi30k --target_lang de,fr --temperature 0", "--temperature"),
+        ("--target_langs de,fr --train_src a --train_tgt b --test_src c --test_ref d", "--data"),
+        ("--data multi30k --target_langs de,ja", "not 'ja'"),
+        ("--data multi30k --target_langs de,,fr", "--target_langs"),
+        ("--data multi30k --target_langs de,fr --temperature 0", "--temperature"),
     ):
         with pytest.raises(SystemExit):
             parse(flags.split())
         assert message in capsys.readouterr().err
-    config = parse(["--data", "multi30k", "--target_lang", "de,fr,cs"])
-    assert config.multilingual and config.target_langs == ("de", "fr", "cs")
+    config = parse(["--data", "multi30k", "--target_langs", "de,fr,cs"])
+    assert config.multilingual and config.target_codes == ("de", "fr", "cs")
     assert not config.uses_tfds
+
+
+def test_the_training_languages_are_target_langs_not_target_lang(capsys):
+    """Issue 78, item 3: `--target_lang` is kt-translate's, the one language
+    to translate into; the example's training languages are
+    `--target_langs`, and its former flag says so (not taken as an
+    abbreviation of the new one)."""
+    parse = load_example("wmt_config").parse_config
+    with pytest.raises(SystemExit):
+        parse(["--data", "multi30k", "--target_lang", "de,fr,cs"])
+    err = capsys.readouterr().err
+    assert "the languages a run trains into are --target_langs" in err
+    assert parse(["--data", "multi30k", "--target_langs", "fr"]).target_codes == ("fr",)
 
 
 @pytest.mark.large  # trains and evaluates: a whole run
@@ -71,7 +84,7 @@ def test_one_model_for_three_directions(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     url = write_mirror(tmp_path / "mirror")
     results = load_example("wmt_ende").main(
-        ["--data", "multi30k", "--data_url", url, "--target_lang", "de,fr,cs"]
+        ["--data", "multi30k", "--data_url", url, "--target_langs", "de,fr,cs"]
         + ["--temperature", "2", *TINY_RUN_FLAGS, "--ctranslate2_dir", "ct2"]
     )
     # The command the run ends by suggesting works as printed (a
@@ -100,3 +113,19 @@ def test_one_model_for_three_directions(tmp_path, monkeypatch, capsys):
     evaluations = json.loads((run / "training_done.json").read_text())["evaluations"]
     assert {"val_bleu_de", "val_bleu_fr", "val_bleu_cs"} <= set(evaluations[-1])
     assert os.path.exists(run / "summary.json")
+
+
+def test_a_run_recorded_with_target_lang_keeps_its_languages_frozen(tmp_path):
+    """config.json of a run made before --target_langs records
+    `target_lang`: a rerun into other languages is still refused."""
+    config_module, stages = load_example("wmt_config"), load_example("wmt_stages")
+    config = config_module.parse_config(["--model_dir", str(tmp_path), "--target_langs", "de"])
+    stored = config.to_json()
+    stored["target_lang"] = stored.pop("target_langs").replace("de", "fr")
+    (tmp_path / "config.json").write_text(json.dumps(stored))
+    with pytest.raises(SystemExit, match=r"target_langs: 'fr' -> 'de'"):
+        stages.start_run(config)
+    stored["target_lang"] = "de"
+    (tmp_path / "config.json").write_text(json.dumps(stored))
+    stages.start_run(config)  # the same languages: the rerun goes on
+    assert json.loads((tmp_path / "config.json").read_text())["target_langs"] == "de"

@@ -56,7 +56,7 @@ def read_gzip_lines(path):
         ("--monolingual_tgt m --backtranslate_with r --bt_ratio 0", "--bt_ratio must be positive"),
         ("--distill_from t --synthetic_workers 0", "--synthetic_workers must be positive"),
         ("--distill_from t", "synthetic data needs local files or --data"),
-        ("--data multi30k --target_lang de,fr --distill_from t", "one target language"),
+        ("--data multi30k --target_langs de,fr --distill_from t", "one target language"),
     ],
 )
 def test_synthetic_data_flags_are_checked(flags, message, capsys):
