@@ -61,6 +61,7 @@ from script_workers import scratch_directory  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer import training  # noqa: E402
+from keras_transformer.training.devices import MIXED_PRECISION
 
 
 class StepTimes(keras.callbacks.Callback):
@@ -117,7 +118,7 @@ def main():
     parser.add_argument("--train_tgt", required=True)
     parser.add_argument("--batch_tokens", type=int, default=1024)
     parser.add_argument("--vocab_size", type=int, default=8000)
-    parser.add_argument("--precision", default="auto", choices=("auto", *training.MIXED_PRECISION))
+    parser.add_argument("--precision", default="auto", choices=("auto", *MIXED_PRECISION))
     parser.add_argument("--steps", type=int, default=300, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=30, help="untimed steps first")
     parser.add_argument("--shapes", action="store_true", help="the batch shapes instead")

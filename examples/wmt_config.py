@@ -16,7 +16,10 @@ from wmt_presets import DATA_PRESETS
 from wmt_presets import RUN_PRESETS
 
 import keras_transformer as kt
-from keras_transformer import training
+from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
+from keras_transformer.training.devices import MIXED_PRECISION
+from keras_transformer.training.devices import STRATEGIES
+from keras_transformer.training.fine_tuning import FREEZABLE
 from keras_transformer_runtime.text import languages
 
 from wmt_fields import build_parser
@@ -144,12 +147,12 @@ class RunConfig:
     synthetic_workers: int | None = setting(
         None, "processes translating synthetic data", "synthetic data", shown="the cores"
     )
-    strategy: str = setting("auto", "tf.distribute strategy", "devices", training.STRATEGIES)
+    strategy: str = setting("auto", "tf.distribute strategy", "devices", STRATEGIES)
     mixed_precision: str = setting(
         "auto",
         "dtype policy (auto: bf16 on GPUs and on CPUs with native bf16, else none)",
         "devices",
-        ("auto", *training.MIXED_PRECISION),
+        ("auto", *MIXED_PRECISION),
     )
     model: str = setting(
         "base", "Transformer preset", "model", tuple(kt.models.PRESETS), frozen=True
@@ -210,7 +213,7 @@ class RunConfig:
         "updates, then linear decay to zero at the end of the time budget or of --train_steps; "
         "auto: budget under a time budget, else paper",
         "training",
-        training.LEARNING_RATE_SCHEDULES,
+        LEARNING_RATE_SCHEDULES,
     )
     warmup_steps: int = setting(
         4000, "learning-rate warm-up (budget schedule: its longest, and the peak's)", "training"
@@ -363,8 +366,8 @@ def parse_config(argv=None, description=None):
     if (config.freeze or config.lora_rank or config.lora_alpha) and not config.init_from:
         parser.error("--freeze, --lora_rank and --lora_alpha fine-tune a model: give --init_from")
     for part in (config.freeze or "").split(","):
-        if part.strip() and part.strip() not in training.FREEZABLE:
-            accepted = ", ".join(training.FREEZABLE)
+        if part.strip() and part.strip() not in FREEZABLE:
+            accepted = ", ".join(FREEZABLE)
             parser.error(f"--freeze: {part.strip()!r} is not one of {accepted}")
     if config.init_from and not _a_model_to_start_from(config.init_from):
         parser.error(

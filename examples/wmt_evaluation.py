@@ -12,6 +12,7 @@ import time
 from wmt_corpora import CORPORA
 
 from keras_transformer import training
+from keras_transformer.training.checkpoints import write_json_atomically
 from keras_transformer_runtime.text import files as text_files
 
 from bleu import bleu_scores
@@ -55,7 +56,7 @@ def evaluation_stage(config, translator, data, weights_marker=None, seconds_left
                 "of the budget left"
             }
             # A rerun reports what this run did, and translates nothing.
-            training.write_json_atomically(record, {**marker, **recorded})
+            write_json_atomically(record, {**marker, **recorded})
         if "hypotheses" not in recorded and "left_out" in recorded:
             left_out[name] = recorded["left_out"]
             print(f"{name}: {left_out[name]}")
@@ -77,7 +78,7 @@ def evaluation_stage(config, translator, data, weights_marker=None, seconds_left
                     f"part of the set), at {1000 * per_sentence:.1f} ms per sentence: the rest "
                     "did not fit the budget"
                 )
-            training.write_json_atomically(record, {**marker, **recorded})
+            write_json_atomically(record, {**marker, **recorded})
         if "left_out" in recorded:
             left_out[name] = recorded["left_out"]
             print(f"{name}: {left_out[name]}")

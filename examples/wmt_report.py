@@ -3,7 +3,7 @@ and `summary.json` in the run directory."""
 
 import os
 
-from keras_transformer import training
+from keras_transformer.training.checkpoints import write_json_atomically
 
 
 def summary_stage(config, run):
@@ -67,7 +67,7 @@ def summary_stage(config, run):
     summary = {"config": config.to_json(), **run}
     # In the order of the run (the stages' times).
     path = os.path.join(config.model_dir, "summary.json")
-    training.write_json_atomically(path, summary, sort_keys=False)
+    write_json_atomically(path, summary, sort_keys=False)
 
 
 def direction_table(config, scores):

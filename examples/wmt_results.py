@@ -8,6 +8,8 @@ import sys
 
 import keras_transformer as kt
 from keras_transformer import training
+from keras_transformer.training.checkpoints import checkpoint_step
+from keras_transformer.training.checkpoints import write_json_atomically
 
 from attention_plots import plot_attention
 from curve_plot import plot_validation_curve
@@ -38,7 +40,7 @@ def _recorded_score(config, paths):
     checkpoint (the same evaluation, so not repeated), or `None`."""
     if len(paths) != 1:
         return None
-    step = training.checkpoint_step(paths[0])
+    step = checkpoint_step(paths[0])
     for evaluation in training.read_evaluations(config.model_dir):
         if evaluation["step"] == step and "val_bleu" in evaluation:
             return {k: v for k, v in evaluation.items() if k.startswith("val_")}
@@ -174,7 +176,7 @@ def export_stage(config, translator, trained, weights):
         else:
             path = kt.export.export_saved_model(translator, config.export_dir)
             version = os.path.relpath(path, config.export_dir)  # "1": the run's own record
-            training.write_json_atomically(marker_file, {"version": version, **marker})
+            write_json_atomically(marker_file, {"version": version, **marker})
             print(f"export: {path}")
     ctranslate2_stage(config, translator, marker)
     print(f'try it: echo "A man is riding a bike." | {try_it_command(config)}')
@@ -200,7 +202,7 @@ def ctranslate2_stage(config, translator, marker):
         return config.ctranslate2_dir
     overwrite = recorded.get("export_dir") == marker["export_dir"]  # this run's, other weights
     kt.export.export_ctranslate2(translator, output, quantization="int8", overwrite=overwrite)
-    training.write_json_atomically(marker_file, marker)
+    write_json_atomically(marker_file, marker)
     print(f"CTranslate2 export: {config.ctranslate2_dir}")
     return config.ctranslate2_dir
 

@@ -14,6 +14,7 @@ import numpy as np
 
 import keras_transformer as kt
 from keras_transformer import training
+from keras_transformer.training.checkpoints import write_json_atomically
 from keras_transformer_runtime.text import languages
 
 from wmt_budget import after_training_seconds
@@ -51,7 +52,7 @@ def start_run(config, mixing_weights=None):
             )
         if changed:
             print("settings changed since the last run:", "; ".join(described))
-    training.write_json_atomically(path, current)
+    write_json_atomically(path, current)
     print("configuration:", json.dumps(current, sort_keys=True))
     keras.utils.set_random_seed(config.seed)
 
@@ -126,7 +127,7 @@ def model_stage(config, tokenizer):
             )
         print(f"fine-tuning {config.init_from}: {setup}")
         record = {"init_from": config.init_from, **dataclasses.asdict(setup)}
-        training.write_json_atomically(os.path.join(config.model_dir, "fine_tuning.json"), record)
+        write_json_atomically(os.path.join(config.model_dir, "fine_tuning.json"), record)
         return model
     with training.get_strategy(config.strategy).scope():
         return _new_model(config, tokenizer, config.model, config.model_arguments())
@@ -201,7 +202,7 @@ def merged_lora_model(config, model, tokenizer, data, sentences=64):
     with open(path) as f:
         record = json.load(f)
     record["merged_unchanged"] = f"{same}/{len(sources)} ({merged.dtype_policy.compute_dtype})"
-    training.write_json_atomically(path, record)
+    write_json_atomically(path, record)
     compute_dtype = merged.dtype_policy.compute_dtype
     if same != len(sources):
         if compute_dtype == "float32":
@@ -354,5 +355,5 @@ def training_stage(config, model, tokenizer, data, stopwatch, evaluator):
         "signatures": evaluator.signatures if evaluator else {},
         "batch_shapes": shapes.to_json() if shapes else None,
     }
-    training.write_json_atomically(done_marker, trained)
+    write_json_atomically(done_marker, trained)
     return trained

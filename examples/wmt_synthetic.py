@@ -28,6 +28,7 @@ import os
 import sys
 
 from keras_transformer import training
+from keras_transformer.training.mixing import prefixed_sources
 from keras_transformer_runtime.runners import loading
 from keras_transformer_runtime.text import files as text_files
 from keras_transformer_runtime.translate import one_line
@@ -154,7 +155,7 @@ def _with_backtranslations(config, real):
     sources, targets = pair_files(config, "backtranslation", source_is_translation=True)
     synthetic = training.text_pairs_from_files(sources, targets)
     if config.bt_tag:
-        synthetic = training.prefixed_sources(synthetic, BT_TAG)
+        synthetic = prefixed_sources(synthetic, BT_TAG)
     sizes = {
         "real": text_files.count_lines(config.train_tgt),
         "synthetic": text_files.count_lines(targets),

@@ -116,7 +116,7 @@ def _native_bf16():
     """Whether bf16 runs natively here: a GPU, or a CPU with bf16 units."""
     import tensorflow as tf
 
-    from keras_transformer.training import cpu_has_native_bf16
+    from keras_transformer.training.devices import cpu_has_native_bf16
 
     return bool(tf.config.list_physical_devices("GPU")) or cpu_has_native_bf16()
 

@@ -9,18 +9,12 @@ without TensorFlow, using one raises `BackendError`.
 
 from keras_transformer import _backend
 from keras_transformer.training.batch_shapes import BatchShapes
-from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.compile import compile_for_training
-from keras_transformer.training.devices import MIXED_PRECISION
-from keras_transformer.training.devices import STRATEGIES
-from keras_transformer.training.devices import cpu_has_native_bf16
 from keras_transformer.training.devices import dtype_policy
 from keras_transformer.training.devices import get_strategy
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.devices import recommended_mixed_precision
-from keras_transformer.training.fine_tuning import FREEZABLE
 from keras_transformer.training.fine_tuning import FineTuningSetup
-from keras_transformer.training.fine_tuning import lora_targets
 from keras_transformer.training.fine_tuning import merge_lora
 from keras_transformer.training.fine_tuning import prepare_fine_tuning
 from keras_transformer.training.language_id import LanguageIdentifier
@@ -39,30 +33,19 @@ _TENSORFLOW_PARTS = {
     "BestCheckpoints": ("best", "tf.train checkpoints"),
     "best_checkpoint_paths": ("best", "tf.train checkpoints"),
     "read_evaluations": ("best", "tf.train checkpoints"),
-    "bucket_boundaries": ("bucketing", "tf.data"),
-    "ScheduleFitter": ("budget", "tf.train checkpoints"),
     "TimeBudget": ("budget", "tf.train checkpoints"),
     "averaging_checkpoint_paths": ("averaging", "tf.train checkpoints"),
     "BudgetPlan": ("budget", "tf.train checkpoints"),
-    "read_budget": ("budget", "tf.train checkpoints"),
     "IncompatibleRunError": ("checkpoints", "tf.train checkpoints"),
     "average_checkpoints": ("checkpoints", "tf.train checkpoints"),
     "checkpoint_paths": ("checkpoints", "tf.train checkpoints"),
-    "checkpoint_step": ("checkpoints", "tf.train checkpoints"),
-    "write_json_atomically": ("checkpoints", "tf.train checkpoints"),
-    "fit_batch_shapes": ("data", "tf.data and the TF Text tokenizer"),
     "make_batches": ("data", "tf.data and the TF Text tokenizer"),
     "TranslationEvaluator": ("evaluation", "the in-graph searches"),
     "mix_corpora": ("multilingual", "tf.data"),
     "mix_pairs": ("mixing", "tf.data"),
-    "prefixed_sources": ("mixing", "tf.data"),
-    "mixing_weights": ("multilingual", "tf.data"),
-    "tagged_pairs": ("multilingual", "tf.data"),
     "text_pairs_from_files": ("text_pairs", "tf.data"),
     "text_pairs_from_lists": ("text_pairs", "tf.data"),
     "text_pairs_from_tfds": ("text_pairs", "tf.data"),
-    "PairCounts": ("token_pairs", "tf.data and the TF Text tokenizer"),
-    "count_pairs": ("token_pairs", "tf.data and the TF Text tokenizer"),
     "NoTrainingDataError": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
     "TrainingDivergedError": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
     "TrainResult": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
@@ -76,18 +59,12 @@ __all__ = [
     "BestCheckpoints",
     "BudgetPlan",
     "BudgetSchedule",
-    "FREEZABLE",
     "FineTuningSetup",
-    "MIXED_PRECISION",
-    "STRATEGIES",
     "IncompatibleRunError",
-    "LEARNING_RATE_SCHEDULES",
     "LabelSmoothedCrossEntropy",
     "LanguageIdentifier",
     "MaskedAccuracy",
     "NoTrainingDataError",
-    "PairCounts",
-    "ScheduleFitter",
     "Perplexity",
     "TokenCount",
     "TimeBudget",
@@ -99,33 +76,22 @@ __all__ = [
     "average_checkpoints",
     "averaging_checkpoint_paths",
     "best_checkpoint_paths",
-    "bucket_boundaries",
     "checkpoint_paths",
-    "checkpoint_step",
     "compile_for_training",
-    "cpu_has_native_bf16",
-    "count_pairs",
     "dtype_policy",
-    "fit_batch_shapes",
     "get_strategy",
     "is_chief",
-    "lora_targets",
     "make_batches",
     "merge_lora",
     "mix_corpora",
     "mix_pairs",
-    "mixing_weights",
     "paper_optimizer",
-    "prefixed_sources",
     "prepare_fine_tuning",
-    "read_budget",
     "read_evaluations",
     "recommended_jit_compile",
     "recommended_mixed_precision",
-    "tagged_pairs",
     "text_pairs_from_files",
     "text_pairs_from_lists",
     "text_pairs_from_tfds",
     "train",
-    "write_json_atomically",
 ]

@@ -19,6 +19,7 @@ import tensorflow_datasets as tfds
 import tensorflow_text  # noqa: F401 (registers the SentencePiece op the export runs)
 
 from keras_transformer import training
+from keras_transformer.training.checkpoints import write_json_atomically
 from tests.examples.helpers import EXAMPLES
 from tests.examples.helpers import load_example
 
@@ -461,15 +462,13 @@ def test_a_rerun_without_an_evaluator_chooses_from_the_recorded_scores(tmp_path,
     monkeypatch.setattr(results, "_candidates", lambda config: candidates)
     loaded = []
     monkeypatch.setattr(training, "average_checkpoints", lambda model, paths: loaded.append(paths))
-    training.write_json_atomically(
-        str(tmp_path / "evaluations.json"), [{"step": 6, "val_bleu": 12.5}]
-    )
+    write_json_atomically(str(tmp_path / "evaluations.json"), [{"step": 6, "val_bleu": 12.5}])
     sets = data.Data(train=None, valid=(["a"], ["b"]), test=None)
     weights = results.weights_stage(config, None, sets, evaluator=None)
     assert weights["name"] == "best" and loaded == [["b/ckpt-6"]]
     assert "training recorded" in weights["reason"] and "best 12.50" in weights["reason"]
     # Nothing recorded: the paper's average.
-    training.write_json_atomically(str(tmp_path / "evaluations.json"), [])
+    write_json_atomically(str(tmp_path / "evaluations.json"), [])
     assert results.weights_stage(config, None, sets, evaluator=None)["name"] == "average_last"
 
 

@@ -11,11 +11,12 @@ import tensorflow as tf
 from keras_transformer import training
 from keras_transformer.training import BudgetPlan
 from keras_transformer.training import BudgetSchedule
-from keras_transformer.training import ScheduleFitter
 from keras_transformer.training import TimeBudget
 from keras_transformer.training import TransformerSchedule
 from keras_transformer.training import averaging_checkpoint_paths
 from keras_transformer.training import budget as budget_module
+from keras_transformer.training.budget import ScheduleFitter
+from keras_transformer.training.budget import read_budget
 from tests.micro import micro_model
 from tests.training.helpers import train_quietly
 
@@ -218,7 +219,7 @@ def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
         budget=TimeBudget(3600),
         budget_plan=BudgetPlan(averaging_checkpoints=3),
     )
-    schedule = training.read_budget(str(tmp_path))
+    schedule = read_budget(str(tmp_path))
     assert result.budget == schedule and schedule["total_steps"] == 30
     assert schedule["warmup_steps"] == 3 and schedule["averaging_from"] == 25
     steps = [int(p.rsplit("-", 1)[1]) for p in averaging_checkpoint_paths(str(tmp_path), 3)]
@@ -238,7 +239,7 @@ def test_averaging_checkpoints_are_kept_apart_from_the_rotation(tmp_path):
         budget=TimeBudget(3600),
         budget_plan=BudgetPlan(averaging_checkpoints=5),
     )
-    assert training.read_budget(str(tmp_path))["averaging_from"] == 41
+    assert read_budget(str(tmp_path))["averaging_from"] == 41
     regular = [int(p.rsplit("-", 1)[1]) for p in training.checkpoint_paths(str(tmp_path))]
     assert regular == [40, 50]
     steps = [int(p.rsplit("-", 1)[1]) for p in averaging_checkpoint_paths(str(tmp_path), 5)]

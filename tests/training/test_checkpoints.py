@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import training
+from keras_transformer.training.checkpoints import write_json_atomically
 from tests.micro import micro_model
 from tests.training.helpers import Numbers
 from tests.training.helpers import train_quietly
@@ -122,8 +123,8 @@ def test_marker_files_are_replaced_whole(tmp_path):
     """A run's JSON files (`write_json_atomically`): a write that fails half
     way leaves the old file, and no stray temporary file."""
     path = tmp_path / "training_done.json"
-    training.write_json_atomically(str(path), {"final_step": 30})
+    write_json_atomically(str(path), {"final_step": 30})
     with pytest.raises(TypeError):  # fails half way through writing
-        training.write_json_atomically(str(path), {"final_step": 40, "seconds": object()})
+        write_json_atomically(str(path), {"final_step": 40, "seconds": object()})
     assert json.loads(path.read_text()) == {"final_step": 30}
     assert os.listdir(tmp_path) == ["training_done.json"]

@@ -8,13 +8,13 @@ import tensorflow_datasets as tfds
 
 from keras_transformer.special_ids import BOS_ID
 from keras_transformer.special_ids import EOS_ID
-from keras_transformer.training import PairCounts
-from keras_transformer.training import bucket_boundaries
-from keras_transformer.training import count_pairs
 from keras_transformer.training import make_batches
 from keras_transformer.training import text_pairs_from_files
 from keras_transformer.training import text_pairs_from_lists
 from keras_transformer.training import text_pairs_from_tfds
+from keras_transformer.training.bucketing import bucket_boundaries
+from keras_transformer.training.token_pairs import PairCounts
+from keras_transformer.training.token_pairs import count_pairs
 from tests.training.helpers import Numbers
 from tests.training.helpers import byte_tokenizer
 from tests.training.helpers import number_tokenizer

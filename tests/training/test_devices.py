@@ -5,6 +5,7 @@ import pytest
 from keras_transformer import _backend
 from keras_transformer import training
 from keras_transformer.training import devices
+from keras_transformer.training.devices import cpu_has_native_bf16
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
 
@@ -23,11 +24,11 @@ def cpu(monkeypatch):
 
 def test_auto_is_bf16_only_where_the_cpu_has_it(cpu):
     cpu("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-    assert training.cpu_has_native_bf16()
+    assert cpu_has_native_bf16()
     assert training.recommended_mixed_precision() == "bf16"
     assert training.dtype_policy("auto") == "mixed_bfloat16"
     cpu("avx2", "fma")  # an AVX2-only CPU emulates bfloat16
-    assert not training.cpu_has_native_bf16()
+    assert not cpu_has_native_bf16()
     assert training.recommended_mixed_precision() == "none"
     assert training.dtype_policy("auto") == "float32"
 

@@ -3,9 +3,9 @@ import pytest
 from keras import ops
 
 from keras_transformer.training import FineTuningSetup
-from keras_transformer.training import lora_targets
 from keras_transformer.training import merge_lora
 from keras_transformer.training import prepare_fine_tuning
+from keras_transformer.training.fine_tuning import lora_targets
 from tests.micro import micro_model
 from tests.training.helpers import train_quietly
 

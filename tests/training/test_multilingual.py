@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from keras_transformer import training
+from keras_transformer.training.multilingual import mixing_weights
+from keras_transformer.training.multilingual import tagged_pairs
 from keras_transformer_runtime.text.languages import TargetLanguages
 from tests.tokenization.test_language_tags import TAGS
 
@@ -30,15 +32,15 @@ def test_the_weights_follow_the_temperature_formula():
     for temperature in (1, 2, 5, 100):
         scaled = {c: n ** (1 / temperature) for c, n in SIZES.items()}
         expected = {c: v / sum(scaled.values()) for c, v in scaled.items()}
-        assert training.mixing_weights(SIZES, temperature) == pytest.approx(expected)
-    assert training.mixing_weights(SIZES, 1) == pytest.approx({"de": 600 / 780, "fr": 150 / 780,
+        assert mixing_weights(SIZES, temperature) == pytest.approx(expected)
+    assert mixing_weights(SIZES, 1) == pytest.approx({"de": 600 / 780, "fr": 150 / 780,
                                                                "cs": 30 / 780})  # fmt: skip
-    flat = training.mixing_weights(SIZES, 1e9)
+    flat = mixing_weights(SIZES, 1e9)
     assert flat == pytest.approx({c: 1 / 3 for c in SIZES})
 
 
 def test_sources_are_tagged_as_the_runners_tag_a_request():
-    pairs = training.tagged_pairs(corpora()["fr"].take(2), "fr")
+    pairs = tagged_pairs(corpora()["fr"].take(2), "fr")
     found = [(s.decode(), t.decode()) for s, t in pairs.as_numpy_iterator()]
     tagged = TargetLanguages(("fr",)).tagged
     assert found == [(tagged("fr source 0", "fr"), "fr target 0"),

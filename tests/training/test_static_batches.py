@@ -11,10 +11,10 @@ from keras_transformer.special_ids import EOS_ID
 from keras_transformer.training import BatchShapes
 from keras_transformer.training import checkpoints
 from keras_transformer.training import data
-from keras_transformer.training import fit_batch_shapes
 from keras_transformer.training import make_batches
 from keras_transformer.training import shape_sample
 from keras_transformer.training import text_pairs_from_lists
+from keras_transformer.training.data import fit_batch_shapes
 from tests.training.helpers import number_tokenizer
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design

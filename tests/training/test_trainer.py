@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import training
+from keras_transformer.training.devices import cpu_has_native_bf16
 from tests.micro import micro_model
 from tests.training.helpers import letter_reversal_corpus
 from tests.training.helpers import number_tokenizer
@@ -101,7 +102,7 @@ def test_tensorboard_logs_and_float16_loss_scaling(tmp_path):
 
 
 @pytest.mark.skipif(
-    not (training.cpu_has_native_bf16() or tf.config.list_physical_devices("GPU")),
+    not (cpu_has_native_bf16() or tf.config.list_physical_devices("GPU")),
     reason="bfloat16 needs a GPU or a CPU with native bfloat16 (AMX or AVX512-BF16); "
     "this CPU would emulate it, and `dtype_policy('bf16')` warns so",
 )

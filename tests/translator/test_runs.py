@@ -9,6 +9,7 @@ import pytest
 
 from keras_transformer import Translator
 from keras_transformer import training
+from keras_transformer.training.checkpoints import checkpoint_step
 from keras_transformer.translator import record_choice
 from tests.micro import micro_model
 from tests.training.helpers import letter_reversal_corpus
@@ -56,7 +57,7 @@ def logits(model, tokenizer):
 def test_a_run_loads_back_with_its_chosen_weights_and_settings(run):
     model_dir, tokenizer = run
     paths = training.checkpoint_paths(model_dir)
-    assert [training.checkpoint_step(p) for p in paths] == [2, 4, 6]
+    assert [checkpoint_step(p) for p in paths] == [2, 4, 6]
     model = micro_model(vocab_size=tokenizer.vocab_size)
     training.average_checkpoints(model, paths[:2])
     chosen = Translator(model, tokenizer, beam_size=2, alpha=0.3, max_extra_length=4)
