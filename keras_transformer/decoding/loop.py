@@ -138,7 +138,9 @@ def segmented_loop(cond, body, state, max_length, resize_cache, drop_rows):
     # A cache of NumPy arrays (an eager caller's) would pass through the
     # steps as arrays, which have no static shape to keep.
     state = tf.nest.map_structure(tf.convert_to_tensor, state)
-    step = tf.function(body, reduce_retracing=True) if resize_cache is not None else body
+    step = body
+    if resize_cache is not None:
+        step = tf.function(body, reduce_retracing=True, autograph=False)
 
     def shaped_step(state):
         # Gathers and shared traces forget static shapes (a static batch

@@ -72,7 +72,7 @@ class SearchModule(tf.Module):
             model, translator.tokenizer, translator.settings, translator.alignment_layer
         )
 
-        @tf.function(input_signature=[SOURCE_IDS_SPEC])
+        @tf.function(input_signature=[SOURCE_IDS_SPEC], autograph=False)
         def translate(source_ids):
             ids, scores = search.search_ids(source_ids, num_results=1)
             return {OUTPUT_IDS: ids[:, 0], SCORES: scores[:, 0]}

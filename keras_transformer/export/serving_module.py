@@ -221,7 +221,7 @@ class ServingModule(tf.Module):
         for name, (method, inputs) in limited.items():
             if self.translator.languages.requires_target_lang:
                 method, inputs = self._with_target_lang(method), [*inputs, TARGET_LANG]
-            functions[name] = tf.function(method, input_signature=inputs)
+            functions[name] = tf.function(method, input_signature=inputs, autograph=False)
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
