@@ -57,14 +57,10 @@ def evaluation_stage(config, translator, data, weights_marker=None, seconds_left
             }
             # A rerun reports what this run did, and translates nothing.
             write_json_atomically(record, {**marker, **recorded})
-        if "hypotheses" not in recorded and "left_out" in recorded:
-            left_out[name] = recorded["left_out"]
-            print(f"{name}: {left_out[name]}")
-            continue
-        if recorded:
+        if "hypotheses" in recorded:
             hypotheses[name] = recorded["hypotheses"]
             print(f"{name}: {len(hypotheses[name])} translations of the same weights (recorded)")
-        else:
+        elif not recorded:
             started = time.perf_counter()
             rows, hypotheses[name] = _translated_in_time(
                 config, translator, sources, target_lang, f"translating {name}", seconds_left
@@ -74,14 +70,16 @@ def evaluation_stage(config, translator, data, weights_marker=None, seconds_left
             if len(rows) < len(sources):
                 recorded["rows"] = rows
                 recorded["left_out"] = (
-                    f"{len(rows):,} of {len(sources):,} sentences translated and scored (every "
-                    f"part of the set), at {1000 * per_sentence:.1f} ms per sentence: the rest "
-                    "did not fit the budget"
+                    f"{len(rows):,} of {len(sources):,} sentences translated and scored (a "
+                    f"sample of the whole set), at {1000 * per_sentence:.1f} ms per sentence: "
+                    "the rest did not fit the budget"
                 )
             write_json_atomically(record, {**marker, **recorded})
         if "left_out" in recorded:
             left_out[name] = recorded["left_out"]
             print(f"{name}: {left_out[name]}")
+        if "hypotheses" not in recorded:
+            continue
         if "rows" in recorded:  # what the budget left of the set
             references = [references[row] for row in recorded["rows"]]
             if isinstance(target_lang, (list, tuple)):
@@ -117,9 +115,9 @@ def _translated_in_time(config, translator, sources, target_lang, progress, seco
     the rows in an order shuffled with a fixed seed, so that those
     translated are a sample of the whole set (each direction of a
     multilingual set, one after the other, has its share)."""
-    size = CHUNK_BATCHES * config.eval_batch_size if seconds_left else len(sources)
-    order = list(range(len(sources)))
+    order, size = list(range(len(sources))), len(sources)
     if seconds_left is not None:
+        size = CHUNK_BATCHES * config.eval_batch_size
         random.Random(0).shuffle(order)
     done, last = {}, 0.0
     for start in range(0, len(order), size):
