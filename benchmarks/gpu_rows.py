@@ -84,7 +84,8 @@ def ours(spec):
     )
     backend = keras.backend.backend()
     jit_compile = True if backend == "jax" else spec["compiled"]
-    training.compile_for_training(model, label_smoothing=LABEL_SMOOTHING, jit_compile=jit_compile)
+    settings = training.TrainingSettings(label_smoothing=LABEL_SMOOTHING, jit_compile=jit_compile)
+    training.compile_for_training(model, settings)
     source, target_in, target_out = batch_arrays(spec)
 
     def step():

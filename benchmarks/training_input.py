@@ -165,7 +165,7 @@ def main():
         """Padding shares of the source and target positions, real target
         tokens per batch."""
         real, positions = np.zeros(2), np.zeros(2)
-        for (source, _), target in batches(bucket_by=bucket_by).take(measured):
+        for (source, _), target in batches(bucket_by=bucket_by).dataset.take(measured):
             for side, ids in enumerate((source, target)):
                 real[side] += int(tf.math.count_nonzero(ids))
                 positions[side] += int(tf.size(ids))
@@ -182,10 +182,12 @@ def main():
     fixed = tf.data.Dataset.from_tensors(((ids[:, :-1], ids[:, :-1]), ids[:, 1:])).repeat()
     for name, data in (
         ("fixed", fixed),
-        ("pipeline", batches()),
-        ("pipeline, longer-side buckets", batches(bucket_by="longer_side")),
+        ("pipeline", batches().dataset),
+        ("pipeline, longer-side buckets", batches(bucket_by="longer_side").dataset),
     ):
-        net = training.compile_for_training(model(tokenizer, precision), warmup_steps=800)
+        net = training.compile_for_training(
+            model(tokenizer, precision), training.TrainingSettings(warmup_steps=800)
+        )
         times = StepTimes(args.warmup)
         net.fit(data, steps_per_epoch=steps, epochs=1, verbose=0,
                 callbacks=[CountTokens(times), times])  # fmt: skip
@@ -198,11 +200,13 @@ def main():
                 model(tokenizer, precision),
                 batches(cache_ids),
                 model_dir,
-                train_steps=steps,
-                steps_per_checkpoint=100,
-                warmup_steps=800,
-                budget=training.TimeBudget(3600),
-                verbose=2,
+                training.TrainingSettings(
+                    train_steps=steps,
+                    steps_per_checkpoint=100,
+                    warmup_steps=800,
+                    budget=training.TimeBudget(3600),
+                    verbose=2,
+                ),
                 callbacks=[CountTokens(times), times],
             )
         rows.append((name, times.rate()))
@@ -264,8 +268,10 @@ def xla_worker(args, pairs, tokenizer, precision):
     """One row of `--xla_steps`: its kind is `--worker`."""
     data = training_shapes.batches(pairs, tokenizer, args.batch_tokens, 128, args.worker)
     net = model(tokenizer, precision)
-    training.compile_for_training(net, warmup_steps=800, jit_compile=True)
-    row = training_shapes.xla_steps_row(net, data, args.xla_steps)
+    training.compile_for_training(
+        net, training.TrainingSettings(warmup_steps=800, jit_compile=True)
+    )
+    row = training_shapes.xla_steps_row(net, data.dataset, args.xla_steps)
     print(json.dumps(row))
 
 

@@ -71,7 +71,7 @@ def shape_row(pairs, tokenizer, batch_tokens, max_length, kind, count, max_shape
     first, seen = set(), set()
     real, positions, target_tokens = np.zeros(2), np.zeros(2), 0
     data = batches(pairs, tokenizer, batch_tokens, max_length, kind, max_shapes)
-    for index, ((source, _), target) in enumerate(data.take(count).as_numpy_iterator()):
+    for index, ((source, _), target) in enumerate(data.dataset.take(count).as_numpy_iterator()):
         seen.add((source.shape, target.shape))
         if index < 1000:
             first.add((source.shape, target.shape))

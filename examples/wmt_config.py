@@ -16,10 +16,10 @@ from wmt_presets import DATA_PRESETS
 from wmt_presets import RUN_PRESETS
 
 import keras_transformer as kt
-from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.devices import MIXED_PRECISION
 from keras_transformer.training.devices import STRATEGIES
 from keras_transformer.training.fine_tuning import FREEZABLE
+from keras_transformer.training.settings import LEARNING_RATE_SCHEDULES
 from keras_transformer_runtime.text import languages
 
 from wmt_fields import build_parser

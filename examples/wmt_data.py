@@ -119,17 +119,17 @@ def _multilingual_data(config):
             for rows, more in zip(sets[name], found, strict=True):
                 rows.extend(more)
             target_lang[name] += [code] * len(found[0])
-    train = training.mix_corpora(corpora, sizes, config.temperature)
-    weights = ", ".join(f"{code} {p:.3f}" for code, p in train.mixing_weights.items())
+    mixed = training.mix_corpora(corpora, sizes, config.temperature)
+    weights = ", ".join(f"{code} {p:.3f}" for code, p in mixed.weights.items())
     described = f"{sum(sizes.values()):,} pairs in {len(sizes)} directions, drawn {weights}"
     print(f"data: {described}")
     return Data(
         described=described,
-        train=train,
+        train=mixed.pairs,
         valid=sets["valid"],
         test=sets["test"],
         target_lang=target_lang,
-        mixing_weights=train.mixing_weights,
+        mixing_weights=mixed.weights,
     )
 
 

@@ -214,6 +214,41 @@ def merged_lora_model(config, model, tokenizer, data, sentences=64):
     return merged
 
 
+# The --help sections of the flags that are `TrainingSettings` fields.
+TRAINING_GROUPS = ("training", "fine-tuning")
+
+
+def training_settings(config, accumulation, budget, evaluated):
+    """The run's `TrainingSettings`, built once from its flags: the
+    training and fine-tuning flags of the settings' names (--train_steps,
+    --label_smoothing, --lora_rank, ...), then `accumulation` micro-batches
+    per update, the `budget` clock (or None), and the best --average_last
+    checkpoints by --keep_best when validation BLEU is `evaluated`."""
+    names = training.TrainingSettings.names()
+    same = {
+        field.name: getattr(config, field.name)
+        for field in dataclasses.fields(config)
+        if field.metadata["group"] in TRAINING_GROUPS and field.name in names
+    }
+    keeps_best = evaluated and config.keep_best != "none"
+    best = {}
+    if keeps_best:
+        best = dict(
+            keep_best=config.average_last,
+            best_monitor=config.keep_best,
+            patience=config.early_stopping_patience,
+        )
+    return training.TrainingSettings(
+        **{**same, "freeze": config.freeze or ()},
+        accumulation_steps=accumulation,
+        precision=config.mixed_precision,
+        budget=budget,
+        budget_plan=budget_plan(config),
+        verbose=2,
+        **best,
+    )
+
+
 def _finished(trained, config):
     """Whether an earlier run's training (`training_done.json`) is what
     this one asks for: all of --train_steps, or the same --train_steps
@@ -301,36 +336,13 @@ def training_stage(config, model, tokenizer, data, stopwatch, evaluator):
             max_shapes=config.max_shapes,
         )
 
-    best = None
-    if evaluator is not None and config.keep_best != "none":
-        best = training.BestCheckpoints(
-            config.keep_best, keep=config.average_last, patience=config.early_stopping_patience
-        )
-
     def later_stages():
         return after_training_seconds(config, evaluator, data)
 
     budget, callbacks = training_budget(config, stopwatch, later_stages)
+    settings = training_settings(config, accumulation, budget, evaluator is not None)
     result = training.train(
-        model,
-        train_batches,
-        config.model_dir,
-        train_steps=config.train_steps,
-        steps_per_checkpoint=config.steps_per_checkpoint,
-        keep_checkpoints=config.keep_checkpoints,
-        warmup_steps=config.warmup_steps,
-        learning_rate_scale=config.learning_rate_scale,
-        accumulation_steps=accumulation,
-        label_smoothing=config.label_smoothing,
-        ema_momentum=config.ema_momentum,
-        learning_rate_schedule=config.learning_rate_schedule,
-        budget=budget,
-        budget_plan=budget_plan(config),
-        evaluator=evaluator,
-        best=best,
-        tokenizer=tokenizer,
-        callbacks=callbacks,
-        verbose=2,
+        model, train_batches, config.model_dir, settings, evaluator=evaluator, callbacks=callbacks
     )
     if result.initial_step:
         print(f"training: resumed from step {result.initial_step}")

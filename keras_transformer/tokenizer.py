@@ -115,7 +115,7 @@ class Tokenizer(tf.Module):
 
     def get_config(self):
         """What rebuilds this tokenizer (its class's `from_config`), for
-        Keras to serialize it with a run (`train(..., tokenizer=)`); `None`
+        Keras to serialize it with a run (`train` keeps its batches' tokenizer); `None`
         for a tokenizer that cannot be rebuilt so."""
         return None
 

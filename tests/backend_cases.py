@@ -143,7 +143,7 @@ def fit_outputs(model):
     """The logs of each of `FIT_STEPS` steps and the logits after them."""
     from keras_transformer import training
 
-    training.compile_for_training(model, warmup_steps=10)
+    training.compile_for_training(model, training.TrainingSettings(warmup_steps=10))
     inputs, labels = fit_batch()
     outputs = {}
     for step in range(FIT_STEPS):
@@ -175,7 +175,9 @@ def _train_reverser():
 
     keras.utils.set_random_seed(0)
     model = keras_transformer.Transformer(**REVERSER, dropout=0.0)
-    training.compile_for_training(model, warmup_steps=100, label_smoothing=0.0)
+    training.compile_for_training(
+        model, training.TrainingSettings(warmup_steps=100, label_smoothing=0.0)
+    )
     sources, targets_in, targets_out = reversal_pairs(4096, seed=0)
     model.fit((sources, targets_in), targets_out, batch_size=64, epochs=6, verbose=0)
     return model

@@ -106,7 +106,7 @@ def tensorflow_only_calls():
     from keras_transformer import training
 
     return {
-        "training.train": lambda: training.train(None, None, "unused", 1),
+        "training.train": lambda: training.train(None, None, "unused"),
         "training.make_batches": lambda: training.make_batches(None, None, 100),
         "training.text_pairs_from_lists": lambda: training.text_pairs_from_lists([], []),
         "training.average_checkpoints": lambda: training.average_checkpoints(None, []),

@@ -51,10 +51,11 @@ def _train_step(model):
 def worker_train(spec):
     """One training step as `training.train` compiles it."""
     quiet_tensorflow()
+    from keras_transformer.training import TrainingSettings
     from keras_transformer.training import compile_for_training
 
     model = build_model(spec["cfg"], spec["precision"])
-    compile_for_training(model, label_smoothing=LABEL_SMOOTHING)
+    compile_for_training(model, TrainingSettings(label_smoothing=LABEL_SMOOTHING))
     step = _train_step(model)
     batch = train_batch(spec["cfg"], spec["ids"])
     losses = []
@@ -147,6 +148,7 @@ def worker_copy(spec):
     import keras
     import numpy as np
 
+    from keras_transformer.training import TrainingSettings
     from keras_transformer.training import compile_for_training
 
     keras.utils.set_random_seed(0)
@@ -155,7 +157,7 @@ def worker_copy(spec):
     warmup, rate = 20, 1e-3
     schedule = keras.optimizers.schedules.PolynomialDecay(rate / warmup, warmup, rate, power=1.0)
     optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
-    compile_for_training(model, optimizer, label_smoothing=LABEL_SMOOTHING)
+    compile_for_training(model, TrainingSettings(label_smoothing=LABEL_SMOOTHING), optimizer)
     step = _train_step(model)
     rng = np.random.default_rng(0)
     losses = []

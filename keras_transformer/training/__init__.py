@@ -26,6 +26,9 @@ from keras_transformer.training.schedules import BudgetSchedule
 from keras_transformer.training.schedules import TransformerSchedule
 from keras_transformer.training.schedules import adam_optimizer
 from keras_transformer.training.schedules import paper_optimizer
+from keras_transformer.training.settings import TrainingSettings
+from keras_transformer.training.time_budget import BudgetPlan
+from keras_transformer.training.time_budget import TimeBudget
 
 # What needs TensorFlow: {name: (module, what in it is TensorFlow)}.
 _TENSORFLOW_PARTS = {
@@ -33,15 +36,15 @@ _TENSORFLOW_PARTS = {
     "BestCheckpoints": ("best", "tf.train checkpoints"),
     "best_checkpoint_paths": ("best", "tf.train checkpoints"),
     "read_evaluations": ("best", "tf.train checkpoints"),
-    "TimeBudget": ("budget", "tf.train checkpoints"),
     "averaging_checkpoint_paths": ("averaging", "tf.train checkpoints"),
-    "BudgetPlan": ("budget", "tf.train checkpoints"),
     "IncompatibleRunError": ("checkpoints", "tf.train checkpoints"),
     "average_checkpoints": ("checkpoints", "tf.train checkpoints"),
     "checkpoint_paths": ("checkpoints", "tf.train checkpoints"),
     "make_batches": ("data", "tf.data and the TF Text tokenizer"),
     "TranslationEvaluator": ("evaluation", "the in-graph searches"),
     "mix_corpora": ("multilingual", "tf.data"),
+    "MixedCorpora": ("multilingual", "tf.data"),
+    "TokenBatches": ("token_batches", "tf.data"),
     "mix_pairs": ("mixing", "tf.data"),
     "text_pairs_from_files": ("text_pairs", "tf.data"),
     "text_pairs_from_lists": ("text_pairs", "tf.data"),
@@ -64,11 +67,14 @@ __all__ = [
     "LabelSmoothedCrossEntropy",
     "LanguageIdentifier",
     "MaskedAccuracy",
+    "MixedCorpora",
     "NoTrainingDataError",
     "Perplexity",
     "TokenCount",
     "TimeBudget",
+    "TokenBatches",
     "TrainResult",
+    "TrainingSettings",
     "TrainingDivergedError",
     "TransformerSchedule",
     "TranslationEvaluator",

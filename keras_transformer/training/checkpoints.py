@@ -25,6 +25,7 @@ from keras_transformer.training._distribute import is_chief
 from keras_transformer.training._distribute import worker_id
 from keras_transformer.training._keras_internals import moving_averages
 from keras_transformer.training.restoring import restore_checkpoint
+from keras_transformer.training.settings import STRUCTURAL
 
 CHECKPOINT_DIR = "checkpoints"
 RUN_FILE = "run.json"
@@ -251,24 +252,27 @@ def write_json_atomically(path, value, sort_keys=True):
 def check_run(
     model_dir,
     model,
-    accumulation_steps,
+    settings,
     tokenizer_fingerprint=None,
     uses_ema=False,
     record=True,
     batch_shapes=None,
 ):
     """Refuses to train `model` on in `model_dir` when the run's recorded
-    architecture, tokenizer, gradient accumulation or use of weight
-    averages (`use_ema`, which adds optimizer variables) differ; records
-    them for a new run (when `record`: only the chief writes). Also
-    records `batch_shapes`, what the batches' shapes are (`BatchShapes`
-    as JSON, or `None` for batches padded to their own longest): for the
-    record only, a resumed run may differ.
+    architecture, tokenizer, use of weight averages (`uses_ema`, which adds
+    optimizer variables) or settings that shape its variables
+    (`settings.STRUCTURAL`: accumulation, freezing, LoRA)
+    differ; records them for a new run (when `record`: only the chief
+    writes). The other settings (`TrainingSettings.to_dict`) are recorded
+    too, anew when a resumed run changes them (more `train_steps`, say);
+    so is `batch_shapes`, what the batches' shapes are
+    (`BatchShapes` as JSON, or `None` for batches padded to their own
+    longest).
 
     Args:
         model_dir: the run's directory.
         model: the `Transformer` to train.
-        accumulation_steps: batches per update.
+        settings: the run's `TrainingSettings`.
         tokenizer_fingerprint: the tokenizer's `fingerprint`, or `None`.
         uses_ema: whether the optimizer keeps moving averages.
         record: write the record of a new run (the chief only).
@@ -278,22 +282,30 @@ def check_run(
         IncompatibleRunError: listing every difference.
     """
     directory = os.path.join(model_dir, CHECKPOINT_DIR)
-    current = {"model": architecture(model), "accumulation_steps": accumulation_steps}
+    values = settings.to_dict()
+    current = {"model": architecture(model), "accumulation_steps": settings.accumulation_steps}
     current["moving_averages"] = bool(uses_ema)
-    shapes = {"batch_shapes": batch_shapes}
     if tokenizer_fingerprint is not None:
         current["tokenizer_fingerprint"] = tokenizer_fingerprint
+    # What the run may change, and records anew.
+    changeable = {"batch_shapes": batch_shapes, "settings": values}
     stored = _read_run(directory)
     if stored is None:
         if record:
             tf.io.gfile.makedirs(directory)
-            write_json_atomically(os.path.join(directory, RUN_FILE), current | shapes)
+            write_json_atomically(os.path.join(directory, RUN_FILE), current | changeable)
         return
     differences = _differences(stored.get("model", {}), model)
     stored.setdefault("moving_averages", False)  # runs recorded before EMA existed
     for key in ("accumulation_steps", "tokenizer_fingerprint", "moving_averages"):
         if key in stored and key in current and stored[key] != current[key]:
             differences.append(f"{key}: {stored[key]!r} stored, {current[key]!r} now")
+    recorded = stored.get("settings", {})  # none before TrainingSettings
+    differences += [
+        f"{name}: {recorded[name]!r} stored, {values[name]!r} now"
+        for name in STRUCTURAL
+        if name != "accumulation_steps" and name in recorded and recorded[name] != values[name]
+    ]
     if differences:
         raise IncompatibleRunError(
             f"{model_dir} holds a run that this one does not continue: "
@@ -301,8 +313,8 @@ def check_run(
             + ". Resume with the run's settings (accumulation_steps follows the number of "
             "devices; moving_averages is ema_momentum set or not), or train in a new model_dir."
         )
-    if record and stored.get("batch_shapes") != batch_shapes:
-        write_json_atomically(os.path.join(directory, RUN_FILE), stored | shapes)
+    if record and any(stored.get(key) != value for key, value in changeable.items()):
+        write_json_atomically(os.path.join(directory, RUN_FILE), stored | changeable)
 
 
 def all_finite(variables):

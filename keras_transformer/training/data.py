@@ -12,8 +12,8 @@ length and batch by a token budget. Conventions (ids from
     target_in  = [BOS] + tokens(tgt)      (what the decoder reads)
     target_out = tokens(tgt) + [EOS]      (what it must predict)
 
-padded with the tokenizer's `pad_id`. Elements are `((source, target_in),
-target_out)`, exactly what `Transformer.fit` takes.
+padded with the tokenizer's `pad_id`. Elements of its `TokenBatches.dataset`
+are `((source, target_in), target_out)`, exactly what `Transformer.fit` takes.
 """
 
 import tensorflow as tf
@@ -25,6 +25,8 @@ from keras_transformer.training import shape_sample
 from keras_transformer.training import token_pairs
 from keras_transformer.training.batch_shapes import BatchShapes
 from keras_transformer.training.devices import recommended_jit_compile
+from keras_transformer.training.multilingual import MixedCorpora
+from keras_transformer.training.token_batches import TokenBatches
 from keras_transformer_runtime import validation
 
 LONG_PAIRS = ("drop", "truncate")
@@ -105,7 +107,7 @@ def make_batches(
     `batch_tokens=25000`). Pairs with an empty side are dropped, as are
     (unless truncated) pairs with a side longer than `max_length`; every
     kept pair appears exactly once per pass (the buckets' part-filled
-    batches end each pass, unless `repeat`). The returned dataset's
+    batches end each pass, unless `repeat`). The returned batches'
     `pair_counts()` counts them (`PairCounts`, one pass over the pairs).
 
     Shapes: by default (`static_shapes=False` on a CPU) each batch is
@@ -118,7 +120,7 @@ def make_batches(
     to a sample's lengths (`shape_sample`): both sides to the length of
     the pair's bucket, a fixed batch size per bucket, a part-filled batch
     completed with rows of padding (which the loss and metrics ignore).
-    The dataset's `batch_shapes` is that `BatchShapes` (`None` without).
+    The batches' `shapes` is that `BatchShapes` (`None` without).
 
     Under `strategy.distribute_datasets_from_function`, pass the
     `input_context`: the pairs are sharded between input pipelines and each
@@ -126,7 +128,9 @@ def make_batches(
     `batch_tokens` stays the global budget.
 
     Args:
-        pairs: dataset of `(source, target)` scalar strings.
+        pairs: dataset of `(source, target)` scalar strings, or the
+            `MixedCorpora` of `mix_corpora` (its weights are kept in the
+            batches' `mixing_weights`).
         tokenizer: a `keras_transformer.tokenization.Tokenizer` (e.g. a
             `SentencePieceTokenizer`): `tokenize` segments the sources,
             `tokenize_target` the targets (a `MarianTokenizer` segments
@@ -180,22 +184,27 @@ def make_batches(
         max_shapes: the most batch shapes under `static_shapes`.
 
     Returns:
-        A dataset of `((source, target_in), target_out)` int32 batches.
+        A `TokenBatches`: its `dataset` of `((source, target_in),
+        target_out)` int32 batches, their `shapes`, the `tokenizer`, the
+        `mixing_weights` and `pair_counts()`.
 
     Example:
 
     >>> batches = make_batches(pairs, tokenizer, batch_tokens=4096)
-    >>> (source, target_in), target_out = next(iter(batches))
+    >>> (source, target_in), target_out = next(iter(batches.dataset))
 
     For a step compiled by XLA, a few shapes:
 
     >>> batches = make_batches(pairs, tokenizer, 4096, repeat=True, static_shapes=True)
-    >>> print(batches.batch_shapes)
+    >>> print(batches.shapes)
     24 batch shapes, lengths 10, 11, ..., 59, 128; padding 11.2% of source ...
     """
     validation.check_positive_int(
         batch_tokens=batch_tokens, max_length=max_length, max_shapes=max_shapes
     )
+    mixing_weights = None
+    if isinstance(pairs, MixedCorpora):
+        pairs, mixing_weights = pairs.pairs, pairs.weights
     _check_tokenizer(tokenizer)
     bos_id, eos_id, pad_id = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
     validation.check_choice(LONG_PAIRS, long_pairs=long_pairs)
@@ -248,11 +257,15 @@ def make_batches(
     if shuffle:
         dataset = dataset.shuffle(128, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(lambda s, ti, to: ((s, ti), to)).prefetch(tf.data.AUTOTUNE)
-    # One pass over the pairs that says how many are kept and why the others
-    # are not; `train` reports it when no batch comes out.
-    dataset.pair_counts = lambda: token_pairs.count_pairs(pairs, tokenizer, max_length, long_pairs)
-    dataset.batch_shapes = shapes
-    return dataset
+    return TokenBatches(
+        dataset,
+        shapes,
+        tokenizer,
+        mixing_weights,
+        # One pass over the pairs that says how many are kept and why the
+        # others are not; `train` reports it when no batch comes out.
+        counter=lambda: token_pairs.count_pairs(pairs, tokenizer, max_length, long_pairs),
+    )
 
 
 def _bucketing(static, bucket_by, bucket_growth, repeat):
@@ -319,40 +332,3 @@ def _segmenters(tokenizer, sampling_alpha, cache_ids):
         return tokenizer.sample_tokenize(strings, sampling_alpha)
 
     return segment, segment
-
-
-def no_batch_message(train_data):
-    """Why `train_data` (a dataset, or a function of an input context) gave
-    `train` no batch, with `make_batches`' pair counts if known."""
-    dataset = train_data
-    if callable(train_data) and not isinstance(train_data, tf.data.Dataset):
-        dataset = train_data(tf.distribute.InputContext())
-    counts = getattr(dataset, "pair_counts", None)
-    reason = f": {counts()}" if counts else ""
-    return (
-        "The training data produced no batch, so nothing was trained" + reason + ". Check the "
-        "input files, and that max_length fits the sentences."
-    )
-
-
-def batch_shapes_of(train_data, strategy):
-    """The `BatchShapes` of `train_data` (a dataset, or a function of an
-    input context) for one replica of `strategy`, if `make_batches` made it
-    with static shapes; else `None`."""
-    dataset = train_data
-    if callable(train_data) and not isinstance(train_data, tf.data.Dataset):
-        replicas = strategy.num_replicas_in_sync
-        dataset = train_data(tf.distribute.InputContext(num_replicas_in_sync=replicas))
-    return getattr(dataset, "batch_shapes", None)
-
-
-def repeated_for_training(train_data, strategy):
-    """`train_data` (a dataset, or a function of an input context) repeated
-    forever and, for a function, distributed over the replicas."""
-    if isinstance(train_data, tf.data.Dataset) or not callable(train_data):
-        return train_data.repeat()
-    if strategy.num_replicas_in_sync > 1:
-        return strategy.distribute_datasets_from_function(
-            lambda context: train_data(context).repeat()
-        )
-    return train_data(tf.distribute.InputContext()).repeat()

@@ -65,8 +65,8 @@ class ValidateOnAverages(keras.callbacks.Callback):
 class TranslationEvaluator(keras.callbacks.Callback):
     """Translates a validation set during training and adds its sacreBLEU
     (`val_bleu`) and chrF (`val_chrf`) to the epoch logs, where the
-    progress bar, TensorBoard, `train(keep_best=...)` and early stopping
-    read them.
+    progress bar, TensorBoard, the best checkpoints and early stopping
+    (`TrainingSettings.keep_best`) read them.
 
     An evaluation runs at the end of an epoch (a checkpoint interval of
     `train`) once `every` updates have passed since the last one, and when
@@ -116,7 +116,8 @@ class TranslationEvaluator(keras.callbacks.Callback):
 
     >>> translator = Translator(model, tokenizer, beam_size=1, max_extra_length=10)
     >>> evaluator = TranslationEvaluator(translator, valid_sources, valid_references)
-    >>> train(model, batches, "runs/base", 100_000, evaluator=evaluator, keep_best="val_bleu")
+    >>> settings = TrainingSettings(keep_best=5, best_monitor="val_bleu")
+    >>> train(model, batches, "runs/base", settings, evaluator=evaluator)
     """
 
     def __init__(

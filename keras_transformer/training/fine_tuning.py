@@ -84,7 +84,7 @@ def prepare_fine_tuning(model, freeze=(), lora_rank=None, lora_alpha=None):
     >>> setup = prepare_fine_tuning(model, lora_rank=8)
     >>> print(setup)
     270,336 of 6,824,960 weights train (4.0%; LoRA rank 8 on 48 layers; every other weight frozen)
-    >>> train(model, batches, "runs/finetuned", train_steps=2000)
+    >>> train(model, batches, "runs/finetuned", TrainingSettings(train_steps=2000))
     >>> export_saved_model(Translator(merge_lora(model), tokenizer), "exports/finetuned")
     """
     if isinstance(freeze, str):
@@ -130,6 +130,25 @@ def prepare_fine_tuning(model, freeze=(), lora_rank=None, lora_alpha=None):
         trainable_weights=_count(model.trainable_weights),
         total_weights=_count(model.weights),
     )
+
+
+def prepare_fine_tuning_once(model, freeze=(), lora_rank=None, lora_alpha=None):
+    """`prepare_fine_tuning`, unless `model` has LoRA factors of
+    `lora_rank` already (a caller prepared it to load a LoRA checkpoint):
+    then only `freeze` is applied again, which changes nothing.
+
+    Raises:
+        ValueError: LoRA factors of another rank.
+    """
+    enabled = {dense.lora_rank for dense in lora_targets(model) if dense.lora_enabled}
+    if lora_rank is None or not enabled:
+        return prepare_fine_tuning(model, freeze, lora_rank, lora_alpha)
+    if enabled != {lora_rank}:
+        raise ValueError(
+            f"The model has LoRA factors of rank {sorted(enabled)}, not `lora_rank`. "
+            f"Received: lora_rank={lora_rank!r}"
+        )
+    return prepare_fine_tuning(model, freeze)
 
 
 def lora_targets(model):

@@ -10,6 +10,8 @@ the mixture towards uniform, so that a small corpus is seen more often
 than its share and a large one less.
 """
 
+import dataclasses
+
 import numpy as np
 
 from keras_transformer import _backend
@@ -18,6 +20,21 @@ from keras_transformer_runtime import validation
 from keras_transformer_runtime.text import languages
 
 DEFAULT_TEMPERATURE = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class MixedCorpora:
+    """What `mix_corpora` returns: the mixed pairs and their weights.
+    `make_batches` takes it as its `pairs`, and keeps the weights in its
+    `TokenBatches`.
+
+    Attributes:
+        pairs: the dataset of `(">>lang<< source", target)` strings.
+        weights: the `{target_lang: probability}` each pair is drawn with.
+    """
+
+    pairs: object
+    weights: dict
 
 
 def mixing_weights(sizes, temperature=DEFAULT_TEMPERATURE):
@@ -68,8 +85,7 @@ def mix_corpora(corpora, sizes, temperature=DEFAULT_TEMPERATURE, seed=None, shuf
     mixture is drawn from corpus `i` with probability
     `mixing_weights(sizes, temperature)[i]`, and one pass of the mixture
     is `sum(sizes)` draws (so `make_batches`' passes, `repeat` and
-    `pair_counts` mean what they mean for one corpus). The returned
-    dataset's `mixing_weights` is the `{language: probability}` used.
+    `pair_counts` mean what they mean for one corpus).
 
     Args:
         corpora: `{target_lang: pairs}`, each a dataset of `(source,
@@ -82,7 +98,8 @@ def mix_corpora(corpora, sizes, temperature=DEFAULT_TEMPERATURE, seed=None, shuf
             shuffle).
 
     Returns:
-        A dataset of `(">>lang<< source", target)` strings.
+        A `MixedCorpora`: `pairs`, a dataset of `(">>lang<< source",
+        target)` strings, and the `weights` used.
 
     Example:
 
@@ -91,6 +108,8 @@ def mix_corpora(corpora, sizes, temperature=DEFAULT_TEMPERATURE, seed=None, shuf
     ...      "fr": text_pairs_from_files("train.en", "train.fr")},
     ...     sizes={"de": 29000, "fr": 29000}, temperature=5)
     >>> batches = make_batches(pairs, tokenizer, batch_tokens=4096, repeat=True)
+    >>> batches.mixing_weights
+    {'de': 0.5, 'fr': 0.5}
     """
     if not isinstance(corpora, dict) or not corpora:
         raise ValueError(
@@ -111,5 +130,4 @@ def mix_corpora(corpora, sizes, temperature=DEFAULT_TEMPERATURE, seed=None, shuf
         seed=seed,
         shuffle_buffer=shuffle_buffer,
     )
-    mixed.mixing_weights = weights
-    return mixed
+    return MixedCorpora(mixed, weights)

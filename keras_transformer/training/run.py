@@ -23,11 +23,9 @@ from keras_transformer.training.checkpoints import check_run
 from keras_transformer.training.checkpoints import checkpoint_manager
 from keras_transformer.training.checkpoints import restore_latest
 from keras_transformer.training.checkpoints import training_checkpoint
-from keras_transformer.training.data import batch_shapes_of
-from keras_transformer.training.data import no_batch_message
-from keras_transformer.training.data import repeated_for_training
 from keras_transformer.training.evaluation import ValidateOnAverages
 from keras_transformer.training.records import keep_tokenizer
+from keras_transformer.training.token_batches import TrainingInput
 from keras_transformer.training.watching import evaluate_now
 from keras_transformer.training.watching import owed_evaluation
 
@@ -61,10 +59,11 @@ class TrainResult:
         evaluations: every evaluation of the run so far (across restarts),
             oldest first: dicts of `step` and the `val_*` scores.
         budget: with the budget schedule under a `budget`, its last
-            estimate (`read_budget`'s keys: `seconds_per_step`,
-            `total_steps`, `warmup_steps`, `averaging_from`); else `None`.
+            estimate (`read_budget`: the seconds per step, the updates
+            it allows, the warm-up, where averaging starts); else `None`.
         batch_shapes: the `BatchShapes` of the training batches
             (`make_batches(static_shapes=True)`), else `None`.
+        settings: the `TrainingSettings` the run trained with.
     """
 
     initial_step: int
@@ -78,18 +77,18 @@ class TrainResult:
     evaluations: list = dataclasses.field(default_factory=list)
     budget: dict | None = None
     batch_shapes: object = None
+    settings: object = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Watching:
     """What a run evaluates and logs besides training (`train`'s
-    arguments of the same names)."""
+    arguments of the same names, and the `BestCheckpoints` of its
+    settings)."""
 
     validation_data: object = None
-    validation_steps: int | None = None
     evaluator: object = None
     best: object = None
-    tensorboard: bool = True
     callbacks: tuple = ()
 
 
@@ -100,40 +99,25 @@ class TrainingRun:
 
     Args:
         model: the compiled model.
-        train_data: `train`'s training data.
+        batches: `train`'s batches.
         model_dir: the run's directory.
-        train_steps, steps_per_checkpoint, keep_checkpoints,
-            accumulation_steps, tokenizer, verbose: as for `train`.
+        settings: the run's `TrainingSettings`.
         watching: the `Watching` of the run.
-        budget: a `TimeBudget`, or None.
         fitter_of: with the budget schedule, `fitter_of(model_dir,
             seconds_per_step)` makes the run's `ScheduleFitter`; else None.
 
     Example:
 
-    >>> result = TrainingRun(model, batches, "runs/base", train_steps=100_000).run()
+    >>> settings = TrainingSettings(train_steps=100_000)
+    >>> result = TrainingRun(compile_for_training(model, settings), batches, "runs/base",
+    ...                      settings).run()
     """
 
-    def __init__(
-        self,
-        model,
-        train_data,
-        model_dir,
-        train_steps,
-        steps_per_checkpoint=1000,
-        keep_checkpoints=5,
-        accumulation_steps=1,
-        watching=Watching(),
-        budget=None,
-        fitter_of=None,
-        tokenizer=None,
-        verbose="auto",
-    ):
-        self.model, self.train_data, self.model_dir = model, train_data, model_dir
-        self.train_steps, self.steps_per_checkpoint = train_steps, steps_per_checkpoint
-        self.keep_checkpoints, self.accumulation_steps = keep_checkpoints, accumulation_steps
-        self.watching, self.budget, self.fitter_of = watching, budget, fitter_of
-        self.tokenizer, self.verbose = tokenizer, verbose
+    def __init__(self, model, batches, model_dir, settings, watching=Watching(), fitter_of=None):
+        self.model, self.batches, self.model_dir = model, batches, model_dir
+        self.settings, self.watching, self.fitter_of = settings, watching, fitter_of
+        self.train_steps = settings.train_steps
+        self.steps_per_checkpoint = settings.steps_per_checkpoint
         self.strategy = model.distribute_strategy
         self.started = time.perf_counter()
 
@@ -157,20 +141,22 @@ class TrainingRun:
             model.optimizer.build(model.trainable_variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             self.checkpoint = training_checkpoint(model, model.optimizer, self.step)
-        self.shapes = batch_shapes_of(self.train_data, self.strategy)
+        # The batches, read once: the user's function is called here only.
+        self.input = TrainingInput(self.batches, self.strategy)
+        self.shapes, tokenizer = self.input.shapes, self.input.tokenizer
         check_run(
             self.model_dir,
             model,
-            self.accumulation_steps,
-            None if self.tokenizer is None else self.tokenizer.fingerprint,
+            self.settings,
+            None if tokenizer is None else tokenizer.fingerprint,
             bool(moving_averages(model.optimizer)),
             record=is_chief(self.strategy),
             batch_shapes=self.shapes.to_json() if self.shapes is not None else None,
         )
-        if self.tokenizer is not None and is_chief(self.strategy):
-            keep_tokenizer(self.model_dir, self.tokenizer)  # for Translator.from_run
+        if tokenizer is not None and is_chief(self.strategy):
+            keep_tokenizer(self.model_dir, tokenizer)  # for Translator.from_run
         self.manager = checkpoint_manager(
-            self.checkpoint, self.model_dir, self.strategy, self.keep_checkpoints
+            self.checkpoint, self.model_dir, self.strategy, self.settings.keep_checkpoints
         )
         self.latest = restore_latest(self.checkpoint, self.model_dir)
         self.initial_step = read_int(self.step)
@@ -199,7 +185,7 @@ class TrainingRun:
                 self.initial_step,
                 owed,
                 watching.validation_data,
-                watching.validation_steps,
+                self.settings.validation_steps,
                 watching.evaluator,
             )
             for callback in (self.log, watching.best):
@@ -231,6 +217,7 @@ class TrainingRun:
             best_checkpoint=best.best_path() if best is not None else None,
             evaluations=list(self.log.evaluations),
             batch_shapes=self.shapes,
+            settings=self.settings,
         )
 
     def schedule_fitter(self):
@@ -246,7 +233,7 @@ class TrainingRun:
         """The `CheckpointAndStop` callback of the run, keeping the updates
         `fitter` wants for averaging."""
         return CheckpointAndStop(
-            self.manager, self.step, self.train_steps, self.budget, fitter, self.model_dir
+            self.manager, self.step, self.train_steps, self.settings.budget, fitter, self.model_dir
         )
 
     def callbacks(self, stopper, fitter):
@@ -261,7 +248,7 @@ class TrainingRun:
         callbacks = [LogRates(), *([fitter] if fitter else []), stopper, *evaluation, self.log]
         callbacks += [watching.best] if watching.best is not None else []
         callbacks += list(watching.callbacks)
-        if watching.tensorboard:
+        if self.settings.tensorboard:
             callbacks.append(keras.callbacks.TensorBoard(os.path.join(self.model_dir, "logs")))
         return callbacks
 
@@ -270,16 +257,16 @@ class TrainingRun:
         per checkpoint interval."""
         with multi_worker_fit(self.model, self.strategy):
             return self.model.fit(
-                repeated_for_training(self.train_data, self.strategy),
+                self.input.dataset,
                 epochs=math.ceil(self.train_steps / self.steps_per_checkpoint),
                 initial_epoch=self.initial_step // self.steps_per_checkpoint,
                 # micro-batches
-                steps_per_epoch=self.steps_per_checkpoint * self.accumulation_steps,
+                steps_per_epoch=self.steps_per_checkpoint * self.settings.accumulation_steps,
                 validation_data=self.watching.validation_data,
-                validation_steps=self.watching.validation_steps,
+                validation_steps=self.settings.validation_steps,
                 callbacks=callbacks,
                 shuffle=False,  # the input pipeline shuffles
-                verbose=self.verbose,
+                verbose=self.settings.verbose,
             )
 
     def finish(self, history, stopper, fitter):
@@ -287,7 +274,7 @@ class TrainingRun:
         was trained on or training diverged."""
         best = self.watching.best
         if stopper.outcome().batches == 0:
-            raise NoTrainingDataError(no_batch_message(self.train_data))
+            raise NoTrainingDataError(self.input.no_batch_message())
         stopped_early = best is not None and best.stopped_early
         stopper.save_last(not (moving_averages(self.model.optimizer) or stopped_early))
         outcome = stopper.outcome()
@@ -310,4 +297,5 @@ class TrainingRun:
             evaluations=list(self.log.evaluations),
             budget=read_budget(self.model_dir) if fitter is not None else None,
             batch_shapes=self.shapes,
+            settings=self.settings,
         )

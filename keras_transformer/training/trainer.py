@@ -3,13 +3,15 @@
 A run lives in `model_dir`:
 
     model_dir/checkpoints/ckpt-<step>.*   the last `keep_checkpoints` steps
+    model_dir/checkpoints/run.json        the model, settings, tokenizer
     model_dir/averaging/ckpt-<step>.*     under a `TimeBudget`, the weights
                                           to average, spread over the end
     model_dir/evaluations.json            validation scores by step
     model_dir/best/                       the best checkpoints (`keep_best`)
     model_dir/logs/                       TensorBoard
 
-Training is step-based: `model.fit` runs `train_steps / steps_per_checkpoint`
+Training is step-based (`TrainingSettings`): `model.fit` runs
+`train_steps / steps_per_checkpoint`
 "epochs" of `steps_per_checkpoint` updates over a repeated dataset, and a
 checkpoint (model, optimizer, step) is written after each. Rerunning the
 same call after a crash restores the latest checkpoint and continues at its
@@ -19,112 +21,83 @@ allows more patience).
 """
 
 from keras_transformer import _backend
-from keras_transformer.training.budget import BudgetPlan
+from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.budget import ScheduleFitter
-from keras_transformer.training.budget import TimeBudget
-from keras_transformer.training.budget import recipe_optimizer
-from keras_transformer.training.compile import LEARNING_RATE_SCHEDULES
 from keras_transformer.training.compile import compile_for_training
+from keras_transformer.training.fine_tuning import prepare_fine_tuning_once
+from keras_transformer.training.former_arguments import accepts_former_arguments
 from keras_transformer.training.run import TrainingRun
 from keras_transformer.training.run import Watching
+from keras_transformer.training.settings import TrainingSettings
+from keras_transformer.training.token_batches import TokenBatches
 from keras_transformer.training.watching import check_watched
-from keras_transformer_runtime import validation
 
 
 @_backend.tensorflow_only("training.train", "tf.distribute, tf.data and tf.train checkpoints")
+@accepts_former_arguments
 def train(
     model,
-    train_data,
+    batches,
     model_dir,
-    train_steps,
-    steps_per_checkpoint=1000,
-    keep_checkpoints=5,
-    validation_data=None,
-    validation_steps=None,
-    optimizer=None,
-    warmup_steps=4000,
-    learning_rate_scale=1.0,
-    accumulation_steps=1,
-    label_smoothing=0.1,
-    jit_compile="auto",
-    ema_momentum=None,
-    learning_rate_schedule="auto",
-    budget=None,
-    budget_plan=None,
+    settings=None,
     evaluator=None,
-    best=None,
-    tokenizer=None,
-    tensorboard=True,
+    validation_data=None,
     callbacks=(),
-    verbose="auto",
+    optimizer=None,
 ):
-    """Trains `model` with the paper's recipe for `train_steps` updates,
-    resuming from `model_dir` if a previous run left checkpoints there.
+    """Trains `model` as `settings` say, resuming from `model_dir` if a
+    previous run left checkpoints there.
 
     Create the model inside `strategy.scope()` to train under a
     `tf.distribute` strategy; `train` compiles it in the same scope
-    (`compile_for_training`).
+    (`compile_for_training`), after freezing parts of it or adding LoRA
+    factors if the settings ask for it (`prepare_fine_tuning`; a model
+    with LoRA factors of the settings' rank is left as it is).
 
     Args:
         model: a `Transformer` (or any model taking `(source, target_in)`).
-        train_data: a `tf.data.Dataset` of `((source, target_in),
-            target_out)` (see `make_batches`), or a function
-            `input_context -> dataset`, which under a multi-replica
-            strategy goes through `distribute_datasets_from_function` so
-            each replica builds its own share of the token budget. It is
-            repeated as needed.
+        batches: the `TokenBatches` of `make_batches`; a `tf.data.Dataset`
+            of `((source, target_in), target_out)`; or a function
+            `input_context -> TokenBatches` (or dataset), called once per
+            input pipeline: under a multi-replica strategy through
+            `distribute_datasets_from_function`, so each replica builds its
+            own share of the token budget. Repeated as needed. The
+            `TokenBatches`' tokenizer is kept with the run (resuming with
+            another one is refused) for `Translator.from_run(model_dir)`,
+            and its shapes recorded.
         model_dir: where checkpoints and logs go.
-        train_steps: total optimizer updates (across restarts).
-        steps_per_checkpoint: updates between checkpoints (and between
-            validation runs, and by default evaluations).
-        keep_checkpoints: how many recent checkpoints to keep.
-        validation_data: optional dataset evaluated at each checkpoint.
-        validation_steps: batches of `validation_data` per evaluation.
-        optimizer, warmup_steps, learning_rate_scale, accumulation_steps,
-            label_smoothing, jit_compile, ema_momentum: as in
-            `compile_for_training`. Gradient accumulation reaches the
-            paper's ~25,000 tokens per update on fewer devices.
-        learning_rate_schedule: `"paper"`: `TransformerSchedule` (warm-up
-            `warmup_steps`, then the inverse square root); `"budget"`: a
-            `BudgetSchedule` of the same peak that warms up for a fraction
-            of the run's updates (at most `warmup_steps`) and decays to
-            zero at its end: at `train_steps`, or, under a `budget`, at the
-            updates the budget allows (re-estimated as training runs).
-            `"auto"` (default): the budget schedule under a `budget`, the
-            paper's otherwise. Ignored when an `optimizer` is given.
-        budget: a `TimeBudget`: training stops (and checkpoints) at the
-            first update past it (`TrainResult.out_of_time`).
-        budget_plan: a `BudgetPlan` (default: its defaults): the budget
-            schedule's warm-up and decay, and the checkpoints kept for
-            averaging (`averaging_checkpoint_paths`).
+        settings: a `TrainingSettings` (default: the paper's recipe for
+            100,000 updates): the updates, schedule, loss, accumulation,
+            precision, budget, checkpoints kept, averaged and chosen,
+            evaluations, EMA, freezing and LoRA.
         evaluator: a `TranslationEvaluator` that adds validation BLEU and
             chrF (`val_bleu`, `val_chrf`) to the logs every
-            `evaluator.every` updates (default, and a multiple of:
-            `steps_per_checkpoint`). Unless set, its `log_dir` becomes
+            `settings.evaluate_every` updates (default: its own `every`,
+            else each checkpoint). Unless set, its `log_dir` becomes
             `model_dir/logs/evaluation`.
-        best: a `BestCheckpoints`: the best checkpoints by a validation
-            score this run logs, kept in `model_dir/best/` whatever the
-            regular rotation deletes, and early stopping on it. A rerun of
-            a run that stopped early returns at once, unless its `best`
-            allows more patience.
-        tokenizer: the tokenizer of `train_data`, if it has a `fingerprint`
-            (`SentencePieceTokenizer`): it is recorded with the checkpoints,
-            and resuming with another one is refused. One with a config
-            (`SentencePieceTokenizer`, `MarianTokenizer`) is kept with them
-            too, for `Translator.from_run(model_dir)`.
-        tensorboard: write TensorBoard logs to `model_dir/logs`.
+        validation_data: a `TokenBatches` or dataset whose loss, accuracy
+            and perplexity are logged at each checkpoint (`val_loss`, ...;
+            `settings.validation_steps` batches).
         callbacks: more Keras callbacks.
-        verbose: `model.fit` verbosity (the progress bar shows loss,
-            accuracy, perplexity, learning rate and tokens/s).
+        optimizer: your own optimizer instead of the settings' schedule
+            and Adam.
+
+    The former keyword arguments (`train_steps=` and every other settings
+    field by its name, `best=`) still work for this release, each with a
+    `DeprecationWarning` naming its settings field, and so does a number of
+    updates in the settings' place.
 
     Every evaluation is recorded in `model_dir/evaluations.json`
     (`read_evaluations`). `model_dir/checkpoints/run.json` records the
-    model's architecture and `accumulation_steps` (and the tokenizer's
-    fingerprint): a rerun that differs raises `IncompatibleRunError`
-    instead of restoring weights by position into another model; it also
-    records the batches' shapes (`make_batches(static_shapes=True)`). A
-    newest checkpoint that cannot be read is skipped with a warning;
-    checkpoints are written only with finite weights.
+    model's architecture, the settings and the tokenizer's fingerprint: a
+    rerun with another model, tokenizer, or settings that shape its
+    variables or what trains (`accumulation_steps`, `ema_momentum` set or
+    not, `freeze`, `lora_rank`, `lora_alpha`) raises
+    `IncompatibleRunError` listing every difference, instead of restoring
+    weights by position into another model; other changed settings (more
+    `train_steps`, another warm-up) are recorded anew. A newest
+    checkpoint that cannot be read is skipped with a warning; checkpoints
+    are written only with finite weights.
 
     Returns:
         A `TrainResult`.
@@ -133,14 +106,15 @@ def train(
         TrainingDivergedError: the loss or the weights became NaN or
             infinite; the message names the last good checkpoint, which is
             kept.
-        NoTrainingDataError: `train_data` produced no batch.
+        NoTrainingDataError: `batches` produced no batch.
         IncompatibleRunError: `model_dir` holds a run of another model,
-            tokenizer or `accumulation_steps`, or only unreadable
-            checkpoints.
+            tokenizer or settings, or only unreadable checkpoints.
+        ValueError: `precision` other than the model's dtype policy.
 
     Example:
 
-    >>> result = train(model, batches, "runs/base", train_steps=100_000)
+    >>> batches = make_batches(pairs, tokenizer, batch_tokens=4096, repeat=True)
+    >>> result = train(model, batches, "runs/base", TrainingSettings(train_steps=100_000))
 
     Within 30 minutes, watching validation BLEU, keeping the best 5
     checkpoints and stopping after 5 evaluations without improvement:
@@ -148,79 +122,59 @@ def train(
     >>> evaluator = TranslationEvaluator(
     ...     Translator(model, tokenizer, beam_size=1), valid_sources, valid_references
     ... )
-    >>> result = train(
-    ...     model, batches, "runs/base", 100_000, budget=TimeBudget(30 * 60),
-    ...     evaluator=evaluator, best=BestCheckpoints("val_bleu", keep=5, patience=5),
+    >>> settings = TrainingSettings(
+    ...     budget=TimeBudget(30 * 60), keep_best=5, best_monitor="val_bleu", patience=5
     ... )
+    >>> result = train(model, batches, "runs/base", settings, evaluator=evaluator)
     >>> [(e["step"], e["val_bleu"]) for e in result.evaluations]
     """
-    validation.check_positive_int(
-        train_steps=train_steps,
-        steps_per_checkpoint=steps_per_checkpoint,
-        keep_checkpoints=keep_checkpoints,
-    )
-    validation.check_choice(LEARNING_RATE_SCHEDULES, learning_rate_schedule=learning_rate_schedule)
-    if budget is not None and not isinstance(budget, TimeBudget):
-        raise ValueError(
-            f"`budget` must be a keras_transformer.training.TimeBudget. Received: budget={budget!r}"
+    settings = TrainingSettings.of(settings)
+    _check_precision(model, settings)
+    if isinstance(validation_data, TokenBatches):
+        validation_data = validation_data.dataset
+    best = None
+    if settings.keeps_best:
+        best = BestCheckpoints(
+            settings.best_monitor,
+            keep=settings.keep_best,
+            patience=settings.patience,
+            min_delta=settings.min_delta,
+            restore_best_weights=settings.restore_best_weights,
         )
-    plan = BudgetPlan() if budget_plan is None else budget_plan
-    if not isinstance(plan, BudgetPlan):
-        raise ValueError(
-            "`budget_plan` must be a keras_transformer.training.BudgetPlan (or None for the "
-            f"defaults). Received: budget_plan={budget_plan!r}"
-        )
-    optimizer, schedule = recipe_optimizer(
-        model,
-        optimizer,
-        learning_rate_schedule,
-        budget,
-        plan,
-        train_steps,
-        warmup_steps=warmup_steps,
-        learning_rate_scale=learning_rate_scale,
-        accumulation_steps=accumulation_steps,
-        ema_momentum=ema_momentum,
-    )
-    check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, best, tensorboard)
+    check_watched(model_dir, settings, validation_data, evaluator, best)
     with model.distribute_strategy.scope():
-        compile_for_training(
-            model,
-            optimizer,
-            warmup_steps,
-            learning_rate_scale,
-            accumulation_steps,
-            label_smoothing,
-            jit_compile,
-            ema_momentum,
-        )
+        if settings.fine_tunes:
+            prepare_fine_tuning_once(
+                model, settings.freeze, settings.lora_rank, settings.lora_alpha
+            )
+        schedule = None
+        if optimizer is None:
+            optimizer, schedule = settings.optimizer(model.d_model)
+        compile_for_training(model, settings, optimizer)
     fitter_of = None
-    if schedule is not None and budget is not None:
+    if schedule is not None and settings.budget is not None:
 
         def fitter_of(directory, seconds_per_step):
             return ScheduleFitter(
                 schedule,
-                budget,
-                plan,
-                max_steps=train_steps,
+                settings.budget,
+                settings.budget_plan,
+                max_steps=settings.train_steps,
                 model_dir=directory,
                 seconds_per_step=seconds_per_step,
             )
 
-    run = TrainingRun(
-        model,
-        train_data,
-        model_dir,
-        train_steps,
-        steps_per_checkpoint=steps_per_checkpoint,
-        keep_checkpoints=keep_checkpoints,
-        accumulation_steps=accumulation_steps,
-        watching=Watching(
-            validation_data, validation_steps, evaluator, best, tensorboard, tuple(callbacks)
-        ),
-        budget=budget,
-        fitter_of=fitter_of,
-        tokenizer=tokenizer,
-        verbose=verbose,
-    )
-    return run.run()
+    watching = Watching(validation_data, evaluator, best, tuple(callbacks))
+    return TrainingRun(model, batches, model_dir, settings, watching, fitter_of).run()
+
+
+def _check_precision(model, settings):
+    """Raises unless `settings.precision` is the model's dtype policy (or
+    the model's own: `None`)."""
+    wanted = settings.dtype_policy()
+    if wanted is not None and wanted != model.dtype_policy.name:
+        raise ValueError(
+            f"`precision` is {settings.precision!r} ({wanted}) but the model computes with "
+            f"{model.dtype_policy.name!r}: build it with dtype=settings.dtype_policy(), or set "
+            f"precision=None for the model's own. Received: precision={settings.precision!r}"
+        )

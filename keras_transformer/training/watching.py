@@ -3,7 +3,6 @@ and the evaluation that a resumed run owes."""
 
 import os
 
-from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.evaluation import SCORES
 from keras_transformer.training.evaluation import TranslationEvaluator
 from keras_transformer.training.evaluation import ValidateOnAverages
@@ -14,54 +13,58 @@ from keras_transformer_runtime import validation
 VALIDATION_LOGS = ("val_loss", "val_accuracy", "val_perplexity")
 
 
-def check_watched(model_dir, steps_per_checkpoint, validation_data, evaluator, best, tensorboard):
+def check_watched(model_dir, settings, validation_data, evaluator, best):
     """Checks what `train` is asked to watch, and sets the evaluator's
-    defaults (`every`: each checkpoint; `log_dir`: `model_dir/logs/evaluation`).
+    defaults (`every`: `settings.evaluate_every`, else each checkpoint;
+    `log_dir`: `model_dir/logs/evaluation` with TensorBoard logs).
 
     Args:
         model_dir: the run's directory.
-        steps_per_checkpoint: updates per epoch.
+        settings: the run's `TrainingSettings`.
         validation_data: `fit`'s validation data, or `None`.
         evaluator: a `TranslationEvaluator`, or `None`.
-        best: a `BestCheckpoints`, or `None`.
-        tensorboard: whether the run writes TensorBoard logs.
+        best: the run's `BestCheckpoints`, or `None`.
 
     Raises:
-        ValueError: an evaluator or `best` of another type, an evaluator
-            whose `every` is not a multiple of `steps_per_checkpoint`, or a
-            `best.monitor` that the run does not log.
+        ValueError: an evaluator of another type, an evaluator whose
+            `every` is not a multiple of `steps_per_checkpoint` or differs
+            from `settings.evaluate_every`, or a `best_monitor` that the
+            run does not log.
     """
+    steps_per_checkpoint = settings.steps_per_checkpoint
     if evaluator is not None:
         if not isinstance(evaluator, TranslationEvaluator):
             raise ValueError(
                 "`evaluator` must be a keras_transformer.training.TranslationEvaluator. "
                 f"Received: evaluator={evaluator!r}"
             )
+        wanted = settings.evaluate_every
+        if wanted is not None and evaluator.every not in (None, wanted):
+            raise ValueError(
+                f"`evaluator.every` ({evaluator.every}) differs from the settings' "
+                f"`evaluate_every`: set one. Received: evaluate_every={wanted}"
+            )
         if evaluator.every is None:
-            evaluator.every = steps_per_checkpoint
+            evaluator.every = wanted or steps_per_checkpoint
         validation.check_divisible(
             "evaluator.every", evaluator.every, "steps_per_checkpoint", steps_per_checkpoint
         )
-        if tensorboard and evaluator.log_dir is None:
+        if settings.tensorboard and evaluator.log_dir is None:
             evaluator.log_dir = os.path.join(model_dir, "logs", "evaluation")
     if best is None:
         return
-    if not isinstance(best, BestCheckpoints):
-        raise ValueError(
-            f"`best` must be a keras_transformer.training.BestCheckpoints. Received: best={best!r}"
-        )
     logged = (SCORES if evaluator is not None else ()) + (
         VALIDATION_LOGS if validation_data is not None else ()
     )
     if best.monitor not in logged:
         raise ValueError(
-            "`best.monitor` must name a validation score that this run logs: "
+            "`best_monitor` must name a validation score that this run logs: "
             + (
                 ", ".join(repr(name) for name in logged)
                 or "none without an `evaluator` (for 'val_bleu', 'val_chrf') or "
                 "`validation_data` (for 'val_loss')"
             )
-            + f". Received: best.monitor={best.monitor!r}"
+            + f". Received: best_monitor={best.monitor!r}"
         )
 
 

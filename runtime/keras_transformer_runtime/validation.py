@@ -57,3 +57,14 @@ def check_divisible(name, value, divisor_name, divisor):
             f"`{name}` must be divisible by `{divisor_name}` "
             f"({divisor_name}={divisor}). Received: {name}={value}"
         )
+
+
+def check_known(kind, names, **values):
+    """Raises unless every name in `values` is one of `names`, the `kind`
+    settings (e.g. `"decoding"`); the message lists them."""
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ValueError(
+            f"Unknown {kind} setting(s) {unknown}; the settings are {', '.join(names)}. "
+            f"Received: {unknown[0]}={values[unknown[0]]!r}"
+        )

@@ -265,11 +265,12 @@ def test_the_training_loss_of_an_imported_model_is_a_cross_entropy(marian_direct
     over the ids the model can output, and equals the formula."""
     import keras
 
+    from keras_transformer.training import TrainingSettings
     from keras_transformer.training import compile_for_training
     from tests.training.test_losses import hand_loss
 
     model = load_marian(marian_directory).model
-    compile_for_training(model, jit_compile=False)
+    compile_for_training(model, TrainingSettings(jit_compile=False))
     outputs = model.target_vocab_size - 1  # all but the decoder-start id
     assert model.loss.smoothed_vocab_size == model.output_vocab_size == outputs
     rng = np.random.default_rng(0)

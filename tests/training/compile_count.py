@@ -37,9 +37,11 @@ def main(dump_directory, static, max_shapes, steps):
         max_shapes=max_shapes,
     )
     # The same batches are counted, then trained on.
-    fed = batches.take(steps).cache()
+    fed = batches.dataset.take(steps).cache()
     shapes = {(s.shape, ti.shape) for (s, ti), _ in fed.as_numpy_iterator()}
-    model = training.compile_for_training(micro_model(vocab_size=50), jit_compile=True)
+    model = training.compile_for_training(
+        micro_model(vocab_size=50), training.TrainingSettings(jit_compile=True)
+    )
     model.fit(fed, epochs=1, verbose=0)
     dumps = glob.glob(os.path.join(dump_directory, "*one_step_on_data*before_optimizations.txt"))
     print(json.dumps({"shapes": len(shapes), "compiles": len(dumps)}))

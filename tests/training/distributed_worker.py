@@ -93,7 +93,9 @@ if mode == "multiworker":
         steps_per_checkpoint=1,
         warmup_steps=10,
         evaluator=evaluator,
-        best=training.BestCheckpoints("val_bleu", patience=steps),
+        best_monitor="val_bleu",
+        keep_best=5,
+        patience=steps,
     )
     losses = result.history["loss"]
 else:

@@ -89,12 +89,15 @@ def tiny_model(**overrides):
 def train_quietly(model_dir, train_steps, model=None, batches=None, **options):
     """`training.train` of `model` (default: a new `micro_model()`) on
     `batches` (default: `reversal_batches()`), quietly: no TensorBoard and
-    no progress bar unless `options` say otherwise. Returns the
+    no progress bar unless `options` say otherwise. `options` are
+    `TrainingSettings` fields and `train`'s other arguments. Returns the
     `TrainResult`."""
     model = micro_model() if model is None else model
     batches = reversal_batches() if batches is None else batches
     options = {"tensorboard": False, "verbose": 0, **options}
-    return training.train(model, batches, str(model_dir), train_steps=train_steps, **options)
+    fields = {k: options.pop(k) for k in list(options) if k in training.TrainingSettings.names()}
+    settings = training.TrainingSettings(train_steps=train_steps, **fields)
+    return training.train(model, batches, str(model_dir), settings, **options)
 
 
 class NumberTokenizer(Numbers):

@@ -53,15 +53,17 @@ def run(model_dir, train_steps, model=None, callbacks=(), **options):
         "keep_checkpoints": 2,
         "warmup_steps": 4,
         "evaluator": ScriptedEvaluator(),
-        "best": training.BestCheckpoints("val_bleu", keep=2),
+        "best_monitor": "val_bleu",
+        "keep_best": 2,
         **options,
     }
     return train_quietly(model_dir, train_steps, model, callbacks=list(callbacks), **options)
 
 
 def patient(patience, **options):
-    """The best 2 checkpoints by validation BLEU, and early stopping."""
-    return training.BestCheckpoints("val_bleu", keep=2, patience=patience, **options)
+    """The settings of the best 2 checkpoints by validation BLEU, and early
+    stopping."""
+    return {"best_monitor": "val_bleu", "keep_best": 2, "patience": patience, **options}
 
 
 def assert_weights_equal(actual, expected):
@@ -71,7 +73,7 @@ def assert_weights_equal(actual, expected):
 
 def test_best_kept_after_worse_ones_and_early_stopping_ends_the_run(tmp_path):
     model, snapshots = micro_model(), Snapshots()
-    result = run(tmp_path, 40, model, [snapshots], best=patient(3, restore_best_weights=True))
+    result = run(tmp_path, 40, model, [snapshots], **patient(3, restore_best_weights=True))
     # 30 at step 4, then 20, 25, 15: three evaluations without improvement.
     assert result.stopped_early and result.final_step == 10
     assert [e["val_bleu"] for e in result.evaluations] == [10.0, 30.0, 20.0, 25.0, 15.0]
@@ -95,10 +97,10 @@ def test_best_kept_after_worse_ones_and_early_stopping_ends_the_run(tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
     # A rerun of the stopped run returns at once...
-    again = run(tmp_path, 40, best=patient(3))
+    again = run(tmp_path, 40, **patient(3))
     assert again.stopped_early and again.final_step == 10 and again.history == {}
     # ...unless allowed more patience (here: none).
-    more = run(tmp_path, 14, best=patient(None))
+    more = run(tmp_path, 14, **patient(None))
     assert not more.stopped_early and (more.initial_step, more.final_step) == (10, 14)
     assert [e["step"] for e in more.evaluations] == [2, 4, 6, 8, 10, 12, 14]
     # 31 at step 12 is the new best; 25 (step 8) drops out of the best two.
@@ -107,15 +109,15 @@ def test_best_kept_after_worse_ones_and_early_stopping_ends_the_run(tmp_path):
     assert not os.path.exists(tmp_path / "best" / "ckpt-8.index")
     # The best checkpoints rank by val_bleu: another score is refused.
     with pytest.raises(ValueError, match="val_chrf"):
-        run(tmp_path, 16, best=training.BestCheckpoints("val_chrf", keep=2))
+        run(tmp_path, 16, best_monitor="val_chrf")
 
 
 def test_a_resumed_run_knows_its_best_score_and_patience(tmp_path):
     # Interrupted after step 6 (best 30 at step 4, one evaluation without
     # improvement), then resumed: it stops at step 10, as an uninterrupted run.
-    first = run(tmp_path, 6, best=patient(3))
+    first = run(tmp_path, 6, **patient(3))
     assert not first.stopped_early and first.final_step == 6
-    resumed = run(tmp_path, 40, best=patient(3))
+    resumed = run(tmp_path, 40, **patient(3))
     assert resumed.stopped_early and (resumed.initial_step, resumed.final_step) == (6, 10)
     assert [e["step"] for e in resumed.evaluations] == [2, 4, 6, 8, 10]
     assert [e["step"] for e in training.read_evaluations(tmp_path)] == [2, 4, 6, 8, 10]
@@ -161,7 +163,7 @@ def test_a_run_killed_while_evaluating_finishes_that_evaluation_on_resume(tmp_pa
     from tests.training.helpers import reversal_batches
 
     # One fixed batch: every evaluation scores the same pairs.
-    batch = next(iter(reversal_batches(20, seed=1)))
+    batch = next(iter(reversal_batches(20, seed=1).dataset))
     validation = {"validation_data": tf.data.Dataset.from_tensors(batch)}
     keras.utils.set_random_seed(0)
     uninterrupted = run(tmp_path / "whole", 8, micro_model(), **validation)
@@ -213,7 +215,7 @@ def test_min_delta_counts_small_gains_as_no_improvement(tmp_path):
     # 31 at step 12 beats 30 by 1, less than min_delta: the fourth
     # evaluation in a row without improvement, so the run stops there.
     # (Without min_delta, 31 would improve and the run go on.)
-    result = run(tmp_path, 40, best=patient(4, min_delta=1.5))
+    result = run(tmp_path, 40, **patient(4, min_delta=1.5))
     assert result.stopped_early and result.final_step == 12
 
 
@@ -227,7 +229,8 @@ def test_keep_best_on_validation_loss(tmp_path):
         warmup_steps=4,
         validation_data=reversal_batches(20, seed=1),
         validation_steps=1,
-        best=training.BestCheckpoints("val_loss", keep=1),
+        best_monitor="val_loss",
+        keep_best=1,
     )
     losses = {e["step"]: e["val_loss"] for e in result.evaluations}
     assert result.best_checkpoint.endswith(f"ckpt-{min(losses, key=losses.get)}")
@@ -236,21 +239,23 @@ def test_keep_best_on_validation_loss(tmp_path):
 @pytest.mark.parametrize(
     "options, name",
     [
-        ({"evaluator": None}, "best.monitor"),
-        ({"best": lambda: training.BestCheckpoints("bleu")}, "monitor"),
-        ({"best": lambda: training.BestCheckpoints(patience=0)}, "patience"),
-        ({"best": lambda: training.BestCheckpoints(min_delta=-1.0)}, "min_delta"),
-        ({"best": lambda: training.BestCheckpoints(keep=-1)}, "keep"),
-        ({"best": lambda: training.BestCheckpoints(mode="up")}, "mode"),
-        ({"best": "val_bleu"}, "best"),
+        ({"evaluator": None}, "best_monitor"),
+        ({"best_monitor": "bleu"}, "best_monitor"),
+        ({"patience": 0}, "patience"),
+        ({"min_delta": -1.0}, "min_delta"),
+        ({"keep_best": -1}, "keep_best"),
         ({"evaluator": "bleu"}, "evaluator"),
     ],
 )
 def test_bad_arguments(tmp_path, options, name):
     with pytest.raises(ValueError, match=f"Received: {name}="):
-        options = {k: v() if callable(v) else v for k, v in options.items()}
         run(tmp_path, 4, **options)
     assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_a_bad_mode_is_refused():
+    with pytest.raises(ValueError, match="Received: mode="):
+        training.BestCheckpoints(mode="up")
 
 
 def test_mode_says_which_way_a_score_improves():

@@ -14,7 +14,7 @@ from keras_transformer.training import BudgetSchedule
 from keras_transformer.training import TimeBudget
 from keras_transformer.training import TransformerSchedule
 from keras_transformer.training import averaging_checkpoint_paths
-from keras_transformer.training import budget as budget_module
+from keras_transformer.training import time_budget as clock_module
 from keras_transformer.training.budget import ScheduleFitter
 from keras_transformer.training.budget import read_budget
 from tests.micro import micro_model
@@ -111,7 +111,7 @@ def run_budget(monkeypatch, tmp_path, seconds_per_step, updates, max_steps=None,
     `updates` updates that each take `seconds_per_step` of a fake clock;
     returns the fitter and the updates it wanted checkpointed."""
     clock = FakeClock()
-    monkeypatch.setattr(budget_module.time, "time", clock)
+    monkeypatch.setattr(clock_module.time, "time", clock)
     iterations = tf.Variable(0, dtype=tf.int64)
     schedule = BudgetSchedule(1e-3, 100_000, warmup_fraction=0.1, max_warmup_steps=4000)
     budget = TimeBudget(**options)
@@ -166,7 +166,7 @@ def test_max_steps_caps_the_estimate(monkeypatch, tmp_path):
 
 def test_one_clock_from_when_the_budget_began_less_the_reserve(monkeypatch):
     clock = FakeClock()
-    monkeypatch.setattr(budget_module.time, "time", clock)
+    monkeypatch.setattr(clock_module.time, "time", clock)
     clock.now = 1000.0
     budget = TimeBudget(600, started=900.0, reserve_seconds=50)  # began 100 s ago
     assert budget.elapsed() == 100.0 and budget.left() == 450.0
@@ -276,7 +276,7 @@ def test_training_stops_where_the_budget_schedule_ends(monkeypatch):
     from keras_transformer.training.callbacks import CheckpointAndStop
 
     clock = FakeClock()
-    monkeypatch.setattr(budget_module.time, "time", clock)
+    monkeypatch.setattr(clock_module.time, "time", clock)
     iterations = tf.Variable(0, dtype=tf.int64)
     fitter = types.SimpleNamespace(total_steps=5, wants_checkpoint=lambda step: False)
     for with_fitter, stops_at in ((True, 5), (False, 8)):

@@ -12,6 +12,7 @@ from keras_transformer import training
 from keras_transformer.training.checkpoints import write_json_atomically
 from tests.micro import micro_model
 from tests.training.helpers import Numbers
+from tests.training.helpers import reversal_batches
 from tests.training.helpers import train_quietly
 
 pytestmark = pytest.mark.tensorflow_only  # TensorFlow by design
@@ -59,14 +60,38 @@ def test_resume_with_other_accumulation_or_tokenizer_is_refused(tmp_path):
     class Tokenizer(Numbers):
         fingerprint = "aaaa"
 
-    train_quietly(tmp_path, 2, steps_per_checkpoint=2, accumulation_steps=2, tokenizer=Tokenizer())
+    def batches():  # your own pipeline, with its tokenizer
+        return training.TokenBatches(reversal_batches().dataset, tokenizer=Tokenizer())
+
+    train_quietly(tmp_path, 2, batches=batches(), steps_per_checkpoint=2, accumulation_steps=2)
     with pytest.raises(training.IncompatibleRunError, match="accumulation_steps: 2 stored, 1 now"):
-        train_quietly(tmp_path, 4, steps_per_checkpoint=2, tokenizer=Tokenizer())
+        train_quietly(tmp_path, 4, batches=batches(), steps_per_checkpoint=2)
     Tokenizer.fingerprint = "bbbb"
     with pytest.raises(training.IncompatibleRunError, match="tokenizer_fingerprint: 'aaaa'"):
-        train_quietly(
-            tmp_path, 4, steps_per_checkpoint=2, accumulation_steps=2, tokenizer=Tokenizer()
-        )
+        train_quietly(tmp_path, 4, batches=batches(), steps_per_checkpoint=2, accumulation_steps=2)
+
+
+def test_the_settings_are_recorded_and_what_trains_may_not_change(tmp_path):
+    train_quietly(tmp_path, 2, steps_per_checkpoint=2, warmup_steps=7, freeze="encoder")
+    with open(tmp_path / "checkpoints" / "run.json") as f:
+        recorded = json.load(f)["settings"]
+    assert (recorded["warmup_steps"], recorded["freeze"], recorded["train_steps"]) == (
+        7,
+        ["encoder"],
+        2,
+    )
+    # Other parts frozen: the optimizer's slots would restore by position
+    # into other weights.
+    with pytest.raises(
+        training.IncompatibleRunError, match=r"freeze: \['encoder'\] stored, \[\] now"
+    ):
+        train_quietly(tmp_path, 4, steps_per_checkpoint=2, warmup_steps=7)
+    # Anything else may change (more updates, another warm-up), recorded anew.
+    result = train_quietly(tmp_path, 4, steps_per_checkpoint=2, warmup_steps=9, freeze="encoder")
+    assert (result.initial_step, result.final_step) == (2, 4)
+    with open(tmp_path / "checkpoints" / "run.json") as f:
+        recorded = json.load(f)["settings"]
+    assert (recorded["warmup_steps"], recorded["train_steps"]) == (9, 4)
 
 
 def truncate(path):

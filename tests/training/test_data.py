@@ -27,7 +27,10 @@ def strip(row):
     return tuple(int(x) for x in row if x != 0)
 
 
-def collect(dataset):
+def collect(batches, take=None):
+    """The `(source, target_in, target_out)` arrays of `make_batches`'
+    batches: one pass, or the first `take` batches."""
+    dataset = batches.dataset if take is None else batches.dataset.take(take)
     return [(s.numpy(), ti.numpy(), to.numpy()) for (s, ti), to in dataset]
 
 
@@ -155,7 +158,7 @@ def test_repeated_passes_fill_every_batch_and_cover_the_pairs_evenly():
     repeated = make_batches(
         pairs, number_tokenizer, budget, max_length, seed=1, repeat=True, bucket_by="longer_side"
     )
-    batches = collect(repeated.take(8 * len(one_pass)))
+    batches = collect(repeated, take=8 * len(one_pass))
     assert all(len(s) == full_size(s, ti) for s, ti, _ in batches)
     seen = collections.Counter(strip(r) for s, _, _ in batches for r in s)
     assert set(seen) == {strip(r) for s, _, _ in one_pass for r in s}
@@ -170,7 +173,7 @@ def test_repeated_passes_fill_every_batch_and_cover_the_pairs_evenly():
         repeat=True,
         bucket_by="longer_side",
     )
-    batches = collect(in_order.take(8 * len(one_pass)))
+    batches = collect(in_order, take=8 * len(one_pass))
     assert all(len(s) == full_size(s, ti) for s, ti, _ in batches)
     by_bucket = collections.defaultdict(collections.Counter)
     for s, ti, _ in batches:
@@ -219,13 +222,13 @@ def test_each_side_buckets_fill_every_batch_from_both_sides_and_cover_the_pairs_
     assert sum(len(s) for s, _, _ in one_pass) == 300
     assert any(len(s) < full_size(s, ti) for s, ti, _ in one_pass)  # a bucket's last batch
     repeated = make_batches(pairs, number_tokenizer, budget, max_length, seed=1, repeat=True)
-    batches = collect(repeated.take(8 * len(one_pass)))  # "auto": each side under repeat
+    batches = collect(repeated, take=8 * len(one_pass))  # "auto": each side under repeat
     check(batches)
     seen = {strip(r) for s, _, _ in batches for r in s}
     assert seen == {strip(r) for s, _, _ in one_pass for r in s}
     # Unshuffled, a pair comes out as often as the others of its buckets.
     in_order = make_batches(pairs, number_tokenizer, budget, max_length, shuffle=False, repeat=True)
-    batches = collect(in_order.take(8 * len(one_pass)))
+    batches = collect(in_order, take=8 * len(one_pass))
     check(batches)
     by_bucket = collections.defaultdict(collections.Counter)
     for s, ti, _ in batches:

@@ -110,7 +110,7 @@ def test_val_bleu_rises_while_training(tmp_path):
 def test_evaluates_the_moving_averages_and_keeps_the_trained_weights():
     model = micro_model()
     optimizer = training.paper_optimizer(model.d_model, ema_momentum=0.5)
-    training.compile_for_training(model, optimizer)
+    training.compile_for_training(model, optimizer=optimizer)
     optimizer.build(model.trainable_variables)
     trained = [w.numpy() for w in model.trainable_variables]
     averages = training._keras_internals.moving_averages(optimizer)

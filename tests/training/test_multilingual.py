@@ -51,14 +51,14 @@ def test_draws_follow_the_weights_and_a_pass_is_the_corpora_size():
     mixed = training.mix_corpora(corpora(), SIZES, temperature=2, seed=1)
     counts = collections.Counter()
     for _ in range(5):  # passes
-        pairs = list(mixed.as_numpy_iterator())
+        pairs = list(mixed.pairs.as_numpy_iterator())
         assert len(pairs) == sum(SIZES.values())
         for source, target in pairs:
             code = target.decode().split()[0]
             assert source.decode().startswith(f">>{code}<< {code} source ")
             counts[code] += 1
     total = sum(counts.values())
-    for code, weight in mixed.mixing_weights.items():
+    for code, weight in mixed.weights.items():
         share = counts[code] / total
         assert share == pytest.approx(weight, abs=4 * np.sqrt(weight * (1 - weight) / total))
     # The small corpus is drawn more than its share of the pairs: repeated.
@@ -71,7 +71,8 @@ def test_the_mixture_batches_like_one_corpus():
     batches = training.make_batches(mixed, tokenizer, batch_tokens=256, shuffle=False)
     tags = {tokenizer.piece_to_id(tag) for tag in TAGS}
     rows = 0
-    for (source, _), _ in batches:
+    assert batches.mixing_weights == mixed.weights  # carried to the batches
+    for (source, _), _ in batches.dataset:
         firsts = source.numpy()[:, :2]  # "▁", then the tag
         assert all(tags & set(row) for row in firsts.tolist())
         rows += source.shape[0]

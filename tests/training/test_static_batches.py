@@ -34,9 +34,11 @@ def long_tailed_corpus(n, seed=0, max_len=60):
     return sources, targets
 
 
-def rows(batches):
-    """Every batch as NumPy `(source, target_in, target_out)`."""
-    return [(s.numpy(), ti.numpy(), to.numpy()) for (s, ti), to in batches]
+def rows(batches, take=None):
+    """Every batch of `make_batches`' (or the first `take`) as NumPy
+    `(source, target_in, target_out)`."""
+    dataset = batches.dataset if take is None else batches.dataset.take(take)
+    return [(s.numpy(), ti.numpy(), to.numpy()) for (s, ti), to in dataset]
 
 
 def real(row):
@@ -57,7 +59,7 @@ def test_every_batch_has_a_fitted_shape_and_every_pair_comes_once(corpus):
     batches = make_batches(
         pairs, number_tokenizer, 512, MAX_LENGTH, seed=0, static_shapes=True, max_shapes=6
     )
-    shapes = batches.batch_shapes
+    shapes = batches.shapes
     assert len(shapes.lengths) == 6 and shapes.lengths[-1] == MAX_LENGTH
     seen, used = collections.Counter(), set()
     for source, target_in, target_out in rows(batches):
@@ -103,8 +105,8 @@ def test_repeated_passes_fill_every_batch_with_real_pairs(corpus):
     batches = make_batches(
         pairs, number_tokenizer, 512, MAX_LENGTH, seed=1, repeat=True, static_shapes=True
     )
-    shapes = batches.batch_shapes
-    measured = rows(batches.take(300))
+    shapes = batches.shapes
+    measured = rows(batches, take=300)
     assert all(all(real(s) for s in source) for source, _, _ in measured)
     assert {source.shape for source, _, _ in measured} <= set(shapes.shapes)
     # The fit's estimate of the real target tokens per batch holds.
@@ -128,17 +130,17 @@ def test_each_replica_gets_the_same_lengths_and_its_share_of_the_budget(corpus, 
     replica = make_batches(
         pairs, number_tokenizer, 1024, MAX_LENGTH, input_context=context, static_shapes=True
     )
-    assert replica.batch_shapes.lengths == whole.batch_shapes.lengths
-    assert replica.batch_shapes.batch_sizes == tuple(512 // n for n in whole.batch_shapes.lengths)
-    assert {s.shape for s, _, _ in rows(replica)} <= set(replica.batch_shapes.shapes)
+    assert replica.shapes.lengths == whole.shapes.lengths
+    assert replica.shapes.batch_sizes == tuple(512 // n for n in whole.shapes.lengths)
+    assert {s.shape for s, _, _ in rows(replica)} <= set(replica.shapes.shapes)
     assert len(samples) == 1  # the replicas' pipelines fit on one sample, tokenized once
 
 
 def test_auto_is_static_where_the_step_is_compiled_by_xla(corpus, monkeypatch):
     pairs = text_pairs_from_lists(*corpus)
-    assert make_batches(pairs, number_tokenizer, 512, MAX_LENGTH).batch_shapes is None
+    assert make_batches(pairs, number_tokenizer, 512, MAX_LENGTH).shapes is None
     monkeypatch.setattr(data, "recommended_jit_compile", lambda: True)  # as on a GPU
-    assert make_batches(pairs, number_tokenizer, 512, MAX_LENGTH).batch_shapes is not None
+    assert make_batches(pairs, number_tokenizer, 512, MAX_LENGTH).shapes is not None
 
 
 @pytest.mark.parametrize(
@@ -182,7 +184,7 @@ def test_a_run_records_its_batch_shapes(corpus, tmp_path):
     with open(tmp_path / "checkpoints" / "run.json") as f:
         assert json.load(f)["batch_shapes"] == expected.to_json()
     # A resumed run with dynamic shapes says so.
-    checkpoints.check_run(tmp_path, model, accumulation_steps=1, batch_shapes=None)
+    checkpoints.check_run(tmp_path, model, result.settings, batch_shapes=None)
     with open(tmp_path / "checkpoints" / "run.json") as f:
         assert json.load(f)["batch_shapes"] is None
 

@@ -29,7 +29,7 @@ def test_learns_to_reverse_sequences(letter_reverser):
         max_length=16,
         shuffle=False,
     )
-    metrics = letter_reverser.model.evaluate(held_out, verbose=0, return_dict=True)
+    metrics = letter_reverser.model.evaluate(held_out.dataset, verbose=0, return_dict=True)
     assert metrics["accuracy"] >= 0.95, metrics
 
 
@@ -163,7 +163,7 @@ def test_compile_for_training_honours_the_models_pad_id():
     assert metrics["loss"] == pytest.approx(float(loss), rel=1e-5)
     assert isinstance(model.optimizer.learning_rate.numpy().item(), float)
     with pytest.raises(ValueError, match="Received: jit_compile='yes'"):
-        training.compile_for_training(micro_model(), jit_compile="yes")
+        training.TrainingSettings(jit_compile="yes")
 
 
 def test_no_training_data_is_an_error_that_says_why(tmp_path):
@@ -214,7 +214,8 @@ def test_moving_averages_are_evaluated_kept_as_best_and_left_in_the_model(tmp_pa
         callbacks=[trained],
         validation_data=reversal_batches(20, seed=1),
         validation_steps=1,
-        best=training.BestCheckpoints("val_loss", keep=1),
+        best_monitor="val_loss",
+        keep_best=1,
     )
     # The NumPy reference: the average starts at the first update's weights.
     averages = {1: trained.weights[1]}

@@ -22,7 +22,7 @@ SOURCES = ["a b c", "j i h g", "c a", ""]
 @pytest.fixture(scope="module")
 def run(sentencepiece_tokenizer, tmp_path_factory):
     """A micro model trained 6 updates in a run directory (checkpoints at
-    2, 4 and 6), with the tokenizer passed to `train`."""
+    2, 4 and 6), with the tokenizer its batches carry to `train`."""
     model_dir = tmp_path_factory.mktemp("run") / "m"
     model = micro_model(vocab_size=sentencepiece_tokenizer.vocab_size)
     sources, targets = letter_reversal_corpus(64, seed=1)
@@ -33,17 +33,10 @@ def run(sentencepiece_tokenizer, tmp_path_factory):
         max_length=16,
         vocab_size=sentencepiece_tokenizer.vocab_size,
     )
-    training.train(
-        model,
-        batches,
-        str(model_dir),
-        train_steps=6,
-        steps_per_checkpoint=2,
-        warmup_steps=2,
-        tokenizer=sentencepiece_tokenizer,
-        tensorboard=False,
-        verbose=0,
+    settings = training.TrainingSettings(
+        train_steps=6, steps_per_checkpoint=2, warmup_steps=2, tensorboard=False, verbose=0
     )
+    training.train(model, batches, str(model_dir), settings)
     return str(model_dir), sentencepiece_tokenizer
 
 

@@ -143,10 +143,5 @@ class DecodingSettings:
         Raises:
             ValueError: a name that is not a setting; the message lists them.
         """
-        unknown = sorted(set(changes) - set(self.names()))
-        if unknown:
-            raise ValueError(
-                f"Unknown decoding setting(s) {unknown}; the settings are "
-                f"{', '.join(self.names())}. Received: {unknown[0]}={changes[unknown[0]]!r}"
-            )
+        validation.check_known("decoding", self.names(), **changes)
         return dataclasses.replace(self, **changes)
