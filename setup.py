@@ -60,7 +60,7 @@ setup(
             # The server (`[serve]`), its tests' HTTP client, and the
             # driver of headless Chromium for its page's test; corpus
             # translation (`[beam]`): its pipeline's tests run in CI.
-            runtime("serve", "beam"),
+            runtime("serve", "beam", "markup"),
             "httpx",  # the server tests' own HTTP client
             "httpx2",  # starlette.testclient's (its httpx is deprecated)
             "selenium>=4.20",

@@ -24,6 +24,8 @@ EXTRAS = {
     "corpus/pipeline.py": {"apache_beam"},
     "corpus/inputs.py": {"apache_beam"},
     "corpus/output.py": {"apache_beam"},
+    "text/html.py": {"selectolax"},  # [markup]
+    "text/markdown.py": {"markdown_it"},  # [markup]
 }
 MAX_MODULE_LINES = 400
 
