@@ -106,43 +106,43 @@ MODES = ("auto", "min", "max")
 
 class BestCheckpoints(keras.callbacks.Callback):
     """Keeps the best checkpoints of a run by a validation score, and stops
-        training early when it stops improving: what `train` keeps by
+    training early when it stops improving: what `train` keeps by
     `TrainingSettings(keep_best=..., best_monitor=..., patience=...)`. Its
-        arguments are those of Keras's `EarlyStopping`, and mean the same.
+    arguments are those of Keras's `EarlyStopping`, and mean the same.
 
-        At the end of every epoch whose logs hold `monitor` (an evaluation),
-        the weights are written to `model_dir/best/` if they are among the `keep`
-        best so far (evicting the worst), and an evaluation that does not beat
-        the best by more than `min_delta` counts as no improvement. After
-        `patience` such evaluations in a row training stops
-        (`stopped_early`) and, with `restore_best_weights`, the best
-        checkpoint's weights are loaded into the model at the end.
+    At the end of every epoch whose logs hold `monitor` (an evaluation),
+    the weights are written to `model_dir/best/` if they are among the `keep`
+    best so far (evicting the worst), and an evaluation that does not beat
+    the best by more than `min_delta` counts as no improvement. After
+    `patience` such evaluations in a row training stops
+    (`stopped_early`) and, with `restore_best_weights`, the best
+    checkpoint's weights are loaded into the model at the end.
 
-        State comes from the run's files, so a resumed run knows its best
-        scores and how long it has waited. Only the chief writes; the other
-        workers write their weights to a scratch directory (every worker must
-        take part in saving) and decide alike from the same scores.
+    State comes from the run's files, so a resumed run knows its best
+    scores and how long it has waited. Only the chief writes; the other
+    workers write their weights to a scratch directory (every worker must
+    take part in saving) and decide alike from the same scores.
 
-        Args:
-            monitor: the validation score to rank by, e.g. `"val_bleu"`,
-                `"val_chrf"` (with a `TranslationEvaluator`) or `"val_loss"`
-                (with `validation_data`).
-            keep: how many best checkpoints to keep (0: none, early stopping
-                only).
-            patience: evaluations without improvement before stopping, or
-                `None` for no early stopping.
-            min_delta: the least change that counts as an improvement, `>= 0`.
-            mode: `"auto"` (`"min"` for a loss or a perplexity, `"max"` for
-                anything else), `"min"` or `"max"`.
-            restore_best_weights: load the best checkpoint into the model when
-                training stops early.
+    Args:
+        monitor: the validation score to rank by, e.g. `"val_bleu"`,
+            `"val_chrf"` (with a `TranslationEvaluator`) or `"val_loss"`
+            (with `validation_data`).
+        keep: how many best checkpoints to keep (0: none, early stopping
+            only).
+        patience: evaluations without improvement before stopping, or
+            `None` for no early stopping.
+        min_delta: the least change that counts as an improvement, `>= 0`.
+        mode: `"auto"` (`"min"` for a loss or a perplexity, `"max"` for
+            anything else), `"min"` or `"max"`.
+        restore_best_weights: load the best checkpoint into the model when
+            training stops early.
 
-        Example:
+    Example:
 
-        >>> settings = TrainingSettings(keep_best=5, best_monitor="val_bleu", patience=5)
-        >>> result = train(model, batches, "runs/base", settings, evaluator=evaluator)
-        >>> result.best_checkpoint
-        'runs/base/best/ckpt-42000'
+    >>> settings = TrainingSettings(keep_best=5, best_monitor="val_bleu", patience=5)
+    >>> result = train(model, batches, "runs/base", settings, evaluator=evaluator)
+    >>> result.best_checkpoint
+    'runs/base/best/ckpt-42000'
     """
 
     def __init__(
