@@ -141,7 +141,7 @@ def train(
             min_delta=settings.min_delta,
             restore_best_weights=settings.restore_best_weights,
         )
-    check_watched(model_dir, settings, validation_data, evaluator, best)
+    check_watched(model_dir, settings, validation_data, evaluator)
     with model.distribute_strategy.scope():
         if settings.fine_tunes:
             prepare_fine_tuning_once(

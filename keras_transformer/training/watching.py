@@ -13,7 +13,7 @@ from keras_transformer_runtime import validation
 VALIDATION_LOGS = ("val_loss", "val_accuracy", "val_perplexity")
 
 
-def check_watched(model_dir, settings, validation_data, evaluator, best):
+def check_watched(model_dir, settings, validation_data, evaluator):
     """Checks what `train` is asked to watch, and sets the evaluator's
     defaults (`every`: `settings.evaluate_every`, else each checkpoint;
     `log_dir`: `model_dir/logs/evaluation` with TensorBoard logs).
@@ -23,7 +23,6 @@ def check_watched(model_dir, settings, validation_data, evaluator, best):
         settings: the run's `TrainingSettings`.
         validation_data: `fit`'s validation data, or `None`.
         evaluator: a `TranslationEvaluator`, or `None`.
-        best: the run's `BestCheckpoints`, or `None`.
 
     Raises:
         ValueError: an evaluator of another type, an evaluator whose
@@ -51,12 +50,12 @@ def check_watched(model_dir, settings, validation_data, evaluator, best):
         )
         if settings.tensorboard and evaluator.log_dir is None:
             evaluator.log_dir = os.path.join(model_dir, "logs", "evaluation")
-    if best is None:
+    if not settings.keeps_best:
         return
     logged = (SCORES if evaluator is not None else ()) + (
         VALIDATION_LOGS if validation_data is not None else ()
     )
-    if best.monitor not in logged:
+    if settings.best_monitor not in logged:
         raise ValueError(
             "`best_monitor` must name a validation score that this run logs: "
             + (
@@ -64,7 +63,7 @@ def check_watched(model_dir, settings, validation_data, evaluator, best):
                 or "none without an `evaluator` (for 'val_bleu', 'val_chrf') or "
                 "`validation_data` (for 'val_loss')"
             )
-            + f". Received: best_monitor={best.monitor!r}"
+            + f". Received: best_monitor={settings.best_monitor!r}"
         )
 
 
