@@ -72,7 +72,7 @@ class HtmlPage(Page):
         # Repaired: what the parser built differs from what was written
         # beyond how it is written (quotes, case, whitespace, entities).
         built = root.html if document else root.inner_html
-        repaired = _normalized(built or "") != _normalized(text[text.index(start) :])
+        repaired = _normalized(built or "") != _normalized(text)
         return cls(builder.segments, builder.parts, repaired)
 
     def escape(self, text):
@@ -165,6 +165,6 @@ def _opening(node):
 def _normalized(text):
     """`text` with the differences a repair does not make: quoting of
     attributes, case of tags, whitespace."""
-    tree_free = html.unescape(text).replace("'", '"').replace("/>", ">").lower()
+    tree_free = html.unescape(text).strip().replace("'", '"').replace("/>", ">").lower()
     without_doctype = tree_free.split(">", 1)[1] if tree_free.startswith("<!doctype") else tree_free
     return "".join(without_doctype.split())

@@ -21,6 +21,7 @@ Example:
 """
 
 import dataclasses
+import functools
 import re
 
 from keras_transformer_runtime.text.markup import Page
@@ -46,11 +47,9 @@ class MarkdownPage(Page):
     @classmethod
     def parse(cls, text):
         """The document of `text` (CommonMark)."""
-        from markdown_it import MarkdownIt
-
         lines = text.splitlines(keepends=True)
         parts, segments, line = [], [], 0
-        for token in MarkdownIt("commonmark").parse(text):
+        for token in _commonmark().parse(text):
             if token.type != "inline" or not token.content.strip():
                 continue
             first, count = token.map[0], token.content.count("\n") + 1
@@ -120,11 +119,17 @@ def _tagged(children):
     return TaggedText("".join(text), tuple(stack[0]))
 
 
-def _elements(text):
-    """The emphasis and links CommonMark reads in an inline `text`."""
+@functools.cache
+def _commonmark():
+    """The CommonMark parser, made once (every segment is checked with it)."""
     from markdown_it import MarkdownIt
 
-    tokens = MarkdownIt("commonmark").parseInline(text)[0].children
+    return MarkdownIt("commonmark")
+
+
+def _elements(text):
+    """The emphasis and links CommonMark reads in an inline `text`."""
+    tokens = _commonmark().parseInline(text)[0].children
     return sorted(t.type for t in tokens if t.type in ("em_open", "strong_open", "link_open"))
 
 

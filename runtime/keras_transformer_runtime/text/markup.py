@@ -145,7 +145,7 @@ class TaggedText:
                 parent.children.append(node)
                 self._place(item.inner, node, placer)
             else:
-                boundary = min(max(placer.boundary_after(item.offset), floor), parent.high)
+                boundary = min(max(wanted[index][0], floor), parent.high)
                 parent.children.append(_Placed(item.markup, self._side(item.offset), boundary))
 
 
