@@ -7,6 +7,8 @@ import random
 import tensorflow as tf
 
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.runners import runner
+from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text import glossary
 
 
@@ -28,6 +30,7 @@ class TranslationRequest:
             `None` for the other searches.
         target_lang: a multilingual model's target language(s), checked
             by the translator's `split` (`None`: none asked for).
+        format: the inputs' format (`keras_transformer_runtime.text.formats`).
     """
 
     sentences: list
@@ -38,6 +41,7 @@ class TranslationRequest:
     banned: list | None = None
     seed: int | None = None
     target_lang: str | list | None = None
+    format: object = formats.of("text")
 
     @property
     def with_options(self):
@@ -60,6 +64,8 @@ class TranslationRequest:
                 together; the message names them.
         """
         request = cls(list(sentences), **options)
+        if not isinstance(request.format, formats.PlainText | formats.Markup):
+            request = dataclasses.replace(request, format=formats.of(request.format))
         count = len(request.sentences)
         sampling = strategy.draws_at_random
         changes = {}
@@ -90,6 +96,15 @@ class TranslationRequest:
                     f"{strategy}, {request._options_received()}, "
                     f"return_alignments={request.return_alignments}"
                 )
+        if request.format.marked_up and (
+            request.with_options or request.with_terms or request.return_alignments or sampling
+        ):
+            raise ValueError(
+                f"`format={request.format.name!r}` works with beam search (or greedy) and no "
+                "prefixes, max_output_length, constraints, banned or return_alignments. "
+                f"Received: {strategy}, {request._options_received()}, "
+                f"return_alignments={request.return_alignments}"
+            )
         if request.seed is not None and not sampling:
             raise ValueError(
                 f"`seed` is for search='sample'; this translator's search is "
@@ -106,12 +121,16 @@ class TranslationRequest:
         return f"prefixes={prefixes}, max_output_length={self.max_output_length}"
 
 
-def check_constraints(tokenizer, constraints):
-    """Refuses a constraint (per sentence, a list of phrases) that would be
-    met by something else: one with no piece (empty or spaces: met by
-    anything), and one with characters `tokenizer`'s target vocabulary
-    cannot write (they would come out as unknown pieces, which
-    translations drop)."""
+def check_constraints(tokenizer, sentences, constraints, found=None):
+    """Refuses a constraint (per sentence, a list of phrases; with the
+    terms a `Glossary` `found` in it) that would be met by something else:
+    one with no piece (empty or spaces: met by anything), and one with
+    characters `tokenizer`'s target vocabulary cannot write (they would
+    come out as unknown pieces, which translations drop)."""
+    constraints = glossary.phrase_lists("constraints", constraints, len(sentences))
+    if found is not None:
+        terms = [found.constraints(runner.as_text(s)) for s in sentences]
+        constraints = [own + more for own, more in zip(constraints, terms, strict=True)]
     phrases = sorted({phrase for sentence in constraints for phrase in sentence})
     for phrase in phrases:
         if not phrase.strip():

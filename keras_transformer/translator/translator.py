@@ -20,10 +20,6 @@ from keras_transformer_runtime.text import glossary as phrases
 _TOKENIZE_BATCH = 1024  # texts per call of the graph's tokenizer
 
 
-def _texts(outputs):
-    return [results.text(value) for value in outputs.numpy()]
-
-
 class Translator(runner.Runner):
     """Translates batches of raw strings with a `Transformer` and a tokenizer.
 
@@ -164,11 +160,21 @@ class Translator(runner.Runner):
         with `token_scores` (one per sentence), each with its tokens and
         their log-probabilities (`translate_with_alignments`)."""
         runner.check_n_best(n_best, self.settings.beam_size)
-        name, parse = results.scores_signature(n_best, token_scores)
-        function = self.graph.signature_functions()[name]
-        return self._batches(
-            sentences, lambda text: parse(results.numpy_outputs(function(text))), batch_size
+        return self._signature(
+            *results.scores_signature(n_best, token_scores), sentences, batch_size
         )
+
+    def _translate_with_alignments(self, sentences, batch_size, progress=None):
+        """An `AlignedTranslation` of each sentence."""
+        parse = results.aligned_translations
+        return self._signature("translate_with_alignments", parse, sentences, batch_size, progress)
+
+    def _signature(self, name, parse, sentences, batch_size, progress=None):
+        """The graph's function `name` over `sentences` in batches, its
+        outputs `parse`d."""
+        function = self.graph.signature_functions()[name]
+        run = lambda text: parse(results.numpy_outputs(function(text)))  # noqa: E731
+        return self._batches(sentences, run, batch_size, progress)
 
     def _sample(self, sentences, num_samples, seed, batch_size):
         """`num_samples` translations of each sentence drawn at random
@@ -209,11 +215,7 @@ class Translator(runner.Runner):
                 or with characters the target vocabulary cannot write.
         """
         sentences = list(sentences)
-        lists = phrases.phrase_lists("constraints", constraints, len(sentences))
-        if glossary is not None:
-            found = [glossary.constraints(runner.as_text(s)) for s in sentences]
-            lists = [own + terms for own, terms in zip(lists, found, strict=True)]
-        check_constraints(self.tokenizer, lists)
+        check_constraints(self.tokenizer, sentences, constraints, glossary)
         return super().translate_with_constraints(
             sentences, constraints, banned, batch_size, glossary, target_lang
         )
@@ -247,6 +249,7 @@ class Translator(runner.Runner):
         constraints=None,
         banned=None,
         target_lang=None,
+        format="text",
     ):
         """Translates a list of strings, `batch_size` sentences at a time
         (sorted by length for little padding), and returns a list in the
@@ -280,6 +283,8 @@ class Translator(runner.Runner):
                 language to translate into: one code (`"fr"`) or a list
                 of one per sentence; see `keras_transformer_runtime.
                 languages`.
+            format: `"text"`, or `"html"` or `"markdown"`: inline markup
+                put back around the aligned words (`translate_documents`).
 
         Returns:
             The translations, strings (or `AlignedTranslation`s), in order.
@@ -304,7 +309,10 @@ class Translator(runner.Runner):
             banned=banned,
             seed=seed,
             target_lang=target_lang,
+            format=format,
         )
+        if request.format.marked_up:
+            return super().translate(request.sentences, batch_size, target_lang, format)
         if request.with_terms:
             found = self.translate_with_constraints(
                 request.sentences,
@@ -318,14 +326,7 @@ class Translator(runner.Runner):
         split = self.split(request.sentences, request.target_lang)
         if request.return_alignments:
             return split.aligned(
-                self._batches(
-                    split.sentences,
-                    lambda text: results.aligned_translations(
-                        results.numpy_outputs(self.graph.translate_with_alignments(text))
-                    ),
-                    batch_size,
-                    progress,
-                )
+                self._translate_with_alignments(split.sentences, batch_size, progress)
             )
         prefixes = None
         if request.prefixes is not None:  # each input's starts its first sentence's
@@ -359,7 +360,7 @@ class Translator(runner.Runner):
                 outputs = self.graph.sample(text, seed)
             else:
                 outputs = self.graph.serving_default(text)
-            return _texts(outputs["translation"])
+            return [results.text(value) for value in outputs["translation"].numpy()]
 
         return in_length_order(
             len(sentences), lambda i: len(sentences[i]), run, batch_size, progress

@@ -57,6 +57,7 @@ import os
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.runners import runner
 from keras_transformer_runtime.runners.ctranslate2_outputs import SearchOutputs
+from keras_transformer_runtime.runners.ctranslate2_outputs import aligned
 from keras_transformer_runtime.runners.ctranslate2_outputs import controls
 from keras_transformer_runtime.runners.ctranslate2_outputs import decoding_limit
 from keras_transformer_runtime.runners.results import TargetScore
@@ -124,7 +125,13 @@ class CTranslate2Translator(runner.Runner):
     """
 
     methods = frozenset(
-        {runner.TRANSLATE, runner.TRANSLATE_WITH_SCORES, runner.SAMPLE, runner.SCORE}
+        {
+            runner.TRANSLATE,
+            runner.TRANSLATE_WITH_SCORES,
+            runner.SAMPLE,
+            runner.SCORE,
+            runner.TRANSLATE_WITH_ALIGNMENTS,
+        }
     )
     has_token_scores = True
     shared_by_threads = True  # calls from `inter_threads` threads run side by side
@@ -232,6 +239,36 @@ class CTranslate2Translator(runner.Runner):
         # A batch per `inter_threads` translator at once (the sampler's
         # draws stay in turn, and so repeatable with one translator).
         return self._by_length(sentences, batch_size, run, self._options["inter_threads"])
+
+    def _translate_with_alignments(self, sentences, batch_size):
+        """The best translation of each sentence as an
+        `AlignedTranslation`: each target piece aligned to the source piece
+        it attends to most in the export's alignment heads (every head of
+        the last decoder layer, averaged, as `Translator`), from one
+        forced decoding of the translation (its tokens' log-probabilities
+        from `score_batch`)."""
+        sentences = list(sentences)
+        found = self._translate_with_scores(sentences, 1, True, batch_size)
+        best = [options[0] for options in found]
+        pieces = self._source_pieces(sentences)
+
+        def run(chunk):
+            rows = [i for i in chunk if pieces[i]]  # CTranslate2 decodes no empty source
+            targets = [best[i].tokens[:-1] for i in rows]
+            forced = self.translator.translate_batch(
+                [pieces[i] for i in rows],
+                target_prefix=targets,
+                beam_size=1,
+                return_attention=True,
+                return_end_token=True,
+                max_input_length=0,
+                max_decoding_length=max((len(t) for t in targets), default=0) + 1,
+            ) if rows else []  # fmt: skip
+            attention = dict(zip(rows, (r.attention[0] for r in forced), strict=True))
+            eos = self.pieces.eos_piece
+            return [aligned(best[i], pieces[i], attention.get(i, []), eos) for i in chunk]
+
+        return in_length_order(len(pieces), lambda i: len(pieces[i]), run, batch_size)
 
     def _with_token_scores(self, pieces, hypotheses):
         """`hypotheses` (a list per source of `pieces`) with their tokens'

@@ -4,6 +4,7 @@ BOS, every score the model's log-probability, ranked by GNMT's penalty."""
 
 import warnings
 
+from keras_transformer_runtime.runners.results import AlignedTranslation
 from keras_transformer_runtime.runners.results import Hypothesis
 from keras_transformer_runtime.runners.results import length_penalty
 
@@ -123,3 +124,30 @@ class SearchOutputs:
 def _without_eos(tokens, eos):
     """`tokens` without a final `eos` (CTranslate2's scoring appends it)."""
     return tokens[:-1] if tokens and tokens[-1] == eos else tokens
+
+
+def aligned(hypothesis, source, attention, eos_piece):
+    """`hypothesis` (with its tokens and token scores) of the source
+    `source` (pieces, EOS not written) as an `AlignedTranslation`: each
+    target token aligned to the source piece of its row of `attention`
+    (CTranslate2's, one row per target token, one column per piece: the
+    weight on the source's EOS is what the row lacks of 1) with the most
+    weight; a token without a row (past the rows, or a source of no piece)
+    to the source's EOS."""
+    eos = len(source)
+    alignments = [_most_attended(row, eos) for row in attention]
+    alignments += [eos] * (len(hypothesis.tokens) - len(alignments))
+    return AlignedTranslation(
+        translation=hypothesis.translation,
+        target_tokens=list(hypothesis.tokens),
+        source_tokens=[*source, eos_piece],
+        alignments=alignments[: len(hypothesis.tokens)],
+        token_scores=list(hypothesis.token_scores),
+    )
+
+
+def _most_attended(row, eos):
+    """The column of `row` with the most weight, or `eos` where the weight
+    left for the source's EOS (1 less the row's) is more."""
+    best = max(range(len(row)), key=row.__getitem__, default=eos)
+    return eos if best == eos or 1.0 - sum(row) > row[best] else best

@@ -6,7 +6,10 @@ TensorFlow graphs), `SavedModelTranslator` (an export for TF Serving),
 same calls and return the same result types (`keras_transformer_runtime.
 results`), so that code written against one runs against another:
 
-    translate(sentences, batch_size=None, target_lang=None)    -> [str]
+    translate(sentences, batch_size=None, target_lang=None,
+              format="text")                                   -> [str]
+    translate_documents(texts, format="text", batch_size=None,
+                        target_lang=None)                      -> [TranslatedDocument]
     translate_with_scores(sentences, n_best=1, token_scores=False,
                           batch_size=None, target_lang=None)   -> [[Hypothesis]]
     sample(sentences, num_samples=1, seed=0, batch_size=None,
@@ -15,6 +18,8 @@ results`), so that code written against one runs against another:
     translate_with_constraints(sentences, constraints=None, banned=None,
                                batch_size=None, glossary=None,
                                target_lang=None)               -> [Hypothesis]
+    translate_with_alignments(sentences, batch_size=None,
+                              target_lang=None)                -> [AlignedTranslation]
     describe()                                                 -> str
 
 `batch_size` is the most sentences per call of the model; `None` (the
@@ -41,13 +46,20 @@ A multilingual model (one whose vocabulary has target-language tags,
 every sentence of an input is tagged with its language before it is
 translated (`keras_transformer_runtime.text.languages`); an unknown language
 is a `ValueError` naming the model's.
+
+An input may be a web page or Markdown (`format`, see
+`keras_transformer_runtime.text.formats`): its segments are translated
+and its inline markup put back around the aligned words.
 """
 
 import dataclasses
+import functools
 import json
 
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.runners.constrained import SentenceConstraints
 from keras_transformer_runtime.runners.results import RefusedRequestError
+from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text import glossary as glossary_module
 from keras_transformer_runtime.text.documents import Split
 from keras_transformer_runtime.text.languages import TargetLanguages
@@ -57,7 +69,9 @@ TRANSLATE_WITH_SCORES = "translate_with_scores"
 SAMPLE = "sample"
 SCORE = "score"
 TRANSLATE_WITH_CONSTRAINTS = "translate_with_constraints"
-METHODS = (TRANSLATE, TRANSLATE_WITH_SCORES, SAMPLE, SCORE, TRANSLATE_WITH_CONSTRAINTS)
+TRANSLATE_WITH_ALIGNMENTS = "translate_with_alignments"
+METHODS = (TRANSLATE, TRANSLATE_WITH_SCORES, SAMPLE, SCORE)
+METHODS += (TRANSLATE_WITH_CONSTRAINTS, TRANSLATE_WITH_ALIGNMENTS)
 
 
 def as_text(sentence):
@@ -165,13 +179,51 @@ class Runner:
         validation.check_positive_int(batch_size=batch_size)
         return batch_size
 
-    def translate(self, sentences, batch_size=None, target_lang=None):
+    def translate(self, sentences, batch_size=None, target_lang=None, format="text"):
         """The best translation of each input, in order (into
-        `target_lang`: see the module's docstring)."""
-        results = self.translate_with_scores(
-            sentences, batch_size=batch_size, target_lang=target_lang
+        `target_lang`; a web page or Markdown with `format`: see the
+        module's docstring), with a `RepairedMarkupWarning` naming the
+        inputs whose markup was malformed."""
+        documents = self.translate_documents(sentences, format, batch_size, target_lang)
+        formats.warn_repaired(documents)
+        return [document.translation for document in documents]
+
+    def translate_documents(self, texts, format="text", batch_size=None, target_lang=None):
+        """Each input translated in its `format` (`"text"`, `"html"`,
+        `"markdown"`; `keras_transformer_runtime.text.formats`): a
+        `TranslatedDocument` per input, saying whether its markup was
+        repaired.
+
+        Example:
+
+        >>> translator.translate_documents(["A <b>little girl</b>."], "html")[0].translation
+        'Ein <b>kleines Mädchen</b>.'
+        """
+        batch_size = self.resolve_batch_size(batch_size)
+
+        def plain(texts, target_lang):
+            found = self.translate_with_scores(texts, 1, False, batch_size, target_lang)
+            return [options[0].translation for options in found]
+
+        aligned = None  # without the model's alignments, markup is placed by position
+        if TRANSLATE_WITH_ALIGNMENTS in self.methods:
+            aligned = functools.partial(self.translate_with_alignments, batch_size=batch_size)
+        texts = [as_text(text) for text in texts]
+        return formats.of(format).translate(texts, target_lang, plain, aligned)
+
+    def translate_with_alignments(self, sentences, batch_size=None, target_lang=None):
+        """The best translation of each input as an `AlignedTranslation`:
+        its pieces, the source pieces, and for each target piece the
+        source piece it attends to most (an input of several sentences
+        joins its sentences', see `text.documents`)."""
+        if TRANSLATE_WITH_ALIGNMENTS not in self.methods:
+            self._unsupported(TRANSLATE_WITH_ALIGNMENTS)
+        batch_size = self.resolve_batch_size(batch_size)
+        return self._joined(
+            self.split(sentences, target_lang),
+            lambda part: self._translate_with_alignments(part, batch_size),
+            lambda head, done: head.aligned(done),
         )
-        return [options[0].translation for options in results]
 
     def translate_with_scores(
         self, sentences, n_best=1, token_scores=False, batch_size=None, target_lang=None
@@ -242,45 +294,12 @@ class Runner:
             for name, value in (("constraints", constraints), ("banned", banned))
         }
         split = self.split(texts, target_lang)
-        rows = split.rows()
-        several = {row for row in range(len(texts)) if len(split.units(row)) > 1}
-        banned_each = [terms["banned"][row] for row in rows]
-
-        def run(part):
-            # First every sentence, those of an input of several without
-            # its constraints; then each constraint none of them holds is
-            # given to the input's longest sentence.
-            first = [[] if row in several else terms["constraints"][row] for row in rows]
-            if glossary is not None:
-                for index, sentence in enumerate(part):
-                    matched = glossary.constraints(as_text(sentence))
-                    first[index] = first[index] + [t for t in matched if t not in first[index]]
-            found = self._translate_with_constraints(part, first, banned_each, batch_size)
-            again = {}
-            for row in sorted(several):
-                units = split.units(row)
-                missing = [
-                    phrase
-                    for phrase in terms["constraints"][row]
-                    if not any(glossary_module.holds(found[u].translation, phrase) for u in units)
-                ]
-                if missing:
-                    longest = max(units, key=lambda u: len(part[u]))
-                    again[longest] = first[longest] + missing
-            if again:
-                units = list(again)  # in order
-                try:
-                    redone = self._translate_with_constraints(
-                        [part[u] for u in units], list(again.values()),
-                        [banned_each[u] for u in units], batch_size,
-                    )  # fmt: skip
-                except RefusedRequestError as error:  # named by its sentence
-                    found = _redone(found, units, error.done)
-                    unit = units[error.start]
-                    raise RefusedRequestError(error.reason, unit, unit + 1, found[:unit]) from None
-                found = _redone(found, units, redone)
-            return found
-
+        run = SentenceConstraints(
+            split, terms, glossary,
+            lambda part, wanted, banned: self._translate_with_constraints(
+                part, wanted, banned, batch_size
+            ),
+        )  # fmt: skip
         joined = self._joined(
             split, run, lambda head, done: [h[0] for h in head.hypotheses([[h] for h in done], 1)]
         )
@@ -361,15 +380,11 @@ class Runner:
         `banned` checked lists of phrases per sentence (a subclass's)."""
         self._unsupported(TRANSLATE_WITH_CONSTRAINTS)
 
+    def _translate_with_alignments(self, sentences, batch_size):
+        """`translate_with_alignments` of sentences: an
+        `AlignedTranslation` each (a subclass's)."""
+        self._unsupported(TRANSLATE_WITH_ALIGNMENTS)
+
     def describe(self):
         """What the runner runs, as text: the model, its settings."""
         raise NotImplementedError
-
-
-def _redone(found, units, hypotheses):
-    """`found` with the hypotheses of `units` (in order; as many as there
-    are `hypotheses`) replaced by them."""
-    found = list(found)
-    for unit, hypothesis in zip(units, hypotheses, strict=False):
-        found[unit] = hypothesis
-    return found

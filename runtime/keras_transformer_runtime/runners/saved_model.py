@@ -306,6 +306,12 @@ class SavedModelTranslator(runner.Runner):
         run = self._run(*results.scores_signature(n_best, token_scores))
         return self._requests({"text": list(sentences)}, batch_size, run)
 
+    def _translate_with_alignments(self, sentences, batch_size):
+        """An `AlignedTranslation` of each sentence (the signature
+        `translate_with_alignments`)."""
+        run = self._run("translate_with_alignments", results.aligned_translations)
+        return self._requests({"text": list(sentences)}, batch_size, run)
+
     def _sample(self, sentences, num_samples, seed, batch_size):
         """`num_samples` random translations of each sentence (the `sample`
         signature), each drawn with a seed derived from `seed`, the draw

@@ -1,0 +1,162 @@
+"""What an input is written in: plain text (`"text"`, the default), a web
+page or fragment of one (`"html"`) or Markdown (`"markdown"`).
+
+A runner translates plain text as it is. A document in markup is parsed
+(`html.HtmlPage`, `markdown.MarkdownPage`); each of its segments (a
+paragraph, a list item, a cell) is translated with every other
+segment's, in one call, and its inline markup put back around the target
+words aligned to the source words it wrapped (`markup.TaggedText`), the
+alignment coming from the runner (`word_alignment`). A runner that gives
+no alignments (`translate_with_alignments` not among its `methods`)
+places the markup by position: the middle of the n-th of m target words
+is aligned to the source word at the same fraction of the source. A page the parser had
+to repair says so (`TranslatedDocument.repaired`, and a
+`RepairedMarkupWarning` from `translate`).
+
+Example:
+
+>>> kind = of("html")
+>>> kind.name, kind.marked_up
+('html', True)
+>>> by_position([["A", "little", "girl"]], ["Ein kleines Mädchen ."])
+[[0, 1, 1, 2]]
+"""
+
+import dataclasses
+import warnings
+
+from keras_transformer_runtime import validation
+from keras_transformer_runtime.text.html import HtmlPage
+from keras_transformer_runtime.text.markdown import MarkdownPage
+from keras_transformer_runtime.text.markup import WORD
+from keras_transformer_runtime.text.markup import TranslatedText
+from keras_transformer_runtime.text.word_alignment import word_alignment
+
+
+@dataclasses.dataclass(frozen=True)
+class TranslatedDocument:
+    """One input's translation, in its format.
+
+    Attributes:
+        translation: the translated text (a page: its markup put back).
+        repaired: whether the input's markup was malformed, and repaired
+            as a browser (HTML) repairs it before it was translated.
+    """
+
+    translation: str
+    repaired: bool = False
+
+
+class PlainText:
+    """Inputs translated as they are."""
+
+    name = "text"
+    marked_up = False
+
+    def translate(self, texts, target_lang, plain, aligned):
+        """A `TranslatedDocument` per text: `plain(texts, target_lang)`'s
+        translations."""
+        return [TranslatedDocument(t) for t in plain(texts, target_lang)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Markup:
+    """Inputs in a markup language, parsed by `page.parse` (see the
+    module's docstring)."""
+
+    name: str
+    page: type
+    marked_up = True
+
+    def translate(self, texts, target_lang, plain, aligned):
+        """A `TranslatedDocument` per text, the segments of all pages
+        translated in one call: `aligned(segments, target_lang)`
+        (`AlignedTranslation`s), or where it is `None`,
+        `plain(segments, target_lang)` with the words aligned by
+        position."""
+        pages = [self.page.parse(text) for text in texts]
+        rows = [row for row, page in enumerate(pages) for _ in page.segments]
+        sources = [segment.text.strip() for page in pages for segment in page.segments]
+        wanted = [i for i, source in enumerate(sources) if WORD.search(source)]
+        langs = target_lang
+        if isinstance(target_lang, (list, tuple)):
+            langs = [target_lang[rows[i]] for i in wanted]
+        texts = [sources[i] for i in wanted]
+        if not texts:
+            translations, alignments = [], []
+        elif aligned is None:
+            translations = plain(texts, langs)
+            words = [[m.group() for m in WORD.finditer(text)] for text in texts]
+            alignments = by_position(words, translations)
+        else:
+            found = aligned(texts, target_lang=langs)
+            translations = [a.translation for a in found]
+            alignments = [word_alignment(a, t) for a, t in zip(found, texts, strict=True)]
+        done = dict(zip(wanted, zip(translations, alignments, strict=True), strict=True))
+        translated, start = [], 0
+        for page in pages:
+            count = len(page.segments)
+            found = [
+                TranslatedText(*done.get(i, (sources[i], [])))
+                for i in range(start, start + count)
+            ]  # fmt: skip
+            start += count
+            translated.append(TranslatedDocument(page.render(found), page.repaired))
+        return translated
+
+
+def of(name):
+    """The format named `name`: one of `NAMES`.
+
+    Raises:
+        ValueError: another name.
+    """
+    validation.check_choice(NAMES, format=name)
+    return FORMATS[name]
+
+
+def by_position(source_words, translations):
+    """For each translation, each of its words (`WORD`) aligned to the
+    source word at the same fraction of the source (`source_words`: per
+    translation, its source's words): how a runner without alignments
+    places markup."""
+    alignments = []
+    for words, translation in zip(source_words, translations, strict=True):
+        count = sum(1 for _ in WORD.finditer(translation))
+        alignments.append(
+            [(2 * j + 1) * len(words) // (2 * count) if words else None for j in range(count)]
+        )
+    return alignments
+
+
+def warn_repaired(documents, stacklevel=2):
+    """A `RepairedMarkupWarning` naming the documents whose markup was
+    repaired, if any."""
+    repaired = [row for row, document in enumerate(documents) if document.repaired]
+    if repaired:
+        warnings.warn(RepairedMarkupWarning(repaired), stacklevel=stacklevel + 1)
+
+
+class RepairedMarkupWarning(RuntimeWarning):
+    """Inputs held malformed markup, repaired as a browser repairs it
+    before they were translated (a misnested `<b><i></b></i>`, an
+    unclosed element); no text was dropped.
+
+    Attributes:
+        inputs: the 0-based indices of those inputs.
+    """
+
+    def __init__(self, inputs):
+        self.inputs = list(inputs)
+        super().__init__(
+            f"{len(self.inputs)} input(s) held malformed markup, repaired as a browser "
+            f"repairs it (inputs {self.inputs[:10]})."
+        )
+
+
+FORMATS = {
+    "text": PlainText(),
+    "html": Markup("html", HtmlPage),
+    "markdown": Markup("markdown", MarkdownPage),
+}
+NAMES = tuple(FORMATS)
