@@ -458,3 +458,18 @@ def test_constraints_appear_in_the_translations(reverser):
         if not phrases:  # nothing to meet: the unconstrained translation
             assert output == target
     assert translator.translate(sources, constraints=constraints) == outputs
+
+
+def test_markup_refuses_other_options_and_keeps_every_tag(micro_translator):
+    with pytest.raises(ValueError, match="`format` must be one of 'text', 'html', 'markdown'"):
+        micro_translator.translate(["a"], format="rtf")
+    with pytest.raises(ValueError, match="`format='html'` works with beam search"):
+        micro_translator.translate(["a"], format="html", prefixes=["b"])
+    with pytest.raises(ValueError, match="`format='markdown'` works with beam search"):
+        micro_translator.translate(["a"], format="markdown", return_alignments=True)
+    # An untrained model: whatever it writes, the page keeps its markup.
+    page = '<p>A <b>dog <i>runs</i></b> <a href="x.html">home</a>.</p><pre>a  b</pre>'
+    (found,) = micro_translator.translate([page], format="html")
+    for tag in ("<p>", "<b>", "<i>", "</i>", "</b>", '<a href="x.html">', "</a>", "</p>"):
+        assert found.count(tag) == 1, (tag, found)
+    assert found.endswith("<pre>a  b</pre>")
