@@ -31,7 +31,7 @@ from keras_transformer import training
 from keras_transformer.training.mixing import prefixed_sources
 from keras_transformer_runtime.runners import loading
 from keras_transformer_runtime.text import files as text_files
-from keras_transformer_runtime.translate import one_line
+from keras_transformer_runtime.translate_output import one_line
 
 BT_TAG = "<BT>"
 SEARCH = {"beam": "translate", "sample": "sample"}

@@ -7,6 +7,7 @@ runs (`kt-translate`, or `python -m keras_transformer_runtime.translate`).
     kt-translate --model exports/ende --mode score < pairs.tsv
     kt-translate --model exports/ende.tflite --info
     kt-translate --model exports/en-many --target_lang fr < in.txt
+    kt-translate --model exports/ende_ct2 --format html < page.html > page.de.html
 
 `--model` is a SavedModel directory or the base directory that holds
 numbered versions (the newest is used; `[saved_model]` extra), a
@@ -28,6 +29,14 @@ line break. A line of several sentences is translated sentence by
 sentence and joined back, as exported (`split_sentences`); a sentence
 longer than the export's `max_input_length` is translated in pieces of
 whole words, and a warning on stderr names its line.
+
+With `--format html` or `--format markdown`, stdin is one document (a
+web page or a fragment of one, or Markdown): its text is translated and
+its markup put back around the aligned words
+(`keras_transformer_runtime.text.formats`), and the translated document
+is written as it is, line breaks kept; a warning on stderr says when
+malformed HTML was repaired. It goes with `--mode translate` and one
+translation, no scores.
 
 A multilingual model (one trained with target-language tags, as
 `examples/wmt_ende.py --target_lang de,fr,cs` trains it) translates into
@@ -79,8 +88,14 @@ from keras_transformer_runtime.runners.ctranslate2 import MAX_SEED
 from keras_transformer_runtime.runners.loading import load_runner
 from keras_transformer_runtime.runners.results import RefusedRequestError
 from keras_transformer_runtime.text import files as text_files
+from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text import glossary as phrases
 from keras_transformer_runtime.text.documents import LongInputWarning
+from keras_transformer_runtime.translate_output import invalid_utf8
+from keras_transformer_runtime.translate_output import output_lines
+from keras_transformer_runtime.translate_output import report_warning
+from keras_transformer_runtime.translate_output import shown
+from keras_transformer_runtime.translate_output import translate_document
 
 # The runner's method each `--mode` calls.
 MODES = {
@@ -94,45 +109,6 @@ MODES = {
 def read_lines(stream):
     """The lines of a binary stream as bytes (`text_files.split_lines`)."""
     return text_files.split_lines(stream.read())
-
-
-def invalid_utf8(lines):
-    """The 1-based numbers of the lines that are not valid UTF-8."""
-    numbers = []
-    for number, line in enumerate(lines, 1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            numbers.append(number)
-    return numbers
-
-
-def one_line(text):
-    """`text` with line breaks turned into spaces, so that output line i
-    belongs to input line i."""
-    return " ".join(text.splitlines())
-
-
-def shown(numbers):
-    """Line numbers as a warning lists them: the first ten."""
-    return ", ".join(map(str, numbers[:10])) + (" ..." if len(numbers) > 10 else "")
-
-
-def report_warning(warning):
-    """A caught warning as a line on stderr: a `LongInputWarning` names
-    the input lines (1-based); others as Python shows them."""
-    message = warning.message
-    if not isinstance(message, LongInputWarning):
-        warnings.showwarning(message, warning.category, warning.filename, warning.lineno)
-        return
-    lines = [i + 1 for i in message.inputs]
-    text = (
-        f"warning: {len(lines)} line(s) had a sentence longer than max_input_length "
-        f"({message.limit} tokens): translated in pieces of whole words (line {shown(lines)})"
-    )
-    if message.cut:
-        text += f"; a word alone was longer and cut in line {shown([i + 1 for i in message.cut])}"
-    print(text + ".", file=sys.stderr)
 
 
 def make_parser():
@@ -170,6 +146,12 @@ def make_parser():
         help="a multilingual model's target language (default: each line starts with its tag)",
     )
     parser.add_argument(
+        "--format",
+        choices=formats.NAMES,
+        default="text",
+        help="text: one input a line; html, markdown: stdin is one document, its markup kept",
+    )
+    parser.add_argument(
         "--info", action="store_true", help="print settings and signatures, then exit"
     )
     return parser
@@ -190,6 +172,13 @@ def check_arguments(parser, args):
         parser.error(
             "--mode constrain and --glossary go with one translation per line (no --n_best, "
             "no --mode sample or score)."
+        )
+    if formats.of(args.format).marked_up and (
+        args.mode != "translate" or args.glossary or args.n_best != 1 or args.with_scores
+    ):
+        parser.error(
+            f"--format {args.format} goes with --mode translate and one translation (no "
+            "--n_best, --with_scores, --with_token_scores or --glossary)."
         )
     if args.with_token_scores and (args.mode != "translate" or args.glossary or args.n_best != 1):
         parser.error(
@@ -275,23 +264,6 @@ def run(runner, args, lines, glossary):
     )
 
 
-def output_lines(args, results):
-    """The output line of each result, in order (see the module's docstring)."""
-    if args.mode == "score":
-        for s in results:
-            tokens = " ".join(f"{v:.4f}" for v in s.token_scores)
-            yield f"{s.score:.4f}\t{s.log_prob:.4f}\t{tokens}"
-        return
-    for number, options in enumerate(results, 1):
-        for h in options:
-            fields = [str(number)] if args.n_best > 1 else []
-            fields += [f"{h.score:.4f}"] if args.with_scores else []
-            fields += [one_line(h.translation)]
-            if args.with_token_scores:
-                fields += [" ".join(f"{value:.4f}" for value in h.token_scores)]
-            yield "\t".join(fields)
-
-
 def main(argv=None):
     parser = make_parser()
     args = parser.parse_args(argv)
@@ -326,6 +298,8 @@ def main(argv=None):
             f"--n_best must be at most the exported beam size ({runner.settings.beam_size}). "
             f"Received: --n_best={args.n_best}"
         )
+    if formats.of(args.format).marked_up:
+        return translate_document(runner, args, sys.stdin.buffer.read(), sys.stdout.buffer)
     lines = read_lines(sys.stdin.buffer)
     bad = invalid_utf8(lines)
     if bad:

@@ -147,6 +147,7 @@ def test_the_command_line_takes_target_lang(runners, multilingual, monkeypatch, 
     import sys
 
     from keras_transformer_runtime import translate as translate_cli
+    from keras_transformer_runtime import translate_output
 
     pytest.importorskip("ctranslate2")
     path = runners("CTranslate2Translator").model_dir
@@ -162,7 +163,7 @@ def test_the_command_line_takes_target_lang(runners, multilingual, monkeypatch, 
 
     code, lines, _ = run("--target_lang", "fr")
     expected = multilingual.translate(SOURCES, target_lang="fr")
-    assert code == 0 and lines == [translate_cli.one_line(t) for t in expected]
+    assert code == 0 and lines == [translate_output.one_line(t) for t in expected]
     code, lines, _ = run("--info")
     assert code == 0 and "target languages: de, fr" in lines
     code, _, err = run("--target_lang", "es")

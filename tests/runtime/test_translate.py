@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import keras_transformer_runtime.translate as translate_cli
+import keras_transformer_runtime.translate_output as translate_output
 
 # TensorFlow by design; skipped where the runtime runs without it.
 tf = pytest.importorskip("tensorflow")
@@ -203,5 +204,6 @@ def test_command_line_keeps_output_line_i_for_input_line_i(exported, cli):
     expected = translator.graph.serving_default(
         tf.constant([lines[0], lines[1], lines[2], lines[3][:-1]])
     )["translation"].numpy()
-    assert output[:-1] == [translate_cli.one_line(t.decode("utf-8", "replace")) for t in expected]
+    texts = [t.decode("utf-8", "replace") for t in expected]
+    assert output[:-1] == [translate_output.one_line(t) for t in texts]
     assert "1 input line(s) are not valid UTF-8 (line 2)" in err

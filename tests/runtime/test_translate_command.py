@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import keras_transformer_runtime.translate as translate_cli
+import keras_transformer_runtime.translate_output as translate_output
 from keras_transformer_runtime.runners.loading import KINDS
 from tests.runtime.text.test_documents import RuleRunner
 
@@ -149,7 +150,8 @@ def test_command_line_line_handling():
     stream = io.BytesIO(b"a\r\nb \r c\n\nlast")
     assert translate_cli.read_lines(stream) == [b"a", b"b \r c", b"", b"last"]
     assert translate_cli.invalid_utf8([b"ok", b"\xff", "é".encode()]) == [2]
-    assert translate_cli.one_line("Ein Hund\nläuft\r\nschnell\u2028.") == "Ein Hund läuft schnell ."
+    one_line = translate_output.one_line
+    assert one_line("Ein Hund\nläuft\r\nschnell\u2028.") == "Ein Hund läuft schnell ."
 
 
 class RecordingRunner:
@@ -200,3 +202,21 @@ def test_a_line_with_a_sentence_over_the_limit_is_named_on_stderr(cli, monkeypat
         "warning: 2 line(s) had a sentence longer than max_input_length (6 tokens): translated "
         "in pieces of whole words (line 2, 4); a word alone was longer and cut in line 4."
     ) in err
+
+
+def test_format_html_translates_stdin_as_one_page(cli, monkeypatch, tmp_path):
+    from tests.runtime.text.test_formats import WordReversingRunner
+
+    monkeypatch.setattr(translate_cli, "load_runner", lambda path, **options: WordReversingRunner())
+    page = "<html><body>\n<p><b>a b</b> c</p>\n<ul>\n  <li>d e</li>\n</ul>\n</body></html>\n"
+    code, out, err = cli("--model", str(tmp_path), "--format", "html", stdin=page)
+    assert code == 0, err
+    assert out.decode() == (
+        "<html><head></head><body>\n<p>C <b>B A</b></p>\n<ul>\n  <li>E D</li>\n</ul>\n\n"
+        "</body></html>"
+    )
+    assert err == ""  # the <head> a page may leave out is no repair
+    code, out, err = cli("--model", str(tmp_path), "--format", "markdown", stdin="# a *b*\n")
+    assert (code, out, err) == (0, b"# *B* A\n", "")
+    code, _, err = cli("--model", str(tmp_path), "--format", "html", "--n_best", "2", stdin="a")
+    assert code == 2 and "--format html goes with --mode translate" in err

@@ -30,6 +30,7 @@ Example:
 """
 
 import html
+import re
 
 from keras_transformer_runtime.text.markup import Page
 from keras_transformer_runtime.text.markup import Span
@@ -43,6 +44,8 @@ INLINE = frozenset(
 )
 # Elements without content: voids of a segment where they are inline.
 VOID = frozenset("br img wbr input area embed source track col hr meta link base param".split())
+# Tags a page may leave out (without attributes): not a repair.
+OPTIONAL_TAGS = re.compile(r"</?(?:html|head|body)>")
 # Elements whose text is never translated.
 KEPT = frozenset("script style pre textarea code noscript template svg math".split())
 
@@ -164,7 +167,8 @@ def _opening(node):
 
 def _normalized(text):
     """`text` with the differences a repair does not make: quoting of
-    attributes, case of tags, whitespace."""
+    attributes, case of tags, whitespace, and the `html`, `head` and
+    `body` tags HTML lets a page leave out (the parser writes them)."""
     tree_free = html.unescape(text).strip().replace("'", '"').replace("/>", ">").lower()
     without_doctype = tree_free.split(">", 1)[1] if tree_free.startswith("<!doctype") else tree_free
-    return "".join(without_doctype.split())
+    return OPTIONAL_TAGS.sub("", "".join(without_doctype.split()))
