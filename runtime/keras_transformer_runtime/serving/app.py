@@ -2,7 +2,8 @@
 `/translate`, the web page, `/healthz` and `/metrics`, over a `Batcher`.
 
     GET  /                                  the web page
-    POST /translate                         {"text": [...], "n_best"?, "with_scores"?}
+    POST /translate                         {"text": [...], "n_best"?, "with_scores"?,
+                                             "target_lang"?, "format"?}
     GET  /info                              what the page needs to know of the model
     POST /v1/models/NAME[/versions/V]:predict   TF Serving's predict
     GET  /v1/models/NAME[/versions/V]           TF Serving's model status
@@ -29,6 +30,7 @@ from keras_transformer_runtime.serving import asgi
 from keras_transformer_runtime.serving import protocol
 from keras_transformer_runtime.serving.batcher import Batcher
 from keras_transformer_runtime.serving.metrics import Metrics
+from keras_transformer_runtime.serving.translate_request import TranslateRequest
 from keras_transformer_runtime.text.documents import LongInputWarning
 
 MODEL_PATH = re.compile(
@@ -200,22 +202,24 @@ class Server:
         return _json({"error": f"{request.method} /translate is not served; POST it."}, 405)
 
     async def _translation(self, body):
-        """`POST /translate` (`protocol.TranslateRequest`): the answer, and
-        its texts' `Hypothesis` lists."""
-        parsed = protocol.TranslateRequest.parse(protocol.json_body(body), self.runner.max_n_best)
-        texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
+        """`POST /translate` (`translate_request.TranslateRequest`): the
+        answer, and how many texts it holds and were truncated."""
+        parsed = TranslateRequest.parse(protocol.json_body(body), self.runner.max_n_best)
         task = parsed.task(self.runner.has_token_scores)
-        found = await self._run(task, texts)
-        return parsed.answer(found), found
+        found = await self._run(task, parsed.inputs(self.languages), parsed.texts)
+        return parsed.answer(found), parsed.counted(found)
 
     async def _prediction(self, body):
-        """TF Serving's `:predict` (`protocol.Predict`): the answer, and its
-        texts' `Hypothesis` lists."""
+        """TF Serving's `:predict` (`protocol.Predict`): the answer, and how
+        many texts it holds and were truncated."""
         parsed = protocol.Predict.parse(protocol.json_body(body), self.signatures)
         texts = protocol.tagged_texts(parsed.texts, parsed.target_lang, self.languages)
         task = parsed.signature.task(self.runner.max_n_best)
-        found = await self._run(task, texts)
-        return parsed.answer(found), found
+        found = await self._run(task, texts, texts)
+        return parsed.answer(found), (
+            len(found),
+            sum(bool(row and row[0].truncated) for row in found),
+        )
 
     async def tf_serving(self, request):
         """TF Serving's `/v1/models/...`: status, metadata, and an unknown
@@ -250,13 +254,14 @@ class Server:
             "metadata": {"signature_def": {"signature_def": definitions}},
         }
 
-    async def _run(self, task, texts):
-        """The runner's results for `texts`, through the batcher, after the
-        request's limits are checked."""
+    async def _run(self, task, items, texts):
+        """The runner's results for `items` (what `task` takes of `texts`),
+        through the batcher, after the request's limits are checked on
+        `texts`."""
         self.limits.check(texts, self.runner.source_lengths)
-        if not texts:
+        if not items:
             return []
-        return await asyncio.wrap_future(self.batcher.submit(task, texts))
+        return await asyncio.wrap_future(self.batcher.submit(task, items))
 
     async def _answer(self, endpoint, receive, send):
         """Answers a translating request (`endpoint`: its name and its
@@ -264,9 +269,9 @@ class Server:
         in the metrics."""
         name, answer = endpoint
         start = time.perf_counter()
-        found = []
+        counted = (0, 0)  # texts answered, and of them translated in pieces
         try:
-            body, found = await answer(await asgi.read_body(receive, self.max_body_bytes))
+            body, counted = await answer(await asgi.read_body(receive, self.max_body_bytes))
             status, content = 200, _answer_json(body)
         except asgi.ClientGone:
             return
@@ -279,8 +284,7 @@ class Server:
         except Exception as error:  # noqa: BLE001 (answered, the server keeps running)
             status, content = 500, asgi.json_bytes({"error": f"{type(error).__name__}: {error}"})
         await asgi.send_content(send, status, content)
-        truncated = sum(bool(row and row[0].truncated) for row in found)
-        self.metrics.request(name, status, time.perf_counter() - start, len(found), truncated)
+        self.metrics.request(name, status, time.perf_counter() - start, *counted)
 
 
 class UnwritableAnswer(Exception):

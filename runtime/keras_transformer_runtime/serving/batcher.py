@@ -44,6 +44,23 @@ class Translation:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Documents:
+    """A request for web pages or Markdown: `translate_documents` in
+    `format`, each item a `(document, target_lang)` pair (`with_languages`:
+    whether they name a language; the requests of a batch all do or all
+    don't)."""
+
+    format: str
+    with_languages: bool = False
+
+    def run(self, runner, items, batch_size):
+        """The runner's `TranslatedDocument`s for `items`, one per item."""
+        texts = [text for text, _ in items]
+        langs = [lang for _, lang in items] if self.with_languages else None
+        return runner.translate_documents(texts, self.format, batch_size, langs)
+
+
 @dataclasses.dataclass
 class _Request:
     task: Translation

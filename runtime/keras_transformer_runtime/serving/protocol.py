@@ -1,5 +1,6 @@
 """The server's request and response bodies, checked: TF Serving's REST
-API (`:predict`, model status, metadata) and `/translate`.
+API (`:predict`, model status, metadata), and what `/translate`'s
+(`serving.translate_request`) shares with it.
 
 Every problem with a request is a `BadRequest` whose message says what
 is wrong; the server answers it with HTTP 400 and `{"error": message}`,
@@ -141,7 +142,7 @@ def _kind(value):
     return names.get(type(value), "a number")
 
 
-def _checked_keys(body, allowed, what):
+def checked_keys(body, allowed, what):
     unknown = sorted(set(body) - set(allowed))
     if unknown:
         raise BadRequest(
@@ -249,7 +250,7 @@ class Predict:
     def parse(cls, body, signatures):
         """The request in `body` (a JSON object) for one of `signatures`
         (`Signature`s by name)."""
-        _checked_keys(body, ("signature_name", "instances", "inputs"), "a predict request")
+        checked_keys(body, ("signature_name", "instances", "inputs"), "a predict request")
         name = body.get("signature_name", SERVING_DEFAULT)
         if not isinstance(name, str) or name not in signatures:
             raise BadRequest(
@@ -261,7 +262,7 @@ class Predict:
         value = body["inputs"] if columnar else body["instances"]
         target_lang = None
         if columnar and isinstance(value, dict):
-            _checked_keys(value, (TEXT, TARGET_LANG), "`inputs`")
+            checked_keys(value, (TEXT, TARGET_LANG), "`inputs`")
             if TEXT not in value:
                 raise BadRequest("`inputs` must give the signature's input `text`.")
             value, target_lang = value[TEXT], value.get(TARGET_LANG)
@@ -280,7 +281,7 @@ class Predict:
         """An instance's text and target language: the string itself, or
         `{"text": string, "target_lang"?: string}`."""
         if isinstance(item, dict):
-            _checked_keys(item, (TEXT, TARGET_LANG), f"`instances[{index}]`")
+            checked_keys(item, (TEXT, TARGET_LANG), f"`instances[{index}]`")
             if TEXT not in item:
                 raise BadRequest(f"`instances[{index}]` must give the input `text`.")
             return item[TEXT], item.get(TARGET_LANG)
@@ -298,77 +299,3 @@ class Predict:
                 for values in zip(*columns.values(), strict=True)
             ]
         }
-
-
-@dataclasses.dataclass(frozen=True)
-class TranslateRequest:
-    """A `/translate` request: `{"text": [...] or "...", "n_best"?: int,
-    "with_scores"?: bool, "target_lang"?: str}`.
-
-    The answer, `{"translations": [...]}`, has one object per text: its
-    best `translation`; with `with_scores`, its `score` and, where the
-    runner gives token scores (and `n_best` is 1), its `tokens`,
-    `token_scores` and `words` (`[[word, log_prob], ...]`, the word's
-    pieces summed); with `n_best` above 1, its `alternatives`, best first
-    (`translation`, and `score` with `with_scores`); and `"truncated":
-    true` where a sentence of the text was longer than the export's
-    `max_input_length` and translated in pieces of whole words (as
-    `:predict`'s `truncated` output, a SavedModel's, says of each text).
-    """
-
-    texts: list
-    n_best: int = 1
-    with_scores: bool = False
-    target_lang: str | list | None = None
-
-    @classmethod
-    def parse(cls, body, max_n_best):
-        """The request in `body` (a JSON object) for a runner that gives at
-        most `max_n_best` translations; `target_lang` (a language, or one
-        per text) is checked against the model's by `tagged_texts`."""
-        _checked_keys(body, ("text", "n_best", "with_scores", "target_lang"), "a request")
-        if "text" not in body:
-            raise BadRequest('A /translate request must give `text`: {"text": ["..."]}.')
-        text = body["text"]
-        texts = texts_of([text] if isinstance(text, str) else text, TEXT)
-        n_best = body.get("n_best", 1)
-        if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= max_n_best:
-            raise BadRequest(
-                f"`n_best` must be an integer from 1 to {max_n_best} (this model's beam). "
-                f"Received: n_best={n_best!r}"
-            )
-        with_scores = body.get("with_scores", False)
-        if not isinstance(with_scores, bool):
-            raise BadRequest(f"`with_scores` must be true or false. Received: {with_scores!r}")
-        target_lang = body.get("target_lang")
-        if target_lang is not None and not isinstance(target_lang, str):
-            target_lang = texts_of(target_lang, "target_lang")
-        return cls(texts, n_best, with_scores, target_lang)
-
-    def task(self, has_token_scores):
-        """What the runner is asked: token scores with `with_scores`, where
-        it has them, for the best translation only."""
-        token_scores = self.with_scores and has_token_scores and self.n_best == 1
-        return Translation(n_best=self.n_best, token_scores=token_scores)
-
-    def answer(self, hypotheses):
-        """The response body for the runner's `Hypothesis` lists."""
-        return {"translations": [self._item(row) for row in hypotheses]}
-
-    def _item(self, row):
-        best = row[0]
-        item = {"translation": best.translation}
-        if best.truncated:
-            item["truncated"] = True
-        if self.with_scores:
-            item["score"] = best.score
-            if best.token_scores:
-                item["tokens"] = best.tokens
-                item["token_scores"] = best.token_scores
-                item["words"] = [[word, score] for word, score in best.word_scores]
-        if self.n_best > 1:
-            item["alternatives"] = [
-                {"translation": h.translation, **({"score": h.score} if self.with_scores else {})}
-                for h in row
-            ]
-        return item
