@@ -166,15 +166,18 @@ def chromium():
     return browser, driver
 
 
-def test_the_page_translates_with_word_shading_and_alternatives(reverser_export, tmp_path):
-    """Also writes the page's screenshot (a PNG) to $SERVE_PAGE_SCREENSHOT,
-    else into the test's directory. $SERVE_PAGE_MODEL (a CTranslate2
+def test_the_page_translates_texts_and_web_pages(reverser_export, tmp_path):
+    """Texts with word shading and alternatives, then a web page shown
+    rendered. Also writes the page's screenshots (PNGs) to
+    $SERVE_PAGE_SCREENSHOT (and `_html` beside it), else into the test's
+    directory. $SERVE_PAGE_MODEL (a CTranslate2
     directory) and $SERVE_PAGE_TEXT serve and type another model and text:
     docs/serve_page.png is the README's Multi30k model's page."""
     pytest.importorskip("ctranslate2")
     browser, driver = chromium()
     from selenium import webdriver
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
     from selenium.webdriver.support.ui import WebDriverWait
 
     path = os.environ.get("SERVE_PAGE_MODEL") or reverser_export("CTranslate2Translator")
@@ -209,12 +212,35 @@ def test_the_page_translates_with_word_shading_and_alternatives(reverser_export,
             assert len(options_shown) == runner.max_n_best == runner.settings.beam_size
             assert options_shown[0].text.startswith(best.translation)
             screenshot = os.environ.get("SERVE_PAGE_SCREENSHOT") or str(tmp_path / "page.png")
-            assert page.save_screenshot(screenshot)
-            with open(screenshot, "rb") as image:
-                assert image.read(8) == b"\x89PNG\r\n\x1a\n"
-            assert os.path.getsize(screenshot) > 10_000
+            saved_screenshot(page, screenshot)
+            # A web page: translated whole, its tags around the reversed
+            # words, shown rendered, its markup a click away; copyable.
+            assert (
+                page.find_element(By.CSS_SELECTOR, "link[rel=icon]")
+                .get_attribute("href")
+                .startswith("data:image/svg+xml")
+            )
+            Select(page.find_element(By.ID, "format")).select_by_value("html")
+            source = page.find_element(By.ID, "source")
+            source.clear()
+            source.send_keys(os.environ.get("SERVE_PAGE_HTML") or "<p><b>a b</b> c d</p>")
+            page.find_element(By.ID, "translate").click()
+            frame = wait.until(lambda p: p.find_element(By.ID, "rendered").get_attribute("srcdoc"))
+            if not os.environ.get("SERVE_PAGE_HTML"):
+                assert frame == "<p>d c <b>b a</b></p>"
+            assert page.find_element(By.ID, "copy").is_displayed()
+            assert not page.find_element(By.ID, "busy").is_displayed()
+            saved_screenshot(page, screenshot.replace(".png", "_html.png"))
         finally:
             page.quit()
+
+
+def saved_screenshot(page, path):
+    """Writes the page's screenshot to `path`, a PNG of some substance."""
+    assert page.save_screenshot(path)
+    with open(path, "rb") as image:
+        assert image.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert os.path.getsize(path) > 10_000
 
 
 def test_the_server_keeps_every_worker_when_a_fifth_of_its_clients_leave(reverser_export):

@@ -31,6 +31,7 @@ from keras_transformer_runtime.serving import protocol
 from keras_transformer_runtime.serving.batcher import Batcher
 from keras_transformer_runtime.serving.metrics import Metrics
 from keras_transformer_runtime.serving.translate_request import TranslateRequest
+from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text.documents import LongInputWarning
 
 MODEL_PATH = re.compile(
@@ -184,6 +185,7 @@ class Server:
                 "max_n_best": self.runner.max_n_best,
                 "token_scores": self.runner.has_token_scores,
                 "max_sentences": self.limits.max_sentences,
+                "formats": formats.available(),
             }
         )
 

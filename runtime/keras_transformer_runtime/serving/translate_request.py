@@ -19,7 +19,7 @@ from keras_transformer_runtime.serving.protocol import tagged_texts
 from keras_transformer_runtime.serving.protocol import texts_of
 from keras_transformer_runtime.text import formats
 
-FIELDS = ("text", "n_best", "with_scores", "target_lang", "format")
+FIELDS = ("text", "n_best", "with_scores", "target_lang", "format", "rendered")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,14 +72,25 @@ class TranslateRequest:
         if format not in formats.NAMES:
             accepted = ", ".join(f'"{name}"' for name in formats.NAMES)
             raise BadRequest(f"`format` must be one of {accepted}. Received: format={format!r}")
-        if not formats.of(format).marked_up:
+        kind = formats.of(format)
+        rendered = body.get("rendered", False)
+        if not isinstance(rendered, bool) or (rendered and not kind.marked_up):
+            raise BadRequest(
+                '`rendered` (true or false) goes with "format": "html" or "markdown". '
+                f"Received: rendered={rendered!r}, format={format!r}"
+            )
+        if not kind.marked_up:
             return cls(texts, n_best, with_scores, target_lang)
         if n_best != 1 or with_scores:
             raise BadRequest(
                 f'`"format": "{format}"` gives one translation of each document, without '
                 f"scores. Received: n_best={n_best}, with_scores={str(with_scores).lower()}"
             )
-        return DocumentRequest(texts, target_lang=target_lang, format=format)
+        try:
+            kind.require()
+        except ImportError as error:
+            raise BadRequest(f"This server cannot translate {format}: {error}") from None
+        return DocumentRequest(texts, target_lang=target_lang, format=format, rendered=rendered)
 
     def inputs(self, languages):
         """What the batcher is given: the texts, each tagged with its
@@ -123,11 +134,14 @@ class TranslateRequest:
 @dataclasses.dataclass(frozen=True)
 class DocumentRequest(TranslateRequest):
     """A `/translate` request for web pages or Markdown: `{"text": [...],
-    "format": "html" or "markdown", "target_lang"?}`. The answer,
-    `{"translations": [...]}`, has one object per document: its
-    `translation`, and whether its markup was `repaired`."""
+    "format": "html" or "markdown", "target_lang"?, "rendered"?: bool}`.
+    The answer, `{"translations": [...]}`, has one object per document:
+    its `translation`, whether its markup was `repaired`, and with
+    `rendered` the translation as `html` to show (Markdown rendered as
+    CommonMark renders it)."""
 
     format: str = "html"
+    rendered: bool = False
 
     def inputs(self, languages):
         """`(document, target_lang)` pairs: a page is parsed before its
@@ -153,11 +167,12 @@ class DocumentRequest(TranslateRequest):
 
     def answer(self, documents):
         """The response body for the runner's `TranslatedDocument`s."""
-        return {
-            "translations": [
-                {"translation": d.translation, "repaired": d.repaired} for d in documents
-            ]
-        }
+        page = formats.of(self.format).page
+        answers = [{"translation": d.translation, "repaired": d.repaired} for d in documents]
+        if self.rendered:
+            for answer in answers:
+                answer["html"] = page.as_html(answer["translation"])
+        return {"translations": answers}
 
     def counted(self, found):
         return len(found), 0

@@ -23,6 +23,7 @@ Example:
 """
 
 import dataclasses
+import importlib.util
 import warnings
 
 from keras_transformer_runtime import validation
@@ -53,6 +54,10 @@ class PlainText:
     name = "text"
     marked_up = False
 
+    def available(self):
+        """Whether this format's parser is installed: always."""
+        return True
+
     def translate(self, texts, target_lang, plain, aligned):
         """A `TranslatedDocument` per text: `plain(texts, target_lang)`'s
         translations."""
@@ -68,12 +73,26 @@ class Markup:
     page: type
     marked_up = True
 
+    def available(self):
+        """Whether this format's parser (the `[markup]` extra) is installed."""
+        return importlib.util.find_spec(self.page.parser_module) is not None
+
+    def require(self):
+        """Raises `ImportError`, saying how to install it, if this format's
+        parser is missing."""
+        if not self.available():
+            raise ImportError(
+                f"format={self.name!r} needs {self.page.parser_module}, an optional extra of "
+                "the runtime: pip install 'keras-transformer-runtime[markup]'."
+            )
+
     def translate(self, texts, target_lang, plain, aligned):
         """A `TranslatedDocument` per text, the segments of all pages
         translated in one call: `aligned(segments, target_lang)`
         (`AlignedTranslation`s), or where it is `None`,
         `plain(segments, target_lang)` with the words aligned by
         position."""
+        self.require()
         pages = [self.page.parse(text) for text in texts]
         rows = [row for row, page in enumerate(pages) for _ in page.segments]
         sources = [segment.text.strip() for page in pages for segment in page.segments]
@@ -113,6 +132,11 @@ def of(name):
     """
     validation.check_choice(NAMES, format=name)
     return FORMATS[name]
+
+
+def available():
+    """The names of the formats whose parsers are installed."""
+    return [name for name, kind in FORMATS.items() if kind.available()]
 
 
 def by_position(source_words, translations):

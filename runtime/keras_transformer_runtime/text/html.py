@@ -55,6 +55,13 @@ class HtmlPage(Page):
     of its `segments`; `repaired` says whether the parser had to repair the
     markup (the page as written is not what a browser builds from it)."""
 
+    parser_module = "selectolax"
+
+    @classmethod
+    def as_html(cls, text):
+        """The page itself."""
+        return text
+
     @classmethod
     def parse(cls, text):
         """The page of `text`, a fragment or a whole document."""

@@ -43,6 +43,12 @@ class MarkdownPage(Page):
     instead, which CommonMark keeps as it is."""
 
     empty_spans = False
+    parser_module = "markdown_it"
+
+    @classmethod
+    def as_html(cls, text):
+        """The document rendered as CommonMark renders it (raw HTML kept)."""
+        return _commonmark().render(text)
 
     @classmethod
     def parse(cls, text):

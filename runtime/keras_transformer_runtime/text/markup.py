@@ -177,6 +177,13 @@ class Page:
 
     # Whether a span may wrap no word (see `TaggedText.placed`).
     empty_spans = True
+    # The module of the parser (an optional extra) this kind needs.
+    parser_module = None
+
+    @classmethod
+    def as_html(cls, text):
+        """A document of this kind as HTML, for showing it."""
+        raise NotImplementedError
 
     def escape(self, text):
         """`text` as the markup language writes it."""

@@ -202,6 +202,7 @@ def test_page_health_and_info(client):
         "max_n_best": 3,
         "token_scores": True,
         "max_sentences": 4,
+        "formats": ["text", "html", "markdown"],
     }
 
 
