@@ -41,6 +41,7 @@ import sys
 
 from keras_transformer_runtime import command_line
 from keras_transformer_runtime import logs
+from keras_transformer_runtime.text import formats
 
 
 def make_parser():
@@ -65,6 +66,12 @@ def make_parser():
     command_line.add_sampling_arguments(parser)
     parser.add_argument("--with_scores", action="store_true", help="record each score")
     parser.add_argument("--target_lang", help="a multilingual model's target language")
+    parser.add_argument(
+        "--format",
+        choices=formats.NAMES,
+        default="text",
+        help="each line is text, an HTML fragment or Markdown (its markup kept)",
+    )
     command_line.add_batch_size_argument(parser)
     parser.add_argument(
         "--shard_lines",
@@ -108,6 +115,7 @@ def main(argv=None):
             seed=args.seed,
             target_lang=args.target_lang,
             max_line_tokens=args.max_line_tokens,
+            format=args.format,
         )
         processes.skip_collection_at_exit()  # this process ends with `main`
         logs.filter_native_logs(["--verbose"] if args.verbose else [])  # Beam workers' chatter

@@ -36,7 +36,9 @@ import zlib
 
 from keras_transformer_runtime import validation
 from keras_transformer_runtime.runners import runner as runner_method
+from keras_transformer_runtime.runners.results import Hypothesis
 from keras_transformer_runtime.runners.results import RefusedRequestError
+from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text.documents import LongInputWarning
 
 TRANSLATIONS = "translations"
@@ -83,6 +85,11 @@ class CorpusJob:
         max_line_tokens: lines with more source tokens become error rows
             (`None`: every line is translated, a long sentence in pieces,
             unless the export refuses it).
+        format: what each line is: `"text"`, or an HTML fragment or a line
+            of Markdown (`"html"`, `"markdown"`: its markup put back around
+            the aligned words, `keras_transformer_runtime.text.formats`; a
+            record says `"repaired": true` where its HTML was malformed).
+            Markup goes with `mode="translate"` and no scores.
     """
 
     mode: str = "translate"
@@ -92,9 +99,15 @@ class CorpusJob:
     seed: int = 0
     target_lang: str | None = None
     max_line_tokens: int | None = None
+    format: str = "text"
 
     def __post_init__(self):
         validation.check_choice(MODES, mode=self.mode)
+        if formats.of(self.format).marked_up and (self.mode != "translate" or self.with_scores):
+            raise ValueError(
+                f"`format={self.format!r}` goes with mode='translate' and no scores. "
+                f"Received: mode={self.mode!r}, with_scores={self.with_scores!r}"
+            )
         validation.check_positive_int(allow_none=True, shard_lines=self.shard_lines)
         validation.check_positive_int(
             allow_none=True, batch_size=self.batch_size, max_line_tokens=self.max_line_tokens
@@ -103,7 +116,12 @@ class CorpusJob:
             raise ValueError(f"`seed` must be an integer, 0 or more. Received: seed={self.seed!r}")
 
     def to_dict(self):
-        return dataclasses.asdict(self)
+        """The job's settings by name (`format` only where it is not text,
+        so that outputs written before it was a setting still resume)."""
+        settings = dataclasses.asdict(self)
+        if not formats.of(self.format).marked_up:
+            del settings["format"]
+        return settings
 
     def check(self, runner):
         """Raises `ValueError` where `runner` cannot run this job: a mode
@@ -180,8 +198,9 @@ def translate_shard(runner, job, file_index, lines, path=None):
                     f"{length} tokens, over max_line_tokens={job.max_line_tokens}",
                 )
         todo = [(number, text) for number, text in todo if number not in errors]
-    run = _method(runner, job, job.seed_of(file_index, shard))
     texts = [text for _, text in todo]
+    repaired = set()  # the texts whose markup was repaired
+    run = _method(runner, job, job.seed_of(file_index, shard), repaired)
     with warnings.catch_warnings():  # the runner's, naming positions in the sorted batches
         warnings.simplefilter("ignore", LongInputWarning)
         marks = _long_inputs(runner, job, texts)
@@ -200,6 +219,8 @@ def translate_shard(runner, job, file_index, lines, path=None):
         }
         if job.with_scores:
             record["score"] = best.score
+        if text in repaired:
+            record["repaired"] = True
         record.update(marks.get(index, {}))
         records.append(record)
     error_records = [
@@ -240,12 +261,22 @@ def _warn_long_lines(records, name, limit):
     logging.warning(message + ".")
 
 
-def _method(runner, job, seed):
-    """The runner's call for `job.mode`: each text's hypotheses, best first."""
+def _method(runner, job, seed, repaired):
+    """The runner's call for `job.mode`: each text's hypotheses, best first
+    (a document's translation as one; the texts whose markup was repaired
+    added to `repaired`)."""
     options = {"batch_size": job.batch_size, "target_lang": job.target_lang}
     if job.mode == "sample":
         return lambda texts: runner.sample(texts, seed=seed, **options)
-    return lambda texts: runner.translate_with_scores(texts, **options)
+    if not formats.of(job.format).marked_up:
+        return lambda texts: runner.translate_with_scores(texts, **options)
+
+    def documents(texts):
+        found = runner.translate_documents(texts, job.format, **options)
+        repaired.update(t for t, d in zip(texts, found, strict=True) if d.repaired)
+        return [[Hypothesis(d.translation, 0.0)] for d in found]
+
+    return documents
 
 
 def _in_length_order(run, texts):

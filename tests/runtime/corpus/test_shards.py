@@ -184,3 +184,22 @@ def test_a_line_over_the_limit_is_marked_and_named_by_its_input_line(caplog):
         "translated in pieces of whole words (lines [2, 4]); a word alone was longer and cut "
         "in lines [4]."
     )
+
+
+def test_lines_of_markup_keep_their_tags_and_say_when_they_were_repaired():
+    from tests.runtime.text.test_formats import WordReversingRunner
+
+    job = CorpusJob(format="html")
+    lines = [(1, b"<p><b>a b</b> c</p>"), (2, b"<b>a"), (3, b"")]
+    records, errors = corpus_shards.translate_shard(WordReversingRunner(), job, 0, lines)
+    assert [(r["line"], r["translation"], r.get("repaired")) for r in records] == [
+        (1, "<p>C <b>B A</b></p>", None),
+        (2, "<b>A</b>", True),
+    ]
+    assert [e["line"] for e in errors] == [3]
+    assert job.to_dict()["format"] == "html"
+    assert "format" not in CorpusJob().to_dict()  # as outputs before the setting recorded it
+    with pytest.raises(ValueError, match="`format='html'` goes with mode='translate' and no"):
+        CorpusJob(format="html", with_scores=True)
+    with pytest.raises(ValueError, match="`format` must be one of 'text', 'html', 'markdown'"):
+        CorpusJob(format="xml")
