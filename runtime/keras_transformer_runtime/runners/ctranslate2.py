@@ -209,30 +209,33 @@ class CTranslate2Translator(runner.Runner):
     def _source_lengths(self, texts):
         return [len(self.pieces.source(runner.as_text(text))) for text in texts]
 
+    def _beam_search(self, pieces, **options):
+        """One `translate_batch` call of beam search (greedy for
+        `beam_size=1`) over source `pieces` with the settings' controls and
+        limit, every hypothesis with its score and EOS."""
+        beam_size = self.settings.beam_size
+        return self.translator.translate_batch(
+            pieces,
+            beam_size=beam_size,
+            num_hypotheses=beam_size,
+            length_penalty=0.0,
+            return_scores=True,
+            return_end_token=True,
+            max_input_length=0,
+            max_decoding_length=decoding_limit(pieces, self.settings),
+            **controls(self.settings),
+            **options,
+        )
+
     def _translate_with_scores(self, sentences, n_best, token_scores, batch_size):
         """Beam search (greedy for `beam_size=1`): for each sentence, its
         `n_best` best `Hypothesis` (at most `beam_size`), best first; with
         `token_scores`, each with its tokens' log-probabilities (one more
         scoring call per batch, as `score` gives them)."""
         runner.check_n_best(n_best, self.settings.beam_size)
-        beam_size = self.settings.beam_size
-
-        def search(pieces, **options):
-            return self.translator.translate_batch(
-                pieces,
-                beam_size=beam_size,
-                num_hypotheses=beam_size,
-                length_penalty=0.0,
-                return_scores=True,
-                return_end_token=True,
-                max_input_length=0,
-                max_decoding_length=decoding_limit(pieces, self.settings),
-                **controls(self.settings),
-                **options,
-            )
 
         def run(pieces):
-            hypotheses = self._outputs.best_first(search, pieces, self.settings)
+            hypotheses = self._outputs.best_first(self._beam_search, pieces, self.settings)
             best = [options[:n_best] for options in hypotheses]
             return self._with_token_scores(pieces, best) if token_scores else best
 
@@ -242,33 +245,41 @@ class CTranslate2Translator(runner.Runner):
 
     def _translate_with_alignments(self, sentences, batch_size):
         """The best translation of each sentence as an
-        `AlignedTranslation`: each target piece aligned to the source piece
-        it attends to most in the export's alignment heads (every head of
-        the last decoder layer, averaged, as `Translator`), from one
-        forced decoding of the translation (its tokens' log-probabilities
-        from `score_batch`)."""
-        sentences = list(sentences)
-        found = self._translate_with_scores(sentences, 1, True, batch_size)
-        best = [options[0] for options in found]
-        pieces = self._source_pieces(sentences)
+        `AlignedTranslation` (without token scores): each target piece
+        aligned to the source piece it attends to most in the export's
+        alignment heads (every head of the last decoder layer, averaged,
+        as `Translator`), from one forced decoding of the translation
+        (`return_attention`). The search's own attention is not used: on
+        the letter reverser it disagreed with `Translator`'s on 11 of 96
+        pieces, where the forced decoding's agrees on every one."""
+        eos = self.pieces.eos_piece
 
-        def run(chunk):
-            rows = [i for i in chunk if pieces[i]]  # CTranslate2 decodes no empty source
-            targets = [best[i].tokens[:-1] for i in rows]
-            forced = self.translator.translate_batch(
-                [pieces[i] for i in rows],
-                target_prefix=targets,
-                beam_size=1,
-                return_attention=True,
-                return_end_token=True,
-                max_input_length=0,
-                max_decoding_length=max((len(t) for t in targets), default=0) + 1,
-            ) if rows else []  # fmt: skip
-            attention = dict(zip(rows, (r.attention[0] for r in forced), strict=True))
-            eos = self.pieces.eos_piece
-            return [aligned(best[i], pieces[i], attention.get(i, []), eos) for i in chunk]
+        def run(pieces):
+            found = self._outputs.best_first(self._beam_search, pieces, self.settings)
+            best = [options[0] for options in found]
+            rows = [i for i, source in enumerate(pieces) if source]  # none decodes no source
+            attention = self._forced_attention(pieces, best, rows)
+            found = zip(best, pieces, strict=True)
+            return [aligned(h, p, attention.get(i, []), eos) for i, (h, p) in enumerate(found)]
 
-        return in_length_order(len(pieces), lambda i: len(pieces[i]), run, batch_size)
+        return self._by_length(sentences, batch_size, run, self._options["inter_threads"])
+
+    def _forced_attention(self, pieces, best, rows):
+        """`{row: attention}` of the hypotheses `best[row]` of the sources
+        `pieces[row]`, decoded forced (their tokens as the target prefix)."""
+        if not rows:
+            return {}
+        targets = [best[i].tokens[:-1] for i in rows]
+        forced = self.translator.translate_batch(
+            [pieces[i] for i in rows],
+            target_prefix=targets,
+            beam_size=1,
+            return_attention=True,
+            return_end_token=True,
+            max_input_length=0,
+            max_decoding_length=max(len(t) for t in targets) + 1,
+        )
+        return {i: result.attention[0] for i, result in zip(rows, forced, strict=True)}
 
     def _with_token_scores(self, pieces, hypotheses):
         """`hypotheses` (a list per source of `pieces`) with their tokens'
