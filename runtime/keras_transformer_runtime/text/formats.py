@@ -9,8 +9,8 @@ words aligned to the source words it wrapped (`markup.TaggedText`), the
 alignment coming from the runner (`word_alignment`). A runner that gives
 no alignments (`translate_with_alignments` not among its `methods`)
 places the markup by position: the middle of the n-th of m target words
-is aligned to the source word at the same fraction of the source. A page the parser had
-to repair says so (`TranslatedDocument.repaired`, and a
+is aligned to the source word at the same fraction of the source. A page
+the parser had to repair says so (`TranslatedDocument.repaired`, and a
 `RepairedMarkupWarning` from `translate`).
 
 Example:
