@@ -103,9 +103,7 @@ def dtype_policy(mixed_precision="none"):
     >>> dtype_policy("bf16")
     'mixed_bfloat16'
     """
-    validation.check_choice(("auto", *MIXED_PRECISION), mixed_precision=mixed_precision)
-    if mixed_precision == "auto":
-        return MIXED_PRECISION[recommended_mixed_precision()]
+    policy = policy_name(mixed_precision)
     if (
         mixed_precision == "bf16"
         and not _backend.gpu_compute_capabilities()
@@ -118,6 +116,21 @@ def dtype_policy(mixed_precision="none"):
             RuntimeWarning,
             stacklevel=2,
         )
+    return policy
+
+
+def policy_name(mixed_precision):
+    """The name of `dtype_policy(mixed_precision)`'s policy, without its
+    warning (for comparing a model's policy with the one asked for).
+
+    Example:
+
+    >>> policy_name("none")
+    'float32'
+    """
+    validation.check_choice(("auto", *MIXED_PRECISION), mixed_precision=mixed_precision)
+    if mixed_precision == "auto":
+        return MIXED_PRECISION[recommended_mixed_precision()]
     return MIXED_PRECISION[mixed_precision]
 
 

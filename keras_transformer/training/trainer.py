@@ -21,6 +21,7 @@ allows more patience).
 """
 
 from keras_transformer import _backend
+from keras_transformer.training import devices
 from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.budget import ScheduleFitter
 from keras_transformer.training.compile import compile_for_training
@@ -170,8 +171,9 @@ def train(
 
 def _check_precision(model, settings):
     """Raises unless `settings.precision` is the model's dtype policy (or
-    the model's own: `None`)."""
-    wanted = settings.dtype_policy()
+    the model's own: `None`); no warning of emulated bfloat16 here (the
+    model was built already)."""
+    wanted = None if settings.precision is None else devices.policy_name(settings.precision)
     if wanted is not None and wanted != model.dtype_policy.name:
         raise ValueError(
             f"`precision` is {settings.precision!r} ({wanted}) but the model computes with "
