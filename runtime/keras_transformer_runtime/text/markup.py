@@ -13,8 +13,9 @@ translation:
   the source words it wrapped (a word is a run of letters and digits, or
   one mark of punctuation: `WORD`);
 - a span inside another stays inside it, and spans side by side in the
-  source stay side by side, in order: the output is always well-formed,
-  whatever the alignment;
+  source stay side by side, in the order of their words in the target
+  (a translation that swaps two phrases swaps their tags): the output is
+  always well-formed, whatever the alignment;
 - a span whose words have no aligned target word, and a void, go after
   the target word aligned to the source word before them (at the start if
   none);
@@ -132,14 +133,20 @@ class TaggedText:
         return _joined(pieces, between)
 
     def _place(self, markup, parent, placer):
-        """Places `markup` within `parent`'s boundaries, each after the
-        one before it."""
+        """Places `markup` within `parent`'s boundaries in the order of
+        the target words it wants (the source's order on a tie: a
+        translation that reorders two phrases reorders their markup), each
+        after the one before it."""
         wanted = [placer.wanted(item) for item in markup]
-        for index, item in enumerate(markup):
+        # What wraps nothing goes before a span that starts at its place.
+        order = sorted(range(len(markup)), key=lambda index: wanted[index][:2])
+        for rank, index in enumerate(order):
+            item = markup[index]
             floor = parent.children[-1].high if parent.children else parent.low
             if isinstance(item, Span):
                 # Room for the next sibling's first word, if it wants one.
-                after = min((w[0] for w in wanted[index + 1 :]), default=parent.high)
+                later = order[rank + 1 :]
+                after = min((wanted[i][0] for i in later), default=parent.high)
                 low, high = placer.interval(wanted[index], floor, parent.high, after)
                 node = _Node(item, low, high)
                 parent.children.append(node)
@@ -298,15 +305,13 @@ class _Placer:
                 self.aligned.setdefault(source, []).append(target)
 
     def boundary_after(self, offset):
-        """The target boundary after the last word aligned to a source
-        word that ends at or before `offset` (0 if none)."""
-        before = [
-            target
-            for source, (_, end) in enumerate(self.sources)
-            if end <= offset
-            for target in self.aligned.get(source, ())
-        ]
-        return max(before) + 1 if before else 0
+        """The target boundary after the last word aligned to the last
+        source word with aligned words that ends at or before `offset` (0
+        if none)."""
+        for source in range(len(self.sources) - 1, -1, -1):
+            if self.sources[source][1] <= offset and source in self.aligned:
+                return max(self.aligned[source]) + 1
+        return 0
 
     def wanted(self, item):
         """The boundaries `(low, high)` an item would have on its own (a

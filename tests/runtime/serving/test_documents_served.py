@@ -25,8 +25,9 @@ def test_pages_come_back_with_their_markup_and_say_if_it_was_repaired(client):
     assert client.post("/translate", json=body).json() == {
         "translations": [
             {"translation": "<p>C <b>B A</b></p>", "repaired": False},
-            # Repaired as `<b>a <i>b</i></b><i> c</i>`; the siblings keep their order.
-            {"translation": "C <b><i>B</i> A</b><i></i>", "repaired": True},
+            # Repaired as `<b>a <i>b</i></b><i> c</i>`; the siblings follow
+            # their words, so the second `<i>` goes first, around "C".
+            {"translation": "<i>C</i> <b><i>B</i> A</b>", "repaired": True},
         ]
     }
 

@@ -60,8 +60,9 @@ def test_html_tags_go_around_the_words_aligned_to_those_they_wrapped():
     pages = ["<p><b>a b</b> c d</p>", '<ul><li><a href="x?a=1&amp;b=2">e</a> f<br>g</li></ul>']
     assert translator.translate(pages, format="html") == [
         "<p>D C <b>B A</b></p>",
-        # Markup side by side stays in its order: the line break after the link.
-        '<ul><li>G F <a href="x?a=1&amp;b=2">E</a><br></li></ul>',
+        # Markup side by side follows its words: the line break after the
+        # word it was written after ("f"), the link around its word.
+        '<ul><li>G F<br> <a href="x?a=1&amp;b=2">E</a></li></ul>',
     ]
     # Every segment of every page in one call.
     assert translator.calls == [["a b c d", "e f\ng"]]

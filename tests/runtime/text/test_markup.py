@@ -71,6 +71,23 @@ def test_a_span_goes_around_the_words_aligned_to_those_it_wrapped():
     )
 
 
+def test_spans_side_by_side_follow_their_words_when_the_translation_swaps_them():
+    # "a red car and a blue bike" -> "ein blaues Rad und ein rotes Auto":
+    # the phrases swap, and so do their tags (in source order, the second
+    # span would have to follow the first and wrap nothing).
+    tagged = TaggedText(
+        "a red car and a blue bike",
+        (Span(2, 9, "<b>", "</b>"), Span(16, 25, "<i>", "</i>")),
+    )
+    german = "ein blaues Rad und ein rotes Auto"
+    assert tagged.placed(german, [4, 5, 6, 3, 0, 1, 2]) == (
+        "ein <i>blaues Rad</i> und ein <b>rotes Auto</b>"
+    )
+    # A void between them goes after the word aligned to the one before it.
+    with_break = TaggedText("a b<br> c", (Span(0, 1, "<b>", "</b>"), Void(3, "<br>")))
+    assert with_break.placed("C B A", [2, 1, 0]) == "C B<br> <b>A</b>"
+
+
 def test_voids_keep_their_side_of_the_whitespace():
     tagged = TaggedText("one two  three", (Void(3, "<br>"), Void(8, "<img>")))
     assert tagged.placed("eins zwei drei", [0, 1, 2]) == "eins<br> zwei <img> drei"
