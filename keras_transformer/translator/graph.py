@@ -296,7 +296,9 @@ class TranslatorGraph(tf.Module):
         layer `alignment_layer`'s cross-attention, as Marian and
         CTranslate2 align) and its log-probability: `{"translation",
         "score", "alignments": (batch, target_len)` int32 source positions
-        (-1 after EOS)`, "token_scores": (batch, target_len)` float32 (each
+        (-1 after EOS)`, "attention": (batch, target_len, source_len)`
+        float32 (that mean, whose argmax `alignments` is; 0 after EOS)`,
+        "token_scores": (batch, target_len)` float32 (each
         piece the search wrote, given the source and the pieces before it:
         they sum to the hypothesis's log-probability; `score` of the
         translation's text scores the tokenizer's segmentation of it, the
@@ -312,10 +314,12 @@ class TranslatorGraph(tf.Module):
         ids = ids[:, :width]
         # The search's buffer may end without padding: one column for EOS.
         target = tf.concat([ids, tf.fill([tf.shape(ids)[0], 1], self.pad_id)], 1)
+        attention = self.model_search.attention(source, target)[:, :-1]
         return {
             "translation": self.tokenizer.detokenize(ids),
             "score": scores[:, 0],
-            "alignments": self.model_search.alignments(source, target)[:, :-1],
+            "alignments": self.model_search.alignments(attention, tf.not_equal(ids, self.pad_id)),
+            "attention": attention,
             "token_scores": self.model_search.token_log_probs(source, ids),
             "target_tokens": self._pieces(ids),
             "source_tokens": self._pieces(source),

@@ -157,17 +157,26 @@ class ModelSearch:
         chosen = tf.gather(log_probs, target, batch_dims=2)
         return tf.where(tf.not_equal(target, self.pad_id), chosen, 0.0)
 
-    def alignments(self, source, target):
-        """For each token of `target` (ids ending with EOS, padded), the
-        source position `(batch, target_len)` it attends to most in the
-        teacher-forced pass (the decoding pass's attention, as cached and
-        full passes agree), -1 at padding."""
+    def attention(self, source, target):
+        """For each token of `target` (ids ending with EOS, padded), its
+        attention on each source position `(batch, target_len,
+        source_len)` float32 (the mean over heads of decoder layer
+        `alignment_layer`'s cross-attention) in the teacher-forced pass
+        (the decoding pass's attention, as cached and full passes agree),
+        0 at padding."""
         bos = tf.fill([tf.shape(target)[0], 1], self.bos_id)
         decoder_input = tf.concat([bos, target[:, :-1]], 1)
         cross = self.model.attention_scores(source, decoder_input)["cross"]
-        mean = tf.reduce_mean(cross[self.alignment_layer], axis=1)  # (batch, target, source)
-        best = tf.argmax(mean, axis=-1, output_type=tf.int32)
-        return tf.where(tf.not_equal(target, self.pad_id), best, -1)
+        mean = tf.cast(tf.reduce_mean(cross[self.alignment_layer], axis=1), tf.float32)
+        return tf.where(tf.not_equal(target, self.pad_id)[:, :, None], mean, 0.0)
+
+    @staticmethod
+    def alignments(attention, target_mask):
+        """For each target token of `attention`, the source position
+        `(batch, target_len)` it attends to most, -1 where `target_mask` is
+        false (padding)."""
+        best = tf.argmax(attention, axis=-1, output_type=tf.int32)
+        return tf.where(target_mask, best, -1)
 
     def _tokenizer_ids_only(self, logits):
         """`logits` `(..., model vocabulary)` with the ids the tokenizer lacks

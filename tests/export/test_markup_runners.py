@@ -3,6 +3,7 @@ reverser: a runner with the model's alignments puts a tag around the
 reversed words it wrapped (the reverser attends to the letter it copies),
 one without them by position; either way the page keeps its markup."""
 
+import numpy as np
 import pytest
 
 from keras_transformer_runtime.runners import runner as methods
@@ -30,6 +31,11 @@ def test_alignments_are_the_translators(runner, reverser_translator):  # noqa: F
     ]
     # The same argmax, but where two source pieces are within rounding.
     assert sum(ours == theirs for ours, theirs in pairs) >= 0.95 * len(pairs)
+    # The whole attention, row by row (CTranslate2's EOS column is what its
+    # row lacks of 1), the same within float32 rounding.
+    for a, b in zip(found, expected, strict=True):
+        assert len(a.attention) == len(b.attention) == len(a.target_tokens)
+        np.testing.assert_allclose(np.array(a.attention), np.array(b.attention), atol=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -363,9 +363,19 @@ def test_alignments_on_the_reversal_task(trained, reverser):
             assert len(target) == length
             decoder_input = np.array([[tokenizer.bos_id] + target[:-1]])
             cross = model.attention_scores(source_row[None], decoder_input)["cross"][layer]
-            expected = np.argmax(np.mean(cross.numpy()[0], axis=0), axis=-1)
+            mean = np.mean(cross.numpy()[0], axis=0)  # (target, source)
+            expected = np.argmax(mean, axis=-1)
             assert alignments[row, :length].tolist() == expected.tolist()
             assert (alignments[row, length:] == -1).all()
+            # The whole attention, whose argmax the alignments are.
+            attention = outputs["attention"].numpy()[row]
+            np.testing.assert_allclose(attention[:length], mean, atol=1e-5)
+            assert (attention[length:] == 0).all()
+    for result in results:
+        assert len(result.attention) == len(result.target_tokens)
+        for row, most in zip(result.attention, result.alignments, strict=True):
+            assert len(row) == len(result.source_tokens)
+            assert abs(sum(row) - 1) < 1e-4 and int(np.argmax(row)) == most
     # Each token's log-probability, as scoring the translation gives it.
     scored = translator.score(sources, [r.translation for r in results])
     for result, score in zip(results, scored, strict=True):

@@ -133,16 +133,20 @@ def aligned(hypothesis, source, attention, eos_piece):
     (CTranslate2's, one row per target token, one column per piece: the
     weight on the source's EOS is what the row lacks of 1) with the most
     weight; a token without a row (past the rows, or a source of no piece)
-    to the source's EOS."""
+    to the source's EOS. Its `attention` is `attention` with the EOS
+    column added."""
     eos = len(source)
     alignments = [_most_attended(row, eos) for row in attention]
     alignments += [eos] * (len(hypothesis.tokens) - len(alignments))
+    rows = [[*row, max(0.0, 1.0 - sum(row))] for row in attention]
+    rows += [[0.0] * eos + [1.0]] * (len(hypothesis.tokens) - len(rows))
     return AlignedTranslation(
         translation=hypothesis.translation,
         target_tokens=list(hypothesis.tokens),
         source_tokens=[*source, eos_piece],
         alignments=alignments[: len(hypothesis.tokens)],
         token_scores=list(hypothesis.token_scores),
+        attention=rows[: len(hypothesis.tokens)],
     )
 
 

@@ -186,6 +186,11 @@ class AlignedTranslation:
             source and the tokens before it (the model's, as
             `Translator.score` gives it for this translation); they sum to
             the translation's log-probability.
+        attention: for each target token, its attention on each of
+            `source_tokens` (the alignment heads' mean, as `alignments`
+            takes its argmax), or empty where the runner gives the argmax
+            only (an export from before this field); `word_alignment`
+            matches words on it.
     """
 
     translation: str
@@ -193,6 +198,7 @@ class AlignedTranslation:
     source_tokens: list
     alignments: list
     token_scores: list = dataclasses.field(default_factory=list)
+    attention: list = dataclasses.field(default_factory=list)
 
     @property
     def word_scores(self):
@@ -287,17 +293,24 @@ def target_scores(outputs):
 
 
 def aligned_translations(outputs):
-    """`translate_with_alignments`' outputs as `AlignedTranslation`s."""
+    """`translate_with_alignments`' outputs as `AlignedTranslation`s (with
+    their `attention` where the graph gives it: exports from before it
+    give the argmax only)."""
     results = []
+    attention = outputs.get("attention")
     for row, translation in enumerate(outputs["translation"]):
         length = _length(outputs["target_tokens"][row])
+        source_length = _length(outputs["source_tokens"][row])
         results.append(
             AlignedTranslation(
                 translation=text(translation),
                 target_tokens=[text(p) for p in outputs["target_tokens"][row, :length]],
-                source_tokens=[text(p) for p in outputs["source_tokens"][row] if p],
+                source_tokens=[text(p) for p in outputs["source_tokens"][row, :source_length]],
                 alignments=outputs["alignments"][row, :length].tolist(),
                 token_scores=outputs["token_scores"][row, :length].tolist(),
+                attention=(
+                    [] if attention is None else attention[row, :length, :source_length].tolist()
+                ),
             )
         )
     return results

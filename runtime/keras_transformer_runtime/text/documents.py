@@ -289,4 +289,13 @@ def _aligned(parts, layout, units):
         source_tokens=[t for p in parts for t in p.source_tokens],
         alignments=[a + o for p, o in zip(parts, offsets, strict=True) for a in p.alignments],
         token_scores=[s for p in parts for s in p.token_scores],
+        attention=(
+            [
+                [0.0] * o + row + [0.0] * (total - o - len(row))
+                for p, o in zip(parts, offsets, strict=True)
+                for row in p.attention
+            ]
+            if all(p.attention for p in parts)
+            else []
+        ),
     )

@@ -13,9 +13,13 @@ counts still differ (another normalization), the positions are scaled from
 one count to the other, so a word is still matched to the pieces at its
 place.
 
-A target word is aligned to the source word most of the pieces it is
-written in are aligned to (the first of them on a tie), a source piece
-standing for the word its first character is in; a word whose pieces all
+Where the runner gives the whole attention (`AlignedTranslation.attention`),
+a source piece stands for the word its first character is in, the
+attention of a target word's pieces on a source word's is summed, and the
+words are matched on those sums (`attention_matching`: balanced, with a
+position prior, one to one). Otherwise (the argmax only), a target word is
+aligned to the source word most of the pieces it is written in are aligned
+to (the first of them on a tie). Either way, a word whose pieces all
 attend to a control piece (EOS) is aligned to none.
 
 Example:
@@ -34,8 +38,11 @@ Example:
 import re
 import unicodedata
 
+import numpy as np
+
 from keras_transformer_runtime.runners.results import BYTE_PIECE
 from keras_transformer_runtime.runners.results import WORD_BOUNDARY
+from keras_transformer_runtime.text.attention_matching import matched_alignment
 from keras_transformer_runtime.text.languages import TAG
 from keras_transformer_runtime.text.markup import WORD
 
@@ -58,6 +65,9 @@ def word_alignment(aligned, source_text):
     """
     source_words = _words_at(aligned.source_tokens, source_text)
     target_words = _words_at(aligned.target_tokens, aligned.translation)
+    count = sum(1 for _ in WORD.finditer(aligned.translation))
+    if aligned.attention:
+        return _matched(aligned, source_words, target_words, count)
     votes = {}  # target word -> {source word: count}, in order of pieces
     for target_piece, source_piece in enumerate(aligned.alignments):
         if not 0 <= source_piece < len(source_words) or not source_words[source_piece]:
@@ -66,12 +76,30 @@ def word_alignment(aligned, source_text):
         for target_word in target_words[target_piece]:
             counts = votes.setdefault(target_word, {})
             counts[source_word] = counts.get(source_word, 0) + 1
-    count = sum(1 for _ in WORD.finditer(aligned.translation))
     alignment = [None] * count
     for target_word, counts in votes.items():
         best = max(counts.values())
         alignment[target_word] = next(w for w, c in counts.items() if c == best)
     return alignment
+
+
+def _matched(aligned, source_words, target_words, count):
+    """The alignment of `count` target words matched on the pieces'
+    `aligned.attention` summed by word (a source piece counting for the
+    word its first character is in; pieces of no word left out, and so the
+    target pieces whose argmax is one)."""
+    columns = max((words[0] + 1 for words in source_words if words), default=0)
+    attention = np.asarray(aligned.attention, dtype=np.float64)
+    attention = attention[: len(target_words), : len(source_words)]
+    by_target = np.zeros((count, len(attention)))  # target word x target piece
+    for piece, most in enumerate(aligned.alignments[: len(attention)]):
+        if 0 <= most < len(source_words) and source_words[most]:
+            by_target[list(target_words[piece]), piece] = 1.0
+    by_source = np.zeros((attention.shape[1], columns))  # source piece x source word
+    for piece, words in enumerate(source_words[: attention.shape[1]]):
+        if words:
+            by_source[piece, words[0]] = 1.0
+    return matched_alignment(by_target @ attention @ by_source)
 
 
 def _widths(pieces):

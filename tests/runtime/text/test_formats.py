@@ -2,6 +2,7 @@
 runner's alignments (or by position without them), against outputs worked
 out by hand for a runner that reverses the order of the words."""
 
+import dataclasses
 import warnings
 
 import pytest
@@ -111,3 +112,65 @@ def test_a_page_without_words_is_not_sent_to_the_model():
 def test_an_unknown_format_is_refused_naming_the_accepted_ones():
     with pytest.raises(ValueError, match=r"`format` must be one of 'text', 'html', 'markdown'"):
         WordReversingRunner().translate(["a"], format="xml")
+
+
+class HubAttendingRunner(WordReversingRunner):
+    """The same translations, with attention where every target word
+    attends most to the first source word (a "hub", so every argmax points
+    there) and next most to the word it translates: only matching on the
+    whole attention finds the reversal. Sentences are split."""
+
+    def __init__(self):
+        super().__init__()
+        self.settings = DecodingSettings()
+
+    def _translate_with_alignments(self, sentences, batch_size):
+        found = super()._translate_with_alignments(sentences, batch_size)
+        with_attention = []
+        for aligned in found:
+            words = len(aligned.source_tokens) - 1
+            rows = []
+            for i in range(words):
+                row = [0.0] * (words + 1)
+                row[0], row[words - 1 - i], row[words] = 0.5, row[words - 1 - i] + 0.4, 0.1
+                rows.append(row)
+            rows.append([0.0] * words + [1.0])  # EOS on EOS
+            hub = [0] * words + [words]
+            with_attention.append(
+                AlignedTranslation(
+                    aligned.translation,
+                    aligned.target_tokens,
+                    aligned.source_tokens,
+                    alignments=hub,
+                    attention=rows,
+                )
+            )
+        return with_attention
+
+
+def test_tags_are_placed_by_the_whole_attention_where_runners_give_it():
+    translator = HubAttendingRunner()
+    # Two sentences, translated apart and joined (their attention block by
+    # block), then one sentence whose two phrases swap places.
+    pages = [
+        "<p><b>Aa bb</b> cc dd. <i>Ee</i> ff gg.</p>",
+        "<p><b>Aa bb</b> cc dd <i>Ee</i> ff gg.</p>",
+    ]
+    assert translator.translate(pages, format="html") == [
+        "<p>DD. CC <b>BB AA</b> GG. FF <i>EE</i></p>",
+        "<p>GG. FF <i>EE</i> DD CC <b>BB AA</b></p>",
+    ]
+    assert translator.calls == [["Aa bb cc dd.", "Ee ff gg.", "Aa bb cc dd Ee ff gg."]]
+
+
+def test_with_the_argmax_alone_a_hub_takes_every_tag():
+    # The same runner's alignments without its attention: every word
+    # aligned to the first source word.
+    class HubOnlyRunner(HubAttendingRunner):
+        def _translate_with_alignments(self, sentences, batch_size):
+            found = super()._translate_with_alignments(sentences, batch_size)
+            return [dataclasses.replace(aligned, attention=[]) for aligned in found]
+
+    assert HubOnlyRunner().translate(["<p><b>Aa bb</b> cc dd.</p>"], format="html") == [
+        "<p><b>DD. CC BB AA</b></p>"
+    ]

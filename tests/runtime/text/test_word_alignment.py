@@ -73,3 +73,33 @@ def test_normalized_sources_are_matched_by_scaled_positions(source, pieces):
     assert alignment[0] == 0
     assert alignment[-1] == len(source_words) - 1
     assert alignment == sorted(alignment)
+
+
+def test_with_the_whole_attention_words_are_matched_on_its_sums_by_word():
+    # Every target piece attends most to "▁A" (the argmax alone aligns all
+    # to it), but "▁klein"+"es" attend to "▁little" more than the others
+    # do, and "▁Mäd"+"chen" to "▁gi"+"rl": summed by word and matched,
+    # each word gets its own. "." attends most to EOS: unaligned.
+    rows = [
+        [0.70, 0.10, 0.05, 0.05, 0.05, 0.05],  # ▁Ein
+        [0.50, 0.30, 0.05, 0.05, 0.05, 0.05],  # ▁klein
+        [0.50, 0.30, 0.05, 0.05, 0.05, 0.05],  # es
+        [0.50, 0.05, 0.20, 0.15, 0.05, 0.05],  # ▁Mäd
+        [0.50, 0.05, 0.15, 0.20, 0.05, 0.05],  # chen
+        [0.10, 0.05, 0.05, 0.05, 0.15, 0.60],  # .
+        [0.10, 0.05, 0.05, 0.05, 0.15, 0.60],  # </s>
+    ]
+    found = AlignedTranslation(
+        "Ein kleines Mädchen.",
+        ["▁Ein", "▁klein", "es", "▁Mäd", "chen", ".", "</s>"],
+        ["▁A", "▁little", "▁gi", "rl", ".", "</s>"],
+        alignments=[max(range(6), key=row.__getitem__) for row in rows],
+        attention=rows,
+    )
+    assert found.alignments[:5] == [0, 0, 0, 0, 0]
+    assert word_alignment(found, "A little girl.") == [0, 1, 2, None]
+    # The same pieces with the argmax only: every word on "A".
+    argmax_only = AlignedTranslation(
+        found.translation, found.target_tokens, found.source_tokens, found.alignments
+    )
+    assert word_alignment(argmax_only, "A little girl.") == [0, 0, 0, None]
