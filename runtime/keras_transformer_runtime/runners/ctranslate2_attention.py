@@ -6,8 +6,8 @@ CTranslate2's beam search (`return_attention`) gives the first decoding
 step another row than the model's: on the README's Multi30k model, every
 row after the first equals that of a forced decoding of the same
 hypothesis (`target_prefix`) within 0.005, and the first differs in 399 of
-400 test sentences; on the letter reverser the first rows were the 11 of 96 pieces
-whose argmax disagreed with `Translator`'s. The first step's decoder input
+400 test sentences; on the letter reverser the first rows were the 11 of
+96 pieces whose argmax disagreed with `Translator`'s. The first step's decoder input
 is BOS for every hypothesis, so one greedy step of the source gives its
 row. That costs about half a forced decoding of the whole hypothesis,
 which is what a hypothesis the search did not give as it is (stopped by
@@ -44,14 +44,11 @@ class SearchAttention:
         its `tokens`, EOS's last) of the sources `pieces[row]`, for every
         source of at least one piece."""
         rows = [i for i, source in enumerate(pieces) if source]  # none decodes no source
-        first = self._first_rows(pieces, rows)
-        attention = {}
-        for i in rows:
-            searched = self.searched.get((tuple(pieces[i]), tuple(best[i].tokens)))
-            if searched:
-                attention[i] = [first[i], *searched[1:]]
-        missing = [i for i in rows if i not in attention]
-        attention.update(self._forced(pieces, best, missing))
+        searched = {i: self.searched.get((tuple(pieces[i]), tuple(best[i].tokens))) for i in rows}
+        found = [i for i in rows if searched[i]]
+        first = self._first_rows(pieces, found)
+        attention = {i: [first[i], *searched[i][1:]] for i in found}
+        attention.update(self._forced(pieces, best, [i for i in rows if not searched[i]]))
         return attention
 
     def _first_rows(self, pieces, rows):

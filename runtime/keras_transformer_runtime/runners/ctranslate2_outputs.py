@@ -128,30 +128,21 @@ def _without_eos(tokens, eos):
 
 def aligned(hypothesis, source, attention, eos_piece):
     """`hypothesis` (with its tokens and token scores) of the source
-    `source` (pieces, EOS not written) as an `AlignedTranslation`: each
-    target token aligned to the source piece of its row of `attention`
-    (CTranslate2's, one row per target token, one column per piece: the
-    weight on the source's EOS is what the row lacks of 1) with the most
-    weight; a token without a row (past the rows, or a source of no piece)
-    to the source's EOS. Its `attention` is `attention` with the EOS
-    column added."""
+    `source` (pieces, EOS not written) as an `AlignedTranslation`: its
+    `attention` is `attention` (CTranslate2's, one row per target token,
+    one column per piece) with the source's EOS column added (what the row
+    lacks of 1), and a token without a row (past the rows, or a source of
+    no piece) all on EOS; each token aligned to its row's column of most
+    weight (the first on a tie)."""
     eos = len(source)
-    alignments = [_most_attended(row, eos) for row in attention]
-    alignments += [eos] * (len(hypothesis.tokens) - len(alignments))
     rows = [[*row, max(0.0, 1.0 - sum(row))] for row in attention]
     rows += [[0.0] * eos + [1.0]] * (len(hypothesis.tokens) - len(rows))
+    rows = rows[: len(hypothesis.tokens)]
     return AlignedTranslation(
         translation=hypothesis.translation,
         target_tokens=list(hypothesis.tokens),
         source_tokens=[*source, eos_piece],
-        alignments=alignments[: len(hypothesis.tokens)],
+        alignments=[max(range(len(row)), key=row.__getitem__) for row in rows],
         token_scores=list(hypothesis.token_scores),
-        attention=rows[: len(hypothesis.tokens)],
+        attention=rows,
     )
-
-
-def _most_attended(row, eos):
-    """The column of `row` with the most weight, or `eos` where the weight
-    left for the source's EOS (1 less the row's) is more."""
-    best = max(range(len(row)), key=row.__getitem__, default=eos)
-    return eos if best == eos or 1.0 - sum(row) > row[best] else best
