@@ -32,11 +32,11 @@ def summary_stage(config, run):
             ("evaluation time", f"{evaluation_seconds:.0f} s, {100 * share:.1f}% of training"),
         ]
     budget = trained.get("budget")
-    if budget:
+    if budget and "warmup_updates" in budget:  # budget.json before 2026-11-30: no warm-up
         rows.append(
             (
                 "schedule over the budget",
-                f"warm-up {budget['warmup_steps']:,} updates, linear decay to zero at "
+                f"warm-up {budget['warmup_updates']:,} updates, linear decay to zero at "
                 f"{budget['total_steps']:,}; averaging window from update "
                 f"{budget['averaging_from']:,}",
             )

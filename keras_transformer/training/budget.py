@@ -41,7 +41,7 @@ BUDGET_FILE = "budget.json"
 
 def read_budget(model_dir):
     """`model_dir/budget.json`, what the last `TimeBudget` estimated (keys
-    `seconds_per_step`, `total_steps`, `warmup_steps`, `averaging_from`),
+    `seconds_per_step`, `total_steps`, `warmup_updates`, `averaging_from`),
     or `None` when the run has none."""
     path = os.path.join(model_dir, BUDGET_FILE)
     if not os.path.exists(path):
@@ -161,7 +161,7 @@ class ScheduleFitter(keras.callbacks.Callback):
                 {
                     "seconds_per_step": self.seconds_per_step,
                     "total_steps": self.total_steps,
-                    "warmup_steps": self.schedule.warmup_steps(),
+                    "warmup_updates": self.schedule.warmup_updates(),
                     "averaging_from": self.averaging_from(),
                 },
             )
@@ -171,7 +171,7 @@ class ScheduleFitter(keras.callbacks.Callback):
         `averaging_fraction` of the estimated updates, after the warm-up."""
         total = self.total_steps
         start = total - math.floor(self.plan.averaging_fraction * total) + 1
-        return max(start, self.schedule.warmup_steps(total) + 1)
+        return max(start, self.schedule.warmup_updates(total) + 1)
 
     def wants_checkpoint(self, step):
         """Whether update `step` should be checkpointed for averaging: it

@@ -2,6 +2,7 @@
 budget schedule (`BudgetSchedule`) that `train` fits to a time budget."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -145,12 +146,27 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
         """Moves the end of the decay to `total_steps` updates."""
         self.total_steps.assign(float(max(1, total_steps)))
 
-    def warmup_steps(self, total_steps=None):
+    def warmup_updates(self, total_steps=None):
         """The warm-up's length in updates for `total_steps` (default: the
-        current estimate)."""
+        current estimate): the `warmup` of the formula above, which the
+        `max_warmup_steps` setting only caps.
+
+        >>> BudgetSchedule(1e-3, total_steps=1000).warmup_updates()
+        100
+        """
         if total_steps is None:
             total_steps = float(ops.convert_to_numpy(self.total_steps))
         return max(1, min(self.max_warmup_steps, round(self.warmup_fraction * total_steps)))
+
+    def warmup_steps(self, total_steps=None):
+        """Deprecated: `warmup_updates`, a name apart from the setting
+        that caps it."""
+        warnings.warn(
+            "BudgetSchedule.warmup_steps() is deprecated: use warmup_updates()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.warmup_updates(total_steps)
 
     def __call__(self, step):
         step = ops.floor_divide(ops.cast(step, "int32"), self.accumulation_steps)

@@ -43,17 +43,23 @@ def test_schedule_equals_the_formula(decay, total, fraction, cap):
     rates = keras.ops.convert_to_numpy(schedule(steps))
     expected = [reference(int(s), 2e-3, total, fraction, cap, decay) for s in steps]
     np.testing.assert_allclose(rates, expected, rtol=1e-5, atol=1e-9)
-    assert schedule.warmup_steps() == min(cap, round(fraction * total))
+    assert schedule.warmup_updates() == min(cap, round(fraction * total))
     assert float(schedule(total)) == 0.0 and float(schedule(2 * total)) == 0.0
 
 
 def test_moving_the_end_rescales_warmup_and_decay():
     schedule = BudgetSchedule(1e-3, 10_000, warmup_fraction=0.2)
     schedule.set_total_steps(500)
-    assert schedule.warmup_steps() == 100
+    assert schedule.warmup_updates() == 100
     np.testing.assert_allclose(float(schedule(100)), 1e-3, rtol=1e-6)  # the peak
     np.testing.assert_allclose(float(schedule(300)), 0.5e-3, rtol=1e-6)  # half-way down
     assert float(schedule(500)) == 0.0
+
+
+def test_warmup_steps_method_is_deprecated_for_warmup_updates():
+    schedule = BudgetSchedule(1e-3, 1000, warmup_fraction=0.1, max_warmup_steps=50)
+    with pytest.warns(DeprecationWarning, match="warmup_updates"):
+        assert schedule.warmup_steps(2000) == schedule.warmup_updates(2000) == 50
 
 
 def test_accumulation_counts_updates():
@@ -135,7 +141,7 @@ def test_estimates_the_updates_the_budget_allows(monkeypatch, tmp_path):
     fitter, wanted = run_budget(
         monkeypatch, tmp_path, 2.0, 10_000, seconds=1000, reserve_seconds=200
     )
-    assert fitter.total_steps == 400 and fitter.schedule.warmup_steps() == 40
+    assert fitter.total_steps == 400 and fitter.schedule.warmup_updates() == 40
     assert fitter.seconds_per_step == pytest.approx(2.0)
     # Averaging: 5 checkpoints spread over the last 20% (updates 321-400).
     assert fitter.averaging_from() == 321
@@ -144,7 +150,7 @@ def test_estimates_the_updates_the_budget_allows(monkeypatch, tmp_path):
     assert recorded == {
         "seconds_per_step": pytest.approx(2.0),
         "total_steps": 400,
-        "warmup_steps": 40,
+        "warmup_updates": 40,
         "averaging_from": 321,
     }
 
@@ -155,8 +161,8 @@ def test_a_slower_machine_gets_a_shorter_schedule(monkeypatch, tmp_path):
     assert (fast.total_steps, slow.total_steps) == (600, 230)
     # The warm-up stays the same fraction, the averaging window never
     # reaches into it.
-    assert (fast.schedule.warmup_steps(), slow.schedule.warmup_steps()) == (60, 23)
-    assert slow.averaging_from() > slow.schedule.warmup_steps()
+    assert (fast.schedule.warmup_updates(), slow.schedule.warmup_updates()) == (60, 23)
+    assert slow.averaging_from() > slow.schedule.warmup_updates()
 
 
 def test_max_steps_caps_the_estimate(monkeypatch, tmp_path):
@@ -221,7 +227,7 @@ def test_train_under_a_time_budget_decays_to_zero_and_averages_late(tmp_path):
     )
     schedule = read_budget(str(tmp_path))
     assert result.budget == schedule and schedule["total_steps"] == 30
-    assert schedule["warmup_steps"] == 3 and schedule["averaging_from"] == 25
+    assert schedule["warmup_updates"] == 3 and schedule["averaging_from"] == 25
     steps = [int(p.rsplit("-", 1)[1]) for p in averaging_checkpoint_paths(str(tmp_path), 3)]
     assert steps == [27, 29, 30]
     assert all(s >= 25 for s in steps)

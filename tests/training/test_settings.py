@@ -37,7 +37,7 @@ def test_the_budget_schedule_peaks_where_the_papers_would():
     )
     _, schedule = settings.optimizer(d_model=64)
     # Warm-up: 10% of the updates (the plan's), at most 400, to the paper's peak.
-    assert schedule.warmup_steps() == 100
+    assert schedule.warmup_updates() == 100
     assert float(schedule(100)) == pytest.approx((64 * 400) ** -0.5, rel=1e-6)
     assert float(schedule(1000)) == pytest.approx(0.0, abs=1e-9)  # zero at the run's end
     budgeted = training.TrainingSettings(budget=training.TimeBudget(60))
