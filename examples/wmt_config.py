@@ -11,22 +11,22 @@ preset, then the flags.
 import dataclasses
 import os
 
+from wmt_checks import check_flags
 from wmt_corpora import CORPORA
 from wmt_presets import DATA_PRESETS
 from wmt_presets import RUN_PRESETS
 
 import keras_transformer as kt
+from keras_transformer import training
 from keras_transformer.training.devices import MIXED_PRECISION
 from keras_transformer.training.devices import STRATEGIES
-from keras_transformer.training.fine_tuning import FREEZABLE
 from keras_transformer.training.settings import LEARNING_RATE_SCHEDULES
-from keras_transformer_runtime.text import languages
 
 from wmt_fields import build_parser
 from wmt_fields import data_file
 from wmt_fields import model_setting
 from wmt_fields import setting
-from wmt_synthetic import check_synthetic_flags
+from wmt_fields import settings_fields
 
 KEEP_BEST = ("val_bleu", "val_chrf", "none")
 # average_last: the paper's average of the last checkpoints; best: the
@@ -38,9 +38,8 @@ STATIC_SHAPES = {"auto": "auto", "yes": True, "no": False}
 
 
 @dataclasses.dataclass
-class RunConfig:
-    """Every setting of a run. Each field is a command-line flag; the
-    defaults are the paper's base run, and `RUN_PRESETS` change some."""
+class _RunSettings:
+    """The flags of `RunConfig` up to its training flags of its own."""
 
     preset: str = setting("base", "run preset: sets the values it names below", "run")
     model_dir: str | None = setting(None, "checkpoints, logs, results", "run", shown="runs/PRESET")
@@ -215,16 +214,9 @@ class RunConfig:
         "training",
         LEARNING_RATE_SCHEDULES,
     )
-    warmup_steps: int = setting(
-        4000, "learning-rate warm-up (budget schedule: its longest, and the peak's)", "training"
-    )
     warmup_fraction: float = setting(
         0.1, "budget schedule: part of the updates warming up", "training"
     )
-    learning_rate_scale: float = setting(1.0, "learning-rate factor", "training")
-    label_smoothing: float = setting(0.1, "epsilon_ls", "training")
-    train_steps: int = setting(100_000, "updates", "training")
-    steps_per_checkpoint: int = setting(1000, "updates between checkpoints", "training")
     keep_checkpoints: int | None = setting(
         None, "checkpoints kept", "training", shown="max(5, average_last)"
     )
@@ -237,12 +229,37 @@ class RunConfig:
         None, "wall-time budget of training", "training", shown="none"
     )
     seed: int = setting(0, "seed of the vocabulary, weights and dropout", "training")
-    ema_momentum: float | None = setting(
-        None, "keep a moving average of the weights (e.g. 0.999)", "training", shown="none"
-    )
     sampling_alpha: float | None = setting(
         None, "subword regularization of the training data (e.g. 0.1)", "training", shown="none"
     )
+
+
+# The run sets these settings from its own flags: accumulation from
+# --update_tokens, precision from --mixed_precision, the best checkpoints
+# and early stopping from --keep_best, --average_last and
+# --early_stopping_patience, evaluations from --eval_every.
+SET_BY_THE_RUN = (
+    "accumulation_steps", "precision", "keep_best", "best_monitor", "patience", "min_delta",
+    "restore_best_weights", "evaluate_every", "validation_steps", "tensorboard",
+)  # fmt: skip
+# The other `TrainingSettings` of one value are flags of the same name, their
+# defaults and help the package's (--train_steps, --label_smoothing, ...).
+_TrainingFlags = dataclasses.make_dataclass(
+    "_TrainingFlags",
+    settings_fields(
+        training.TrainingSettings,
+        "training",
+        left_out={*SET_BY_THE_RUN, *(field.name for field in dataclasses.fields(_RunSettings))},
+    ),
+    bases=(_RunSettings,),
+)
+
+
+@dataclasses.dataclass
+class RunConfig(_TrainingFlags):
+    """Every setting of a run. Each field is a command-line flag; the
+    defaults are the paper's base run, and `RUN_PRESETS` change some."""
+
     eval_every: int | None = setting(
         None, "updates between validation BLEU evaluations (0: none)", "evaluation",
         shown="steps_per_checkpoint",
@@ -346,48 +363,5 @@ def parse_config(argv=None, description=None):
     data = DATA_PRESETS.get(given.get("data"), {})
     preset = given.get("preset", data.get("preset", RunConfig.preset))
     config = RunConfig(**{**RUN_PRESETS[preset], **data, **given})
-    try:
-        languages.check_codes(config.target_langs)
-    except ValueError as error:
-        parser.error(f"--target_langs: {error}")
-    if config.multilingual and not config.data:
-        parser.error(
-            f"--target_langs {config.target_langs}: several target languages need a --data corpus "
-            f"that has them ({', '.join(CORPORA)})"
-        )
-    if config.data:
-        try:
-            CORPORA[config.data].check_languages((config.source_lang, *config.target_codes))
-        except ValueError as error:
-            parser.error(f"--source_lang/--target_langs: {error}")
-    check_synthetic_flags(parser, config)
-    if not config.temperature > 0:
-        parser.error(f"--temperature must be positive, not {config.temperature}")
-    if (config.freeze or config.lora_rank or config.lora_alpha) and not config.init_from:
-        parser.error("--freeze, --lora_rank and --lora_alpha fine-tune a model: give --init_from")
-    for part in (config.freeze or "").split(","):
-        if part.strip() and part.strip() not in FREEZABLE:
-            accepted = ", ".join(FREEZABLE)
-            parser.error(f"--freeze: {part.strip()!r} is not one of {accepted}")
-    if config.init_from and not _a_model_to_start_from(config.init_from):
-        parser.error(
-            f"--init_from {config.init_from}: neither a Hugging Face Marian (OPUS-MT) directory "
-            "(vocab.json, source.spm) nor a finished run's --model_dir (spm.model). Download an "
-            "OPUS-MT model with `hf download Helsinki-NLP/opus-mt-en-de --local-dir "
-            'opus-mt-en-de` (pip install -e ".[pretrained]"), or train one with this script.'
-        )
-    if config.lora_rank is not None and config.lora_rank < 1:
-        parser.error(f"--lora_rank must be positive, not {config.lora_rank}")
-    if any(config.local_files) and not all(config.local_files):
-        parser.error(
-            "local data needs --train_src, --train_tgt, --test_src and --test_ref "
-            "(and optionally --valid_src, --valid_tgt)"
-        )
+    check_flags(parser, config)
     return config
-
-
-def _a_model_to_start_from(path):
-    """Whether `path` holds a model `--init_from` starts from: a Marian
-    directory (`vocab.json`, `source.spm`) or a run's (`spm.model`)."""
-    marian = all(os.path.exists(os.path.join(path, f)) for f in ("vocab.json", "source.spm"))
-    return marian or os.path.exists(os.path.join(path, "spm.model"))

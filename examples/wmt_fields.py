@@ -6,6 +6,8 @@ what each preset sets."""
 
 import argparse
 import dataclasses
+import inspect
+import re
 import types
 
 from wmt_presets import DATA_PRESETS
@@ -40,6 +42,36 @@ def data_file(split, side):
     """A local corpus file: one sentence a line, plain or .gz, aligned."""
     help = f"{split} {side}, one sentence a line, plain or .gz"
     return setting(None, help, "data", shown="--data's, else none: TFDS is read")
+
+
+def settings_fields(settings_class, group, left_out=()):
+    """The fields of a settings dataclass of the package (e.g.
+    `TrainingSettings`) that are one flag each, for `make_dataclass`:
+    every field of one plain value (a number, a string, a switch), not in
+    `left_out`, with the class's default and, as help, the class
+    docstring's `Attributes:` line for it.
+
+    >>> [name for name, _, _ in settings_fields(TrainingSettings, "training")][:2]
+    ['train_steps', 'steps_per_checkpoint']
+    """
+    described = _attribute_docs(settings_class)
+    fields = []
+    for field in dataclasses.fields(settings_class):
+        if field.name in left_out or _flag_type(field.type) not in (int, float, str, bool):
+            continue
+        shown = "none" if field.default is None else None
+        help = described[field.name]
+        fields.append((field.name, field.type, setting(field.default, help, group, shown=shown)))
+    return fields
+
+
+def _attribute_docs(cls):
+    """{name: text} of the `Attributes:` section of `cls`'s Google-style
+    docstring, each text on one line."""
+    section = inspect.cleandoc(cls.__doc__).split("Attributes:\n", 1)[1]
+    section = re.split(r"\n\S", section, maxsplit=1)[0]  # up to the next heading
+    entries = re.findall(r"^    (\w+): (.*?)(?=^    \w+: |\Z)", section, re.M | re.S)
+    return {name: " ".join(text.split()).rstrip(".") for name, text in entries}
 
 
 def _flag_type(annotation):
