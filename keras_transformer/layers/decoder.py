@@ -128,6 +128,26 @@ class Decoder(LayerStackBase):
             self_attention.append(layer_cache["self_attention"])
         return self._final(x), {**cache, "self_attention": tuple(self_attention)}
 
+    def call_with_attention(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+    ):
+        """`call` (dropout off) that also returns each layer's attention
+        probabilities, in one pass: `(outputs, [{"self_attention": ...,
+        "cross_attention": ...}, ...])` (`DecoderLayer.call_with_attention`)."""
+        self._build_for(decoder_sequence, encoder_sequence)
+        x, scores = decoder_sequence, []
+        masks = dict(
+            decoder_padding_mask=decoder_padding_mask, encoder_padding_mask=encoder_padding_mask
+        )
+        for layer in self.stack:
+            x, layer_scores = layer.call_with_attention(x, encoder_sequence, **masks)
+            scores.append(layer_scores)
+        return self._final(x), scores
+
     def attention_scores(
         self,
         decoder_sequence,
@@ -137,15 +157,9 @@ class Decoder(LayerStackBase):
     ):
         """Each layer's attention probabilities in `call` (dropout off): a
         list of `{"self_attention": ..., "cross_attention": ...}`."""
-        self._build_for(decoder_sequence, encoder_sequence)
-        x, scores = decoder_sequence, []
-        masks = dict(
-            decoder_padding_mask=decoder_padding_mask, encoder_padding_mask=encoder_padding_mask
-        )
-        for layer in self.stack:
-            scores.append(layer.attention_scores(x, encoder_sequence, **masks))
-            x = layer(x, encoder_sequence, training=False, **masks)
-        return scores
+        return self.call_with_attention(
+            decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask
+        )[1]
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape

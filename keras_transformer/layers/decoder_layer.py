@@ -117,6 +117,37 @@ class DecoderLayer(TransformerLayerBase):
         )
         return self._feed_forward_block(x, False), {**cache, "self_attention": self_attention}
 
+    def call_with_attention(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+    ):
+        """`call` (dropout off) that also returns both attentions'
+        probabilities, each attention computed once: `(outputs,
+        {"self_attention": (batch, heads, target_len, target_len),
+        "cross_attention": (batch, heads, target_len, source_len)})`."""
+        self._build_for(decoder_sequence, encoder_sequence)
+        x = decoder_sequence
+        y = self._sublayer_input(x, self.self_attention_norm)
+        y, self_scores = self.self_attention(
+            y, y, value_mask=decoder_padding_mask, use_causal_mask=True,
+            return_attention_scores=True,
+        )  # fmt: skip
+        x = self._sublayer_output(
+            x, y, self.self_attention_norm, self.self_attention_dropout, False
+        )
+        y = self._sublayer_input(x, self.cross_attention_norm)
+        y, cross_scores = self.cross_attention(
+            y, encoder_sequence, value_mask=encoder_padding_mask, return_attention_scores=True
+        )
+        x = self._sublayer_output(
+            x, y, self.cross_attention_norm, self.cross_attention_dropout, False
+        )
+        scores = {"self_attention": self_scores, "cross_attention": cross_scores}
+        return self._feed_forward_block(x, False), scores
+
     def attention_scores(
         self,
         decoder_sequence,
@@ -127,21 +158,9 @@ class DecoderLayer(TransformerLayerBase):
         """Both attentions' probabilities in `call` (dropout off):
         `{"self_attention": (batch, heads, target_len, target_len),
         "cross_attention": (batch, heads, target_len, source_len)}`."""
-        self._build_for(decoder_sequence, encoder_sequence)
-        x = decoder_sequence
-        y = self._sublayer_input(x, self.self_attention_norm)
-        self_scores = self.self_attention.attention_scores(
-            y, y, value_mask=decoder_padding_mask, use_causal_mask=True
-        )
-        y = self.self_attention(y, y, value_mask=decoder_padding_mask, use_causal_mask=True)
-        x = self._sublayer_output(
-            x, y, self.self_attention_norm, self.self_attention_dropout, False
-        )
-        y = self._sublayer_input(x, self.cross_attention_norm)
-        cross_scores = self.cross_attention.attention_scores(
-            y, encoder_sequence, value_mask=encoder_padding_mask
-        )
-        return {"self_attention": self_scores, "cross_attention": cross_scores}
+        return self.call_with_attention(
+            decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask
+        )[1]
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape

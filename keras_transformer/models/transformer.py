@@ -18,13 +18,14 @@ from keras_transformer.models._quantization import default_policy
 from keras_transformer.models._quantization import quantize_as
 from keras_transformer.models._quantization import quantized_policies
 from keras_transformer.models.cached_decoding import CachedDecoding
+from keras_transformer.models.inspected_attention import InspectedAttention
 from keras_transformer.models.presets import preset_arguments
 from keras_transformer.special_ids import NEVER_LOGIT_BIAS
 from keras_transformer.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(CachedDecoding, keras.Model):
+class Transformer(CachedDecoding, InspectedAttention, keras.Model):
     """The Transformer (Vaswani et al., 2017) as a Keras model.
 
     `model((source_ids, target_ids))` embeds both sequences (token
@@ -352,33 +353,6 @@ class Transformer(CachedDecoding, keras.Model):
             training=training,
         )
         return self._logits(x)
-
-    def attention_scores(self, source_ids, target_ids):
-        """Every attention's probabilities for one forward pass (dropout
-        off), for plots like the paper's Figures 3-5.
-
-        Returns:
-            A dict of per-layer lists, each entry `(batch, num_heads,
-            query_len, key_len)`: `"encoder"` (source over source),
-            `"decoder"` (target over target, causal) and `"cross"` (target
-            over source).
-        """
-        source_mask = padding_mask(source_ids, self.pad_id)
-        x = self._embed(source_ids, self.source_embedding, self.source_positions, 0, False)
-        encoder_scores = self.encoder.attention_scores(x, padding_mask=source_mask)
-        encoder_output = self.encoder(x, padding_mask=source_mask, training=False)
-        y = self._embed(target_ids, self._target_embedding(), self.target_positions, 0, False)
-        decoder_scores = self.decoder.attention_scores(
-            y,
-            encoder_output,
-            decoder_padding_mask=padding_mask(target_ids, self.pad_id),
-            encoder_padding_mask=source_mask,
-        )
-        return {
-            "encoder": encoder_scores,
-            "decoder": [s["self_attention"] for s in decoder_scores],
-            "cross": [s["cross_attention"] for s in decoder_scores],
-        }
 
     def compute_output_shape(self, inputs_shape):
         source_shape, target_shape = inputs_shape

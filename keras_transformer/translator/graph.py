@@ -312,15 +312,13 @@ class TranslatorGraph(tf.Module):
         ids = ids[:, 0]
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), 1))
         ids = ids[:, :width]
-        # The search's buffer may end without padding: one column for EOS.
-        target = tf.concat([ids, tf.fill([tf.shape(ids)[0], 1], self.pad_id)], 1)
-        attention = self.model_search.attention(source, target)[:, :-1]
+        token_scores, attention = self.model_search.log_probs_and_attention(source, ids)
         return {
             "translation": self.tokenizer.detokenize(ids),
             "score": scores[:, 0],
             "alignments": self.model_search.alignments(attention, tf.not_equal(ids, self.pad_id)),
             "attention": attention,
-            "token_scores": self.model_search.token_log_probs(source, ids),
+            "token_scores": token_scores,
             "target_tokens": self._pieces(ids),
             "source_tokens": self._pieces(source),
             "truncated": truncated,

@@ -151,24 +151,32 @@ class ModelSearch:
         """The log-probability `(batch, target_len)` of each token of
         `target` (ids ending with EOS, padded) given `source` and the
         tokens before it: one teacher-forced forward pass; 0 at padding."""
-        bos = tf.fill([tf.shape(target)[0], 1], self.bos_id)
-        logits = self.model((source, tf.concat([bos, target[:, :-1]], 1)), training=False)
+        logits = self.model((source, self._decoder_input(target)), training=False)
+        return self._chosen(logits, target)
+
+    def log_probs_and_attention(self, source, target):
+        """`token_log_probs` and, from the same teacher-forced pass, each
+        token's attention on each source position `(batch, target_len,
+        source_len)` float32: the mean over heads of decoder layer
+        `alignment_layer`'s cross-attention (the decoding pass's
+        attention, as cached and full passes agree), 0 at padding."""
+        logits, scores = self.model.logits_and_attention(source, self._decoder_input(target))
+        cross = scores[self.alignment_layer]["cross_attention"]
+        mean = tf.cast(tf.reduce_mean(cross, axis=1), tf.float32)
+        attention = tf.where(tf.not_equal(target, self.pad_id)[:, :, None], mean, 0.0)
+        return self._chosen(logits, target), attention
+
+    def _decoder_input(self, target):
+        """BOS, then `target` but its last position (teacher forcing)."""
+        bos = tf.fill([tf.shape(target)[0], 1], tf.constant(self.bos_id, target.dtype))
+        return tf.concat([bos, target[:, :-1]], 1)
+
+    def _chosen(self, logits, target):
+        """The log-probability of each token of `target` under `logits`;
+        0 at padding."""
         log_probs = tf.nn.log_softmax(self._tokenizer_ids_only(logits))
         chosen = tf.gather(log_probs, target, batch_dims=2)
         return tf.where(tf.not_equal(target, self.pad_id), chosen, 0.0)
-
-    def attention(self, source, target):
-        """For each token of `target` (ids ending with EOS, padded), its
-        attention on each source position `(batch, target_len,
-        source_len)` float32 (the mean over heads of decoder layer
-        `alignment_layer`'s cross-attention) in the teacher-forced pass
-        (the decoding pass's attention, as cached and full passes agree),
-        0 at padding."""
-        bos = tf.fill([tf.shape(target)[0], 1], self.bos_id)
-        decoder_input = tf.concat([bos, target[:, :-1]], 1)
-        cross = self.model.attention_scores(source, decoder_input)["cross"]
-        mean = tf.cast(tf.reduce_mean(cross[self.alignment_layer], axis=1), tf.float32)
-        return tf.where(tf.not_equal(target, self.pad_id)[:, :, None], mean, 0.0)
 
     @staticmethod
     def alignments(attention, target_mask):
