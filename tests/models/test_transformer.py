@@ -345,6 +345,21 @@ def test_attention_scores_are_distributions_that_respect_masks():
     np.testing.assert_array_equal(decoder[:, :, 0, 1:], 0.0)  # causal
 
 
+def test_logits_and_attention_are_the_forward_pass_and_its_attentions():
+    model = tiny()
+    source, target = batch()
+    logits, scores = model.logits_and_attention(source, target)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(logits),
+        ops.convert_to_numpy(model((source, target), training=False)),
+        rtol=1e-5, atol=1e-5,
+    )  # fmt: skip
+    cross = ops.convert_to_numpy(scores[1]["cross_attention"])
+    assert len(scores) == 2 and cross.shape == (3, 4, 5, 7)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(cross[1, :, :, 4:], 0.0)  # pad source tokens
+
+
 def test_config_lists_every_constructor_argument():
     config = tiny(seed=3).get_config()
     arguments = set(inspect.signature(Transformer.__init__).parameters) - {"self", "kwargs"}
