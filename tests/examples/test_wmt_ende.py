@@ -101,7 +101,8 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     # its last 20%, and each stage's wall time.
     assert summary["training"]["budget"]["total_steps"] == 30
     assert summary["training"]["budget"]["averaging_from"] == 25
-    assert "warm-up 3 updates, linear decay to zero at 30;" in (model_dir / "summary.md").read_text()
+    report = (model_dir / "summary.md").read_text()
+    assert "warm-up 3 updates, linear decay to zero at 30;" in report
     stages = summary["stage_seconds"]
     # The export first: the evaluation then knows the time left.
     assert list(stages) == [
