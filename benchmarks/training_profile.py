@@ -30,11 +30,11 @@ op's type and the name scope it runs in:
 Op time is summed over the executor's threads (two may run ops side by
 side, each op may use both cores), so the kinds are shares of that sum,
 not of the wall time. The table also prints the step's matmul FLOPs
-(counted from the model's shapes), its GFLOP/s over the wall time, and
-that as a share of the ceiling measured first in the same process: the
-best of `tf.matmul` at the feed-forward's shape, `(batch_tokens,
-d_model) x (d_model, d_ff)`, in the row's precision. Compare rows of one
-run on one machine.
+(`comparison.flops.train_flops`, from the model's shapes), its GFLOP/s
+over the wall time, and that as a share of the ceiling measured first in
+the same process: the best of `tf.matmul` at the feed-forward's shape,
+`(batch_tokens, d_model) x (d_model, d_ff)`, in the row's precision.
+Compare rows of one run on one machine.
 """
 
 import argparse
@@ -47,6 +47,8 @@ import time
 
 from script_workers import run_worker
 from script_workers import scratch_directory
+
+from comparison.flops import train_flops
 
 KINDS = (
     "matmuls",
@@ -115,21 +117,6 @@ def op_times(xplane_path):
     return dict(times)
 
 
-def matmul_flops(model, batch, source_length, target_length):
-    """FLOPs of a training step's matmuls: the forward pass's products
-    (projections, feed-forward, attention products, logits), counted from
-    the model's shapes (heads of `d_model / num_heads` each), times 3 (the
-    backward pass does twice the forward's)."""
-    d, ff, vocab = model.d_model, model.d_ff, model.target_vocab_size
-    source, target = batch * source_length, batch * target_length
-    encoder = source * (4 * d * d + 2 * d * ff) + 2 * batch * source_length**2 * d
-    # The cross-attention's keys and values are projections of the source.
-    decoder = target * (6 * d * d + 2 * d * ff) + source * 2 * d * d
-    decoder += 2 * batch * target_length * (target_length + source_length) * d
-    forward = 2 * model.num_layers * (encoder + decoder) + 2 * target * d * vocab
-    return 3 * forward
-
-
 def matmul_ceiling(tf, rows, inner, columns, dtype, seconds=2.0):
     """The best GFLOP/s of `tf.matmul` of `(rows, inner) x (inner,
     columns)` in `dtype` over `seconds`, in rounds of 20 products."""
@@ -186,7 +173,9 @@ def worker(args):
     for (kind, op_type), (ms, _) in op_times(path).items():
         by_kind[kind] += ms / args.profile_steps
         by_type[f"{kind}: {op_type}"] += ms / args.profile_steps
-    flops = matmul_flops(model, batch, args.length, args.length)
+    cfg = dict(d_model=model.d_model, d_ff=model.d_ff, layers=model.num_layers)
+    cfg["vocab"] = model.target_vocab_size
+    flops = train_flops(cfg, batch, args.length, args.length)
     return {
         "precision": args.worker,
         "compute_dtype": compute_dtype,

@@ -1,9 +1,10 @@
 """The FLOP model of the workload, and the machine's matmul ceiling.
 
-Training FLOPs per step = 6 x (encoder matmul weights x source tokens +
-(decoder matmul weights + output projection) x target tokens) + attention
-(QK^T and AV, forward and backward); decoding FLOPs count the forward pass
-the same way. The ceiling is the best GFLOP/s of a 2048^3 matmul in
+Training FLOPs per step = 6 x ((encoder matmul weights + the
+cross-attention's key and value projections) x source tokens + (the
+decoder's other matmul weights + output projection) x target tokens) +
+attention (QK^T and AV, forward and backward); decoding FLOPs count the
+forward pass the same way. The ceiling is the best GFLOP/s of a 2048^3 matmul in
 TensorFlow or, where installed, PyTorch.
 """
 
@@ -27,7 +28,8 @@ def train_flops(cfg, batch=TRAIN_BATCH, source_len=SOURCE_LEN, target_len=TARGET
     source and `target_len` target tokens (default: the workload's)."""
     encoder, decoder, logits = matmul_weights(cfg)
     b, s, t, d, n = batch, source_len, target_len, cfg["d_model"], cfg["layers"]
-    dense = 6 * (encoder * b * s + (decoder + logits) * b * t)
+    cross_kv = n * 2 * d * d  # projections of the source, in the decoder
+    dense = 6 * ((encoder + cross_kv) * b * s + (decoder - cross_kv + logits) * b * t)
     attention = 3 * 4 * b * d * n * (s * s + t * t + t * s)  # fwd + 2x bwd
     return dense + attention
 

@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -44,6 +45,28 @@ def test_flop_count_uses_the_model_weights(name):
     tokens = workload.TRAIN_BATCH * workload.TARGET_LEN
     dense = 6 * (encoder + decoder + logits) * tokens
     assert dense < flops.train_flops(cfg) < 1.1 * dense
+
+
+def test_train_flops_are_the_kernels_and_attention_products_counted_one_by_one():
+    model = Transformer.from_preset("tiny", vocab_size=300, max_length=32)
+    batch, source_length, target_length = 3, 7, 5
+    model((np.ones((batch, source_length), "int32"), np.ones((batch, target_length), "int32")))
+    forward = 0
+    for weight in model.weights:  # each projection: rows x its kernel's size
+        path = weight.path
+        if not path.endswith("kernel"):
+            continue
+        of_source = "encoder" in path or re.search(r"cross_attention/(key|value)/", path)
+        rows = batch * (source_length if of_source else target_length)
+        forward += 2 * rows * int(np.prod(weight.shape))
+    d = model.d_model
+    for length in [source_length] * model.num_layers:  # encoder self-attention
+        forward += 2 * 2 * batch * length * length * d
+    for _ in range(model.num_layers):  # decoder self- and cross-attention
+        forward += 2 * 2 * batch * target_length * (target_length + source_length) * d
+    forward += 2 * batch * target_length * d * model.target_vocab_size  # the logits
+    cfg = dict(d_model=d, d_ff=model.d_ff, layers=model.num_layers, vocab=model.target_vocab_size)
+    assert flops.train_flops(cfg, batch, source_length, target_length) == 3 * forward
 
 
 @pytest.mark.parametrize("task", ["beam4", "beam4_single"])
