@@ -51,11 +51,13 @@ from keras_transformer.decoding.functions import greedy_search
 from keras_transformer.decoding.functions import sample
 from keras_transformer.decoding.greedy import GreedySearch
 from keras_transformer.decoding.sampling import Sampling
+from keras_transformer.decoding.search import AlignedOutputs
 from keras_transformer.decoding.search import SearchRequest
 from keras_transformer.decoding.search import SearchStrategy
 from keras_transformer_runtime.runners.results import length_penalty
 
 __all__ = [
+    "AlignedOutputs",
     "BannedPhrases",
     "BeamSearch",
     "ConstrainedBeamSearch",

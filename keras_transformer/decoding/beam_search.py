@@ -6,6 +6,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer.decoding.controls import NEG_INF
+from keras_transformer.decoding.loop import aligned_rows
 from keras_transformer.decoding.loop import check_two_part_cache
 from keras_transformer.decoding.loop import controlled
 from keras_transformer.decoding.loop import drops_finished_rows
@@ -15,6 +16,8 @@ from keras_transformer.decoding.loop import written_rows
 from keras_transformer.decoding.output_rules import forced_tokens
 from keras_transformer.decoding.output_rules import only_token
 from keras_transformer.decoding.search import SearchStrategy
+from keras_transformer.decoding.search import aligned
+from keras_transformer.decoding.search import require_alignment
 from keras_transformer.decoding.top_k import best_extensions
 from keras_transformer_runtime.runners.results import length_penalty
 
@@ -31,9 +34,60 @@ class BeamState(NamedTuple):
     finished_ids: tf.Tensor  # (rows, k, width) int32: ended with EOS
     finished_scores: tf.Tensor  # (rows, k) float32: length-penalized scores
     parents: tf.Tensor  # (rows, k) int32: the cache row of each live one's parent
+    # For a request that aligns (else {}): "alive_token_scores" and
+    # "finished_token_scores" (rows, k, width) float32, each token's
+    # log-probability, and "attention" (rows, num_results, width - 1,
+    # source_len): the best finished ones' (`_traced`).
+    aligned: dict
     cache: dict  # "per_hypothesis": rows * k, in parent order; "per_sentence": rows
     sentences: dict  # per row: `searched_sentences` and "max_penalty" (at the limit)
-    results: dict  # "ids" (batch, num_results, width), "scores": of sentences that left
+    # Of sentences that left: "ids" (batch, num_results, width), "scores",
+    # and for a request that aligns "token_scores" (as "ids") and "attention".
+    results: dict
+
+
+class Choice(NamedTuple):
+    """How a step's new hypotheses came from its candidates (each a live
+    hypothesis extended by one token): what `_traced` follows."""
+
+    beams: tf.Tensor  # (rows, candidates) int32: each candidate's parent
+    log_probs: tf.Tensor  # (rows, candidates) float32: each candidate's log-probability
+    keep: tf.Tensor  # (rows, k) int32: each finished one, in [old finished, candidates]
+
+
+def _traced(state, new, choice, attention, num_results):
+    """`new` (the next state, from `state`) with its `aligned` part: the
+    hypotheses' token scores, and the best finished ones' attention from
+    `attention` `(rows, k, positions, source_len)` (each live hypothesis'
+    at this step, by parent), following `choice`."""
+    k = tf.shape(state.alive_log_probs)[1]
+    width = tf.shape(state.alive_ids)[2]
+    column = tf.equal(tf.range(width), state.step + 1)[None, None, :]
+
+    def extended(beams, log_probs):
+        """The token scores of hypotheses from `beams`, extended by a
+        token of `log_probs` (their new log-probabilities)."""
+        token = log_probs - tf.gather(state.alive_log_probs, beams, batch_dims=1)
+        before = tf.gather(state.aligned["alive_token_scores"], beams, batch_dims=1)
+        return tf.where(column, token[:, :, None], before)
+
+    candidates = extended(choice.beams, choice.log_probs)
+    finished = tf.concat([state.aligned["finished_token_scores"], candidates], 1)
+    # Old finished ones keep their order, so the best `num_results` come
+    # from the old best `num_results` or from this step's candidates.
+    source = choice.keep[:, :num_results]
+    new_ones = source >= k
+    parents = tf.gather(choice.beams, tf.maximum(source - k, 0), batch_dims=1)
+    ended = tf.gather(attention, parents, batch_dims=1)
+    ended = tf.pad(ended, [[0, 0], [0, 0], [0, width - 1 - tf.shape(ended)[2]], [0, 0]])
+    kept = tf.gather(state.aligned["attention"], tf.minimum(source, num_results - 1), batch_dims=1)
+    return new._replace(
+        aligned={
+            "alive_token_scores": extended(new.parents, new.alive_log_probs),
+            "finished_token_scores": tf.gather(finished, choice.keep, batch_dims=1),
+            "attention": tf.where(new_ones[:, :, None, None], ended, kept),
+        }
+    )
 
 
 def _reorder_hypotheses(cache, beams, beam_size, sentences=None):
@@ -58,6 +112,9 @@ def _results_of(state, leaving, num_results):
         "ids": state.finished_ids[:, :num_results],
         "scores": state.finished_scores[:, :num_results],
     }
+    if state.aligned:
+        best["token_scores"] = state.aligned["finished_token_scores"][:, :num_results]
+        best["attention"] = state.aligned["attention"]
     return written_rows(state.results, index, rows_of(best, leaving))
 
 
@@ -73,6 +130,7 @@ def _without_done(state, done, beam_size, num_results):
         state.finished_ids,
         state.finished_scores,
         state.parents,
+        state.aligned,
     )
     cache = {**state.cache, "per_sentence": rows_of(state.cache["per_sentence"], staying)}
     parents = tf.gather(state.parents, staying)
@@ -132,6 +190,22 @@ class BeamSearch(SearchStrategy):
     def search(self, request):
         """`(ids, scores)`: int32 `(batch, num_results, max_length)` and
         float32 length-penalized scores `(batch, num_results)`."""
+        results = self._results(request)
+        return results["ids"][:, :, 1:], results["scores"]
+
+    def aligned_outputs(self, request, seed=None):
+        require_alignment(request, "aligned_outputs")
+        results = self._results(request)
+        return aligned(
+            results["ids"][:, :, 1:],
+            results["scores"],
+            results["token_scores"][:, :, 1:],
+            results["attention"],
+            request.pad_id,
+        )
+
+    def _results(self, request):
+        """The final `BeamState.results`, of every sentence."""
         check_two_part_cache(request.cache, "beam_search")
         drop_done = drops_finished_rows()
 
@@ -147,8 +221,7 @@ class BeamSearch(SearchStrategy):
             request.resize_cache,
             drop_done,
         )
-        results = _results_of(final, tf.range(tf.shape(final.parents)[0]), self.num_results)
-        return results["ids"][:, :, 1:], results["scores"]
+        return _results_of(final, tf.range(tf.shape(final.parents)[0]), self.num_results)
 
     def _initial(self, request):
         batch_size, k, pad_id = request.batch_size, self.beam_size, request.pad_id
@@ -156,6 +229,17 @@ class BeamSearch(SearchStrategy):
         width = tf.convert_to_tensor(request.max_length) + 1  # BOS + tokens
         empty = tf.fill([batch_size, k, width], pad_id)
         cache = request.cache
+        aligned, results = {}, {}
+        if request.alignment is not None:
+            no_scores = tf.zeros([batch_size, k, width], tf.float32)
+            attention = tf.zeros_like(aligned_rows(request, cache, width - 1)["attention"])
+            attention = tf.tile(attention[:, None], [1, self.num_results, 1, 1])
+            aligned = {
+                "alive_token_scores": no_scores,
+                "finished_token_scores": no_scores,
+                "attention": attention,
+            }
+            results = {"token_scores": no_scores[:, : self.num_results], "attention": attention}
         return BeamState(
             step=tf.constant(0),
             alive_ids=tf.concat([tf.fill([batch_size, k, 1], request.bos_id), empty[:, :, 1:]], 2),
@@ -164,6 +248,7 @@ class BeamSearch(SearchStrategy):
             finished_ids=empty,
             finished_scores=tf.fill([batch_size, k], NEG_INF),
             parents=tf.tile(tf.range(k)[None, :], [batch_size, 1]),
+            aligned=aligned,
             cache={
                 **cache,
                 # Each sentence's rows `k` times, by a gather: ONNX runtimes
@@ -181,6 +266,7 @@ class BeamSearch(SearchStrategy):
             results={
                 "ids": empty[:, : self.num_results],
                 "scores": tf.fill([batch_size, self.num_results], NEG_INF),
+                **results,
             },
         )
 
@@ -249,12 +335,18 @@ class BeamSearch(SearchStrategy):
             logits, state.alive_log_probs, 2 * k, only, never=(request.pad_id, request.bos_id)
         )  # (rows, 2k)
         top = (top_log_probs, top_indices // vocab, top_indices % vocab)
-        return self._chosen(request, state, logits, only, top)._replace(step=step + 1, cache=cache)
+        new, choice = self._chosen(request, state, logits, only, top)
+        if request.alignment is not None:
+            per_row = request.alignment(cache["per_hypothesis"])  # (rows * k, positions, source)
+            attention = tf.reshape(per_row, [rows, k, tf.shape(per_row)[1], tf.shape(per_row)[2]])
+            new = _traced(state, new, choice, attention, self.num_results)
+        return new._replace(step=step + 1, cache=cache)
 
     def _chosen(self, request, state, logits, only, top):
         """The next live and finished hypotheses from the `top` `(log_probs,
         beams, tokens)` `(rows, 2k)` extensions (`logits` and `only` are
-        for the kinds of beam search that look further)."""
+        for the kinds of beam search that look further), and the `Choice`
+        that made them."""
         k, step = self.beam_size, state.step
         top_log_probs, top_beams, top_tokens = top
         width = tf.shape(state.alive_ids)[2]
@@ -274,13 +366,14 @@ class BeamSearch(SearchStrategy):
         new_scores = self._finished_scores(state, top_log_probs, tf.logical_and(ends, in_beam))
         finished_scores, keep = tf.math.top_k(tf.concat([state.finished_scores, new_scores], 1), k)
         finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], 1), keep, batch_dims=1)
-        return state._replace(
+        new = state._replace(
             alive_ids=tf.gather(top_ids, live, batch_dims=1),
             alive_log_probs=live_log_probs,
             finished_ids=finished_ids,
             finished_scores=finished_scores,
             parents=tf.gather(top_beams, live, batch_dims=1),
         )
+        return new, Choice(top_beams, top_log_probs, keep)
 
     def _finished_scores(self, state, log_probs, ending):
         """The length-penalized scores of the candidates `ending` here

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding import terminology
 from keras_transformer.decoding.beam_search import BeamSearch
+from keras_transformer.decoding.beam_search import Choice
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.decoding.phrases import NO_TOKEN
 from keras_transformer.decoding.top_k import log_normalizer
@@ -68,7 +69,8 @@ class ConstrainedBeamSearch(BeamSearch):
         """`BeamSearch._chosen` under the constraints: the best extensions
         and each hypothesis' proposals, live slots by dynamic beam
         allocation, endings only with every constraint met (but at the
-        limit), finished ones ranked by constraints missed."""
+        limit), finished ones ranked by constraints missed (old ones keep
+        their order, as `_traced` needs), and the `Choice`."""
         k, step, eos_id = self.beam_size, state.step, request.eos_id
         closing, word_starts = self._boundaries(request)
         limits, phrases = state.sentences["limits"], state.sentences["constraints"]
@@ -86,6 +88,7 @@ class ConstrainedBeamSearch(BeamSearch):
             ),
         ]
         scores, beams, tokens = (tf.concat(parts, 1) for parts in zip(top, *proposed, strict=True))
+        extended = scores  # each candidate's log-probability
         valid = terminology.first_of_each(beams * vocab + tokens, scores > NEG_INF / 2)
         counts, banks = terminology.met_counts(phrases, held, beams, tokens, closing)
         ends = tf.equal(tokens, eos_id)
@@ -110,10 +113,11 @@ class ConstrainedBeamSearch(BeamSearch):
         met = tf.reduce_sum(tf.cast(contained, tf.int32), axis=-1)
         missing = tf.where(all_scores > NEG_INF / 2, every - met, every + 1)  # empty: last
         keep = terminology.ranked(all_scores, missing, k)
-        return state._replace(
+        new = state._replace(
             alive_ids=tf.gather(ids, live, batch_dims=1),
             alive_log_probs=live_log_probs,
             finished_ids=tf.gather(all_ids, keep, batch_dims=1),
             finished_scores=tf.gather(all_scores, keep, batch_dims=1),
             parents=tf.gather(beams, live, batch_dims=1),
         )
+        return new, Choice(beams, extended, keep)

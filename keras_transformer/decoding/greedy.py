@@ -17,10 +17,10 @@ class GreedySearch(OneOutput):
     >>> ids, log_probs = GreedySearch().search(SearchRequest(step_fn, cache, 2, 20))
     """
 
-    def search(self, request, seed=None):
-        """`(ids (batch, max_length), log_probs (batch,))`: the outputs and
-        the sum of the log-probabilities of each one's tokens (under the
-        request's controls, if any)."""
+    def decoded(self, request, seed=None):
+        """The outputs, the sum of the log-probabilities of each one's
+        tokens (under the request's controls, if any) and what
+        `one_token_at_a_time` keeps with them."""
 
         def most_likely(logits, step, sentences):
             return tf.argmax(logits, axis=-1, output_type=tf.int32)

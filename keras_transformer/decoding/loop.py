@@ -212,28 +212,47 @@ class TokenState(NamedTuple):
     sequences: tf.Tensor  # (rows, width) int32: BOS, the tokens so far, padding
     finished: tf.Tensor  # (rows,) bool: ended with EOS
     scores: tf.Tensor  # (rows,) float32: log-probabilities of the tokens so far
+    token_scores: tf.Tensor  # (rows, width) float32: each token's, 0 at BOS and padding
     cache: object  # the cache, `rows` first
     sentences: dict  # per row, from `searched_sentences`
-    results: dict  # "sequences" (batch, width), "scores" (batch,): of rows that left
+    # Of rows that left: "sequences" (batch, width), "scores" (batch,),
+    # "token_scores" (batch, width), and "attention" (batch, width - 1,
+    # source_len) for a request that aligns.
+    results: dict
 
 
-def _rows_left(state, leaving):
+def aligned_rows(request, cache, length):
+    """The request's `alignment` of `cache`'s per-hypothesis part, `{"attention":
+    (rows, length, source_len)}` (the cache's positions, zeros after them),
+    or `{}` for a request that aligns nothing."""
+    if request.alignment is None:
+        return {}
+    check_two_part_cache(cache, "`alignment`")
+    attention = request.alignment(cache["per_hypothesis"])
+    missing = length - tf.shape(attention)[1]
+    return {"attention": tf.pad(attention, [[0, 0], [0, missing], [0, 0]])}
+
+
+def _rows_left(state, leaving, request):
     """`state.results` with the sentences of the `leaving` rows (int32
     `(n,)`) written."""
     index = tf.gather(state.sentences["index"], leaving)
-    outputs = {"sequences": state.sequences, "scores": state.scores}
+    outputs = {
+        "sequences": state.sequences,
+        "scores": state.scores,
+        "token_scores": state.token_scores,
+        **aligned_rows(request, state.cache, tf.shape(state.sequences)[1] - 1),
+    }
     return written_rows(state.results, index, rows_of(outputs, leaving))
 
 
-def _without_finished(state):
+def _without_finished(state, request):
     """`state` without the rows of finished sentences, which go to its
     results."""
     leaving = tf.cast(tf.where(state.finished)[:, 0], tf.int32)
     staying = tf.cast(tf.where(tf.logical_not(state.finished))[:, 0], tf.int32)
-    kept = rows_of(
-        (state.sequences, state.finished, state.scores, state.cache, state.sentences), staying
-    )
-    return TokenState(state.step, *kept, results=_rows_left(state, leaving))
+    kept = rows_of(state._replace(step=(), results=()), staying)
+    return kept._replace(step=state.step, results=_rows_left(state, leaving, request))
 
 
 def one_token_at_a_time(request, pick):
@@ -242,7 +261,11 @@ def one_token_at_a_time(request, pick):
     each row from its logits `(rows, vocab)` (after the output controls
     and banned phrases, and the rules of `output_rules`: never PAD or BOS,
     only EOS at the limit, a forced prefix), `sentences` `(rows,)` being
-    each row's sentence in the batch; returns `(ids, scores)`.
+    each row's sentence in the batch; returns `{"ids" (batch, max_length),
+    "log_probs" (batch,), "token_scores" (batch, max_length)}` (each
+    token's log-probability), and `"attention"` `(batch, max_length,
+    source_len)` where the request aligns (its `alignment` of each
+    position; not zeroed after EOS).
 
     Outside XLA, the rows of finished sentences are dropped as they finish
     (with the cache's, every tensor of which must have the batch first)."""
@@ -260,7 +283,9 @@ def one_token_at_a_time(request, pick):
     def body(state):
         if drop_finished:
             state = tf.cond(
-                tf.reduce_any(state.finished), lambda: _without_finished(state), lambda: state
+                tf.reduce_any(state.finished),
+                lambda: _without_finished(state, request),
+                lambda: state,
             )
         step, sentences = state.step, state.sentences
         # A gather (not a slice at a tensor offset) keeps the shape static
@@ -287,24 +312,39 @@ def one_token_at_a_time(request, pick):
         # Its log-probability.
         next_score = tf.gather(logits, next_token, batch_dims=1) - normalizer
         next_token = tf.where(state.finished, pad_id, next_token)
-        column = tf.equal(tf.range(tf.shape(state.sequences)[1]), step + 1)
+        next_score = tf.where(state.finished, 0.0, next_score)
+        column = tf.equal(tf.range(tf.shape(state.sequences)[1]), step + 1)[None, :]
         return state._replace(
             step=step + 1,
-            sequences=tf.where(column[None, :], next_token[:, None], state.sequences),
+            sequences=tf.where(column, next_token[:, None], state.sequences),
             finished=tf.logical_or(state.finished, tf.equal(next_token, eos_id)),
-            scores=state.scores + tf.where(state.finished, 0.0, next_score),
+            scores=state.scores + next_score,
+            token_scores=tf.where(column, next_score[:, None], state.token_scores),
             cache=cache,
         )
 
+    token_scores = tf.zeros(tf.shape(sequences), tf.float32)
+    aligned = aligned_rows(request, request.cache, max_length)
     initial = TokenState(
         step=tf.constant(0),
         sequences=sequences,
         finished=tf.zeros([batch_size], tf.bool),
         scores=tf.zeros([batch_size], tf.float32),
+        token_scores=token_scores,
         cache=request.cache,
         sentences=request.sentences(limits, prefix),
-        results={"sequences": sequences, "scores": tf.zeros([batch_size], tf.float32)},
+        results={
+            "sequences": sequences,
+            "scores": tf.zeros([batch_size], tf.float32),
+            "token_scores": token_scores,
+            **{name: tf.zeros_like(t) for name, t in aligned.items()},
+        },
     )
     final = segmented_loop(cond, body, initial, max_length, request.resize_cache, drop_finished)
-    results = _rows_left(final, tf.range(tf.shape(final.finished)[0]))
-    return results["sequences"][:, 1:], results["scores"]
+    results = _rows_left(final, tf.range(tf.shape(final.finished)[0]), request)
+    return {
+        "ids": results.pop("sequences")[:, 1:],
+        "log_probs": results.pop("scores"),
+        "token_scores": results.pop("token_scores")[:, 1:],
+        **results,
+    }

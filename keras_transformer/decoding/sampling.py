@@ -48,12 +48,12 @@ class Sampling(OneOutput):
     def __post_init__(self):
         check_sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
 
-    def search(self, request, seed=None):
-        """`(ids (batch, max_length), log_probs (batch,))`: the draws with
-        `seed` (an integer or int32/int64 scalar tensor; None: 0) and the
-        model's log-probabilities of the drawn tokens (before temperature
-        and filtering, after the request's controls), so that samples can
-        be ranked or filtered by them."""
+    def decoded(self, request, seed=None):
+        """The draws with `seed` (an integer or int32/int64 scalar tensor;
+        None: 0), the model's log-probabilities of the drawn tokens (before
+        temperature and filtering, after the request's controls), so that
+        samples can be ranked or filtered by them, and what
+        `one_token_at_a_time` keeps with them."""
         seed = tf.cast(0 if seed is None else seed, tf.int64)
 
         def draw(logits, step, sentences):

@@ -6,6 +6,7 @@ import abc
 import dataclasses
 from typing import Any
 from typing import Callable
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -52,6 +53,13 @@ class SearchRequest:
         banned: optional `decoding.BannedPhrases`: texts (or id
             sequences) no output spells, whichever ids spell them. They
             apply as the `controls` do (a prefix is exempt).
+        alignment: optional `alignment(per_hypothesis)`: from the cache's
+            per-hypothesis part (which `tokens_to_logits` writes it into at
+            each position it decodes), float32 `(rows, positions,
+            source_len)`: what each position's token attends to in the
+            source, e.g. the `"alignment"` of `Transformer.init_cache(
+            aligned=True)`. The strategies' `aligned_outputs` return it for
+            each output token, from the search itself (no second pass).
 
     Example:
 
@@ -71,6 +79,7 @@ class SearchRequest:
     prefix: Any = None
     resize_cache: Callable = None
     banned: Any = None
+    alignment: Callable = None
 
     def prefix_and_limits(self):
         """`(prefix, limits)`: the prefix as the searches force it (or
@@ -93,6 +102,39 @@ class SearchRequest:
         return (self.controls is not None and self.controls.active) or self.banned is not None
 
 
+class AlignedOutputs(NamedTuple):
+    """A strategy's outputs with what each output token came from
+    (`SearchStrategy.aligned_outputs`): `n` outputs per sentence, best
+    first, `length` tokens each (padded after EOS)."""
+
+    ids: tf.Tensor  # (batch, n, length) int32
+    scores: tf.Tensor  # (batch, n) float32: length-penalized log-probabilities
+    # (batch, n, length) float32: each token's log-probability, 0 at padding
+    token_scores: tf.Tensor
+    # (batch, n, length, source_len) float32: the request's `alignment`, 0 at padding
+    attention: tf.Tensor
+
+
+def aligned(ids, scores, token_scores, attention, pad_id):
+    """`AlignedOutputs` of these, zero at the padding of `ids`."""
+    written = tf.not_equal(ids, pad_id)
+    return AlignedOutputs(
+        ids,
+        scores,
+        tf.where(written, token_scores, 0.0),
+        tf.where(written[..., None], attention, 0.0),
+    )
+
+
+def require_alignment(request, user):
+    """Raises a `ValueError` naming `user` unless `request` aligns."""
+    if request.alignment is None:
+        raise ValueError(
+            f"`{user}` needs a `SearchRequest` with `alignment` (what each position attends "
+            "to, read from the cache). Received: alignment=None"
+        )
+
+
 class SearchStrategy(abc.ABC):
     """How a search chooses tokens. Every strategy turns a `SearchRequest`
     into ranked outputs (`outputs`); `draws_at_random` says whether two
@@ -108,6 +150,18 @@ class SearchStrategy(abc.ABC):
         them. `seed` (an integer scalar) is read by strategies that draw at
         random."""
 
+    @abc.abstractmethod
+    def aligned_outputs(self, request, seed=None):
+        """`outputs` with each output token's log-probability and its
+        attention over the source (the request's `alignment`, which it
+        must have), kept by the search as it goes: an `AlignedOutputs`.
+
+        Example:
+
+        >>> found = BeamSearch(beam_size=4).aligned_outputs(request)
+        >>> found.attention[:, 0].shape  # (batch, length, source_len)
+        """
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OneOutput(SearchStrategy):
@@ -117,11 +171,27 @@ class OneOutput(SearchStrategy):
     alpha: float = 0.6
 
     @abc.abstractmethod
+    def decoded(self, request, seed=None):
+        """`decoding.loop.one_token_at_a_time`'s dict of the outputs."""
+
     def search(self, request, seed=None):
         """`(ids (batch, max_length), log_probs (batch,))`."""
+        found = self.decoded(request, seed)
+        return found["ids"], found["log_probs"]
 
     def outputs(self, request, seed=None):
-        ids, log_probs = self.search(request, seed)
+        return self._ranked(request, *self.search(request, seed))
+
+    def aligned_outputs(self, request, seed=None):
+        require_alignment(request, "aligned_outputs")
+        found = self.decoded(request, seed)
+        ids, scores = self._ranked(request, found["ids"], found["log_probs"])
+        return aligned(
+            ids, scores, found["token_scores"][:, None], found["attention"][:, None], request.pad_id
+        )
+
+    def _ranked(self, request, ids, log_probs):
+        """`outputs`' `(ids (batch, 1, length), scores (batch, 1))`."""
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, request.pad_id), tf.int32), axis=1)
         penalty = length_penalty(tf.cast(lengths, tf.float32), self.alpha)
         return ids[:, None], (log_probs / penalty)[:, None]

@@ -13,8 +13,8 @@ from keras_transformer.layers.masking import causal_mask
 
 class AttentionDecoding:
     """The decoding methods of `MultiHeadAttention` (a mixin: it uses the
-    layer's projections, `_keys_and_values`, `_project_query`, `_attend`
-    and `_beyond_paper_attention`).
+    layer's projections, `_keys_and_values`, `_project_query`, `_attend`,
+    `_probabilities`, `_weighted_values` and `_beyond_paper_attention`).
 
     They compute the paper's attention over sequences, and refuse by name
     the arguments of Keras's layer that ask for another one
@@ -68,7 +68,7 @@ class AttentionDecoding:
         memory = self._keys_and_values(value, value if key is None else key)
         return {"transposed_key": ops.swapaxes(memory["key"], -1, -2), "value": memory["value"]}
 
-    def call_with_memory(self, query, memory, memory_mask=None):
+    def call_with_memory(self, query, memory, memory_mask=None, return_attention_scores=False):
         """Attention of `query` `(rows, steps, features)` over `memory` (from
         `project_memory`, batch `sentences`), hiding the memory positions
         where `memory_mask` `(sentences, key_len)` is `False`.
@@ -79,7 +79,9 @@ class AttentionDecoding:
         copy of its keys and values.
 
         Returns:
-            `(rows, steps, output_features)`.
+            `(rows, steps, output_features)`; with `return_attention_scores`
+            (as in `call`), `(output, scores)`, the probabilities `(rows,
+            num_heads, steps, key_len)`.
         """
         check_cache_keys(memory, "memory", ("transposed_key", "value"))
         require_built(self, "call_with_memory")
@@ -95,9 +97,16 @@ class AttentionDecoding:
         mask = None
         if memory_mask is not None:  # (s, 1, 1, k)
             mask = ops.expand_dims(ops.expand_dims(memory_mask, 1), 1)
-        queries = self._project_query(grouped)
-        output = self._attend(queries, memory, mask)
-        return ops.reshape(output, (-1, steps, output.shape[-1]))
+        scores = self._probabilities(self._project_query(grouped), memory, mask)
+        output = self._weighted_values(scores, memory["value"], mask, training=False)
+        output = ops.reshape(output, (-1, steps, output.shape[-1]))
+        if not return_attention_scores:
+            return output
+        # (sentences, heads, g * steps, k) -> (rows, heads, steps, k)
+        sentences, heads, _, keys = ops.shape(scores)
+        scores = ops.reshape(scores, (sentences, heads, -1, steps, keys))
+        scores = ops.reshape(ops.transpose(scores, (0, 2, 1, 3, 4)), (-1, heads, steps, keys))
+        return output, scores
 
     def _require_own_attention(self, method):
         """Raises a `ValueError` naming the first argument of Keras's layer

@@ -98,14 +98,17 @@ class Decoder(LayerStackBase):
             "encoder_padding_mask": encoder_padding_mask,
         }
 
-    def call_with_cache(self, decoder_sequence, cache, index):
+    def call_with_cache(self, decoder_sequence, cache, index, attention_layer=None):
         """`call` for target positions `index .. index + steps - 1` of
         `decoder_sequence` `(batch, steps, d_model)` through `cache` (see
         the class docstring); dropout off.
 
         Returns:
             `(outputs, cache)`: `(batch, steps, d_model)` and the cache with
-            these positions written.
+            these positions written; with `attention_layer` (an index into
+            the layers), `(outputs, cache, cross_scores)`: that layer's
+            cross-attention probabilities `(batch, num_heads, steps,
+            source_len)` too.
         """
         require_built(self, "call_with_cache")
         check_cache_keys(cache, "cache", CACHE_KEYS)
@@ -115,18 +118,24 @@ class Decoder(LayerStackBase):
                     f'`cache["{entry}"]` must have one entry per layer ({len(self.stack)}). '
                     f"Received: {len(cache[entry])} entries"
                 )
-        x, self_attention = decoder_sequence, []
-        for layer, layer_self, layer_cross in zip(
-            self.stack, cache["self_attention"], cache["cross_attention"], strict=True
+        chosen = _layer_index(attention_layer, len(self.stack))
+        x, self_attention, cross_scores = decoder_sequence, [], None
+        for i, (layer, layer_self, layer_cross) in enumerate(
+            zip(self.stack, cache["self_attention"], cache["cross_attention"], strict=True)
         ):
             layer_cache = {
                 "self_attention": layer_self,
                 "cross_attention": layer_cross,
                 "encoder_padding_mask": cache["encoder_padding_mask"],
             }
-            x, layer_cache = layer.call_with_cache(x, layer_cache, index)
+            x, layer_cache, *scores = layer.call_with_cache(
+                x, layer_cache, index, return_attention_scores=i == chosen
+            )
+            if scores:
+                (cross_scores,) = scores
             self_attention.append(layer_cache["self_attention"])
-        return self._final(x), {**cache, "self_attention": tuple(self_attention)}
+        outputs = self._final(x), {**cache, "self_attention": tuple(self_attention)}
+        return outputs if chosen is None else (*outputs, cross_scores)
 
     def call_with_attention(
         self,
@@ -163,3 +172,16 @@ class Decoder(LayerStackBase):
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return decoder_sequence_shape
+
+
+def _layer_index(layer, layers):
+    """`layer` (an index into `layers` layers, negative from the end, or
+    None) as a position from the start; a `ValueError` out of range."""
+    if layer is None:
+        return None
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -layers <= layer < layers:
+        raise ValueError(
+            f"`attention_layer` must index one of the {layers} decoder layers "
+            f"({-layers} to {layers - 1}). Received: attention_layer={layer!r}"
+        )
+    return layer % layers

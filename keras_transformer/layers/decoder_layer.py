@@ -91,14 +91,17 @@ class DecoderLayer(TransformerLayerBase):
         )
         return self._feed_forward_block(x, training)
 
-    def call_with_cache(self, decoder_sequence, cache, index):
+    def call_with_cache(self, decoder_sequence, cache, index, return_attention_scores=False):
         """`call` for target positions `index .. index + steps - 1` of
         `decoder_sequence` `(batch, steps, d_model)`, attending to earlier
         positions through `cache` (see the class docstring); dropout off.
 
         Returns:
             `(outputs, cache)`: `(batch, steps, d_model)` and the cache with
-            these positions' self-attention keys and values written.
+            these positions' self-attention keys and values written; with
+            `return_attention_scores`, `(outputs, cache, cross_scores)`, the
+            cross-attention's probabilities `(batch, num_heads, steps,
+            source_len)`.
         """
         require_built(self, "call_with_cache")
         check_cache_keys(cache, "cache", CACHE_KEYS)
@@ -110,12 +113,18 @@ class DecoderLayer(TransformerLayerBase):
         )
         y = self._sublayer_input(x, self.cross_attention_norm)
         y = self.cross_attention.call_with_memory(
-            y, cache["cross_attention"], cache["encoder_padding_mask"]
+            y,
+            cache["cross_attention"],
+            cache["encoder_padding_mask"],
+            return_attention_scores=return_attention_scores,
         )
+        if return_attention_scores:
+            y, cross_scores = y
         x = self._sublayer_output(
             x, y, self.cross_attention_norm, self.cross_attention_dropout, False
         )
-        return self._feed_forward_block(x, False), {**cache, "self_attention": self_attention}
+        outputs = self._feed_forward_block(x, False), {**cache, "self_attention": self_attention}
+        return (*outputs, cross_scores) if return_attention_scores else outputs
 
     def call_with_attention(
         self,

@@ -5,6 +5,7 @@ from keras import ops
 from keras import tree
 
 from keras_transformer.layers._cache import check_cache_keys
+from keras_transformer.layers._cache import write_at
 
 
 class CachedDecoding:
@@ -19,7 +20,7 @@ class CachedDecoding:
     within a step, so a `tf.while_loop` over `decode_step` traces once.
     """
 
-    def init_cache(self, encoder_output, source_padding_mask, max_length=None):
+    def init_cache(self, encoder_output, source_padding_mask, max_length=None, aligned=False):
         """Fixed-shape decoding state for `decode_step`, in two parts:
 
         * `"per_hypothesis"`: what belongs to one output prefix, and what a
@@ -31,6 +32,13 @@ class CachedDecoding:
           "value"} (see `MultiHeadAttention.project_memory`),
           "encoder_padding_mask": (batch, source_len)}`.
 
+        With `aligned`, the per-hypothesis part also holds `"alignment"`
+        `(batch, 1, max_length, source_len)` float32, zeros at first:
+        `decode_step` with an `alignment_layer` writes, at each position it
+        decodes, the mean over heads of that decoder layer's
+        cross-attention (what aligns the token predicted there with the
+        source, as Marian and CTranslate2 align).
+
         A search may repeat the per-hypothesis part `k` times per sentence
         (rows of a sentence together) and keep the per-sentence part as it
         is: `decode_step` then lets the `k` rows of a sentence share its
@@ -41,18 +49,22 @@ class CachedDecoding:
             source_padding_mask: boolean `(batch, source_len)`.
             max_length: target positions the cache holds (default
                 `self.max_length`).
+            aligned: whether to hold the `"alignment"` as above.
 
         Returns:
             `{"per_hypothesis": ..., "per_sentence": ...}` as above; every
             tensor has the batch as its first axis.
         """
+        length = self.max_length if max_length is None else max_length
         decoder_cache = self.decoder.initial_cache(
-            encoder_output,
-            source_padding_mask,
-            cache_length=self.max_length if max_length is None else max_length,
+            encoder_output, source_padding_mask, cache_length=length
         )
+        per_hypothesis = {"self_attention": decoder_cache["self_attention"]}
+        if aligned:
+            shape = ops.shape(source_padding_mask)
+            per_hypothesis["alignment"] = ops.zeros((shape[0], 1, length, shape[1]), "float32")
         return {
-            "per_hypothesis": {"self_attention": decoder_cache["self_attention"]},
+            "per_hypothesis": per_hypothesis,
             "per_sentence": {
                 "cross_attention": decoder_cache["cross_attention"],
                 "encoder_padding_mask": decoder_cache["encoder_padding_mask"],
@@ -80,22 +92,42 @@ class CachedDecoding:
 
         return tree.map_structure(resize, per_hypothesis)
 
-    def decode_step(self, target_ids, cache, index):
+    def decode_step(self, target_ids, cache, index, alignment_layer=None):
         """Decodes `target_ids` `(rows, steps)` placed at positions
         `index .. index + steps - 1`, reusing and updating `cache`.
 
         `rows` is the per-hypothesis batch of `cache`, a multiple of its
-        per-sentence batch (beams of a sentence on consecutive rows).
+        per-sentence batch (beams of a sentence on consecutive rows). An
+        `alignment_layer` (a decoder layer's index) writes the cache's
+        `"alignment"` at these positions (`init_cache(aligned=True)`), from
+        the same pass.
 
         Returns:
             `(logits, cache)`: float32 logits `(rows, steps, vocab)`, equal
             to those of the full forward pass at these positions, and the
             cache with these positions written.
+
+        Example:
+
+        >>> cache = model.init_cache(encoder_output, mask, max_length=8, aligned=True)
+        >>> logits, cache = model.decode_step(bos_ids, cache, 0, alignment_layer=-1)
+        >>> cache["per_hypothesis"]["alignment"][:, 0, 0]  # (rows, source_len)
         """
         check_cache_keys(cache, "cache", ("per_hypothesis", "per_sentence"))
+        aligned = "alignment" in cache["per_hypothesis"]
+        if aligned != (alignment_layer is not None):
+            raise ValueError(
+                "`alignment_layer` goes with a cache from `init_cache(aligned=True)`, and such "
+                f"a cache needs it. Received: alignment_layer={alignment_layer!r} and a cache "
+                f"{'with' if aligned else 'without'} an alignment"
+            )
         x = self._embed(target_ids, self._target_embedding(), self.target_positions, index, False)
-        x, decoder_cache = self.decoder.call_with_cache(
-            x, {**cache["per_hypothesis"], **cache["per_sentence"]}, index
+        x, decoder_cache, *cross_scores = self.decoder.call_with_cache(
+            x, {**cache["per_hypothesis"], **cache["per_sentence"]}, index, alignment_layer
         )
         per_hypothesis = {"self_attention": decoder_cache["self_attention"]}
+        if aligned:
+            mean = ops.mean(ops.cast(cross_scores[0], "float32"), axis=1, keepdims=True)
+            written = write_at(cache["per_hypothesis"]["alignment"], mean, index)
+            per_hypothesis["alignment"] = written
         return self._logits(x), {**cache, "per_hypothesis": per_hypothesis}

@@ -69,6 +69,7 @@ class TranslatorGraph(tf.Module):
         # it calls, Keras's included, tracing an export took 38.5 s, not 92 s.
         graph = functools.partial(tf.function, jit_compile=jit_compile, autograph=False)
         self.best_ids = graph(search.best_ids)
+        self.aligned_best_ids = graph(search.aligned_best_ids)
         self.search_ids = graph(search.search_ids)
         self.sample_ids = graph(search.sample_ids)
         self.token_log_probs = graph(search.token_log_probs)
@@ -299,26 +300,27 @@ class TranslatorGraph(tf.Module):
         (-1 after EOS)`, "attention": (batch, target_len, source_len)`
         float32 (that mean, whose argmax `alignments` is; 0 after EOS)`,
         "token_scores": (batch, target_len)` float32 (each
-        piece the search wrote, given the source and the pieces before it:
-        they sum to the hypothesis's log-probability; `score` of the
+        piece the search wrote, given the source and the pieces before it,
+        as the search scored it, under the output controls if any: they
+        sum to the hypothesis's log-probability; `score` of the
         translation's text scores the tokenizer's segmentation of it, the
         same numbers only where the pieces are the same; 0 after EOS)`,
         "target_tokens": (batch, target_len), "source_tokens": (batch,
         source_len)` (pieces, `""` at padding)`, "truncated": (batch,)}`
         (each text is one sentence, cut at `max_input_length`: true where
-        it was longer)."""
+        it was longer). The search keeps the attention and the scores as it
+        goes (`ModelSearch.aligned_best_ids`): no second pass."""
         source, truncated = self._encode_whole(text)
-        ids, scores = self.best_ids(source, tf.constant(0, tf.int64))
-        ids = ids[:, 0]
+        found = self.aligned_best_ids(source, tf.constant(0, tf.int64))
+        ids = found.ids[:, 0]
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, self.pad_id), tf.int32), 1))
-        ids = ids[:, :width]
-        token_scores, attention = self.model_search.log_probs_and_attention(source, ids)
+        ids, attention = ids[:, :width], found.attention[:, 0, :width]
         return {
             "translation": self.tokenizer.detokenize(ids),
-            "score": scores[:, 0],
+            "score": found.scores[:, 0],
             "alignments": self.model_search.alignments(attention, tf.not_equal(ids, self.pad_id)),
             "attention": attention,
-            "token_scores": token_scores,
+            "token_scores": found.token_scores[:, 0, :width],
             "target_tokens": self._pieces(ids),
             "source_tokens": self._pieces(source),
             "truncated": truncated,

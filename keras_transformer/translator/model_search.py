@@ -66,10 +66,12 @@ class ModelSearch:
             repetition_penalty=settings.repetition_penalty,
         )
 
-    def _request(self, source, options):
+    def _request(self, source, options, aligned=False):
         """The `SearchRequest` of `source` ids; `options` holds the
         optional `"prefix"` ids, a request's `"max_output_length"` (<= 0:
-        the translator's), and `"banned"` phrases (a `decoding.BannedPhrases`)."""
+        the translator's), and `"banned"` phrases (a `decoding.BannedPhrases`);
+        with `aligned`, its cache keeps `alignment_layer`'s attention for
+        the request's `alignment`."""
         model = self.model
         source_mask = tf.not_equal(source, self.pad_id)
         source_lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)
@@ -87,15 +89,16 @@ class ModelSearch:
             )
         max_length = tf.maximum(tf.reduce_max(tf.concat([limits, [1]], 0)), 1)
         encoder_output = model.encode(source, training=False)
+        layer = self.alignment_layer if aligned else None
 
         def tokens_to_logits(token_ids, cache, index):
-            logits, cache = model.decode_step(token_ids, cache, index)
+            logits, cache = model.decode_step(token_ids, cache, index, alignment_layer=layer)
             return self._tokenizer_ids_only(logits[:, -1]), cache
 
         return SearchRequest(
             tokens_to_logits,
             # Empty: the searches grow it (`resize_cache`).
-            model.init_cache(encoder_output, source_mask, max_length=0),
+            model.init_cache(encoder_output, source_mask, max_length=0, aligned=aligned),
             tf.shape(source)[0],
             max_length,
             length_limits=limits,
@@ -106,6 +109,7 @@ class ModelSearch:
             prefix=options.get("prefix"),
             resize_cache=model.resize_cache,
             banned=options.get("banned"),
+            alignment=_alignment_rows if aligned else None,
         )
 
     @functools.cached_property
@@ -121,6 +125,20 @@ class ModelSearch:
         read by sampling only), as `search_ids` returns it for
         `num_results=1`; `options` as for `search_ids`, but constraints."""
         return self.strategy.outputs(self._request(source, dict(options or {})), seed)
+
+    def aligned_best_ids(self, source, seed, options=None):
+        """`best_ids`' output with, from the same search, each token's
+        log-probability and its attention over the source (the mean over
+        heads of decoder layer `alignment_layer`'s cross-attention): a
+        `decoding.AlignedOutputs` of one output per sentence.
+
+        Example:
+
+        >>> found = search.aligned_best_ids(source_ids, seed=0)
+        >>> found.attention[:, 0].shape  # (batch, length, source_len)
+        """
+        request = self._request(source, dict(options or {}), aligned=True)
+        return self.strategy.aligned_outputs(request, seed)
 
     def search_ids(self, source, num_results, options=None):
         """Beam search (greedy for `beam_size=1`) of `source` ids: the
@@ -154,18 +172,6 @@ class ModelSearch:
         logits = self.model((source, self._decoder_input(target)), training=False)
         return self._chosen(logits, target)
 
-    def log_probs_and_attention(self, source, target):
-        """`token_log_probs` and, from the same teacher-forced pass, each
-        token's attention on each source position `(batch, target_len,
-        source_len)` float32: the mean over heads of decoder layer
-        `alignment_layer`'s cross-attention (the decoding pass's
-        attention, as cached and full passes agree), 0 at padding."""
-        logits, scores = self.model.logits_and_attention(source, self._decoder_input(target))
-        cross = scores[self.alignment_layer]["cross_attention"]
-        mean = tf.cast(tf.reduce_mean(cross, axis=1), tf.float32)
-        attention = tf.where(tf.not_equal(target, self.pad_id)[:, :, None], mean, 0.0)
-        return self._chosen(logits, target), attention
-
     def _decoder_input(self, target):
         """BOS, then `target` but its last position (teacher forcing)."""
         bos = tf.fill([tf.shape(target)[0], 1], tf.constant(self.bos_id, target.dtype))
@@ -194,6 +200,12 @@ class ModelSearch:
             return logits
         known = tf.range(vocab) < self.output_vocab_size
         return tf.where(known[None, :], logits, tf.constant(NEG_INF, logits.dtype))
+
+
+def _alignment_rows(per_hypothesis):
+    """The `alignment` of `Transformer.init_cache(aligned=True)`'s
+    per-hypothesis part: `(rows, positions, source_len)`."""
+    return per_hypothesis["alignment"][:, 0]
 
 
 def _framing_ids(tokenizer, pad_id):

@@ -176,6 +176,28 @@ def test_memory_is_shared_by_the_rows_of_a_sentence():
         layer.call_with_memory(beams[:5], layer.project_memory(value), value_mask)
 
 
+def test_memory_attention_scores_are_calls_per_row():
+    """`return_attention_scores` gives each row's probabilities `(rows,
+    heads, steps, key_len)`, as `call` gives them with the memory repeated
+    per row, beside the same output."""
+    query, value = _inputs(batch=2, q_len=3)
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    value_mask = np.array([[1] * 7, [1] * 3 + [0] * 4], bool)
+    beams = np.concatenate([query, query[:, ::-1], query * 2], 0)[[0, 2, 4, 1, 3, 5]]
+    output, scores = layer(
+        beams,
+        np.repeat(value, 3, 0),
+        value_mask=np.repeat(value_mask, 3, 0),
+        return_attention_scores=True,
+    )
+    grouped, grouped_scores = layer.call_with_memory(
+        beams, layer.project_memory(value), value_mask, return_attention_scores=True
+    )
+    assert tuple(grouped_scores.shape) == (6, 4, 3, 7)
+    assert_close(grouped_scores, scores, atol=1e-6)
+    assert_close(grouped, output, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "method, cache, match",
     [

@@ -171,6 +171,46 @@ def test_beams_share_the_per_sentence_cache():
         assert_close(logits[1::2, 0], full[:, t], atol=1e-4)
 
 
+@pytest.mark.parametrize("layer", [0, -1])
+def test_decode_step_writes_the_alignment_of_the_full_pass(layer):
+    """With `aligned=True` and an `alignment_layer`, each step writes that
+    layer's head-averaged cross-attention, as the full pass computes it,
+    for rows that share a sentence's memory and a cache grown step by
+    step; the logits are unchanged."""
+    model = tiny(norm_first=True)
+    source, target = batch()
+    full = ops.convert_to_numpy(model((source, target)))
+    _, scores = model.logits_and_attention(source, target)
+    expected = np.mean(numpy(scores[layer]["cross_attention"]), axis=1)
+    cache = model.init_cache(model.encode(source), source != 0, max_length=0, aligned=True)
+    cache["per_hypothesis"] = keras.tree.map_structure(
+        lambda t: ops.repeat(t, 2, axis=0), cache["per_hypothesis"]
+    )
+    for t in range(5):
+        cache["per_hypothesis"] = model.resize_cache(cache["per_hypothesis"], t + 1)
+        rows = np.repeat(target[:, t : t + 1], 2, 0)
+        logits, cache = model.decode_step(rows, cache, t, alignment_layer=layer)
+        assert_close(logits[0::2, 0], full[:, t], atol=1e-4)
+    alignment = numpy(cache["per_hypothesis"]["alignment"])
+    assert alignment.shape == (2 * len(source), 1, 5, source.shape[1])
+    written = target[:, :5] != 0  # the full pass masks padded target positions
+    for copy in (0, 1):
+        assert_close(alignment[copy::2, 0][written], expected[:, :5][written], atol=1e-5)
+
+
+def test_decode_step_refuses_an_alignment_without_its_cache():
+    model = tiny()
+    source, _ = batch()
+    plain = model.init_cache(model.encode(source), source != 0, max_length=8)
+    aligned = model.init_cache(model.encode(source), source != 0, max_length=8, aligned=True)
+    with pytest.raises(ValueError, match="alignment_layer=0 and a cache without"):
+        model.decode_step(source[:, :1], plain, 0, alignment_layer=0)
+    with pytest.raises(ValueError, match="alignment_layer=None and a cache with"):
+        model.decode_step(source[:, :1], aligned, 0)
+    with pytest.raises(ValueError, match="attention_layer=5"):
+        model.decode_step(source[:, :1], aligned, 0, alignment_layer=5)
+
+
 def test_decode_step_refuses_a_cache_without_its_parts():
     model = tiny()
     source, _ = batch()
