@@ -7,9 +7,11 @@ step another row than the model's: on the README's Multi30k model, every
 row after the first equals that of a forced decoding of the same
 hypothesis (`target_prefix`) within 0.005, and the first differs in 399 of
 400 test sentences; on the letter reverser the first rows were the 11 of
-96 pieces whose argmax disagreed with `Translator`'s. The first step's decoder input
-is BOS for every hypothesis, so one greedy step of the source gives its
-row. That costs about half a forced decoding of the whole hypothesis,
+96 pieces whose argmax disagreed with `Translator`'s. (CTranslate2 4.8.5
+gives the hypotheses of the sentence at place `q` of its length-sorted
+batch the first row of the sentence at place `q // beam_size`.) The first
+step's decoder input is BOS for every hypothesis, so one greedy step of
+the source gives its row. That costs about half a forced decoding of the whole hypothesis,
 which is what a hypothesis the search did not give as it is (stopped by
 the length limit, or searched again without PAD and BOS) still needs.
 """
