@@ -122,7 +122,8 @@ def aligned(ids, scores, token_scores, attention, pad_id):
         ids,
         scores,
         tf.where(written, token_scores, 0.0),
-        tf.where(written[..., None], attention, 0.0),
+        # expand_dims, not `[..., None]`: LiteRT has no strided slice of booleans.
+        tf.where(tf.expand_dims(written, -1), attention, 0.0),
     )
 
 

@@ -15,12 +15,14 @@ from keras_transformer.export._weights import check_finite
 from keras_transformer.export.versions import owned_staging_dir
 from keras_transformer.export.versions import remove_stale_staging
 from keras_transformer.translator.model_search import ModelSearch
+from keras_transformer_runtime.runners.exported_search import ATTENTION
 from keras_transformer_runtime.runners.exported_search import EARLIER_SENTENCEPIECE_SUFFIX
 from keras_transformer_runtime.runners.exported_search import OUTPUT_IDS
 from keras_transformer_runtime.runners.exported_search import SCORES
 from keras_transformer_runtime.runners.exported_search import SETTINGS_SUFFIX
 from keras_transformer_runtime.runners.exported_search import SIGNATURE
 from keras_transformer_runtime.runners.exported_search import SOURCE_IDS
+from keras_transformer_runtime.runners.exported_search import TOKEN_SCORES
 from keras_transformer_runtime.runners.exported_search import companion
 from keras_transformer_runtime.runners.exported_search import tokenizer_files
 from keras_transformer_runtime.runners.exported_search import tokenizer_prefix
@@ -74,8 +76,13 @@ class SearchModule(tf.Module):
 
         @tf.function(input_signature=[SOURCE_IDS_SPEC], autograph=False)
         def translate(source_ids):
-            ids, scores = search.search_ids(source_ids, num_results=1)
-            return {OUTPUT_IDS: ids[:, 0], SCORES: scores[:, 0]}
+            found = search.aligned_search_ids(source_ids)
+            return {
+                OUTPUT_IDS: found.ids[:, 0],
+                SCORES: found.scores[:, 0],
+                TOKEN_SCORES: found.token_scores[:, 0],
+                ATTENTION: found.attention[:, 0],
+            }
 
         with _backend.tracing_for_conversion(fixed_shapes=fixed_shapes):
             self.concrete = translate.get_concrete_function()
@@ -109,6 +116,11 @@ def export_record(translator, runtime, quantization):
             "outputs": {
                 OUTPUT_IDS: "int32 [batch, output_length]: ids, EOS, padding",
                 SCORES: "float32 [batch]: length-penalized log-probability",
+                TOKEN_SCORES: "float32 [batch, output_length]: each token's log-probability",
+                ATTENTION: (
+                    "float32 [batch, output_length, length]: each token's attention over "
+                    "the source (the alignment layer's, its heads' mean)"
+                ),
             },
         },
     }

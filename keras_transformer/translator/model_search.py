@@ -158,6 +158,14 @@ class ModelSearch:
         )
         return search.outputs(request)
 
+    def aligned_search_ids(self, source, options=None):
+        """`search_ids`' best output (`num_results=1`, no constraints) with
+        each token's log-probability and attention from the same search,
+        as `aligned_best_ids` gives them: what the exported searches
+        return."""
+        request = self._request(source, dict(options or {}), aligned=True)
+        return strategies.beam_from_settings(self.settings).aligned_outputs(request)
+
     def sample_ids(self, source, seed, options=None):
         """One output per sentence drawn at random with `seed` (the
         settings' temperature, top-k and top-p), as `search_ids` returns it

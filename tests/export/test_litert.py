@@ -83,7 +83,7 @@ def test_output_controls_and_a_larger_model_vocabulary_convert(words_tokenizer, 
     path = export_litert(translator, tmp_path / "m.tflite")
     assert set(litert_operators(path)) <= builtin_operator_names()
     converted = LiteRTTranslator(path)
-    ids = converted._search(converted.source_ids(sentences[:40]))[0]
+    ids = converted._search(converted.source_ids(sentences[:40]))["ids"]
     assert ids.max() < tokenizer.vocab_size
     outputs = converted.translate(sentences[:40])
     same = [a == b for a, b in zip(outputs, translator.translate(sentences[:40]), strict=True)]

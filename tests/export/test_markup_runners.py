@@ -3,9 +3,14 @@ reverser: a runner with the model's alignments puts a tag around the
 reversed words it wrapped (the reverser attends to the letter it copies),
 one without them by position; either way the page keeps its markup."""
 
+import json
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from keras_transformer_runtime import ONNXTranslator
 from keras_transformer_runtime.runners import runner as methods
 from tests.export.test_runners import runner  # noqa: F401 (the fixture)
 from tests.export.test_runners import sources_of
@@ -60,3 +65,29 @@ def test_markup_goes_around_the_reversed_words(runner, page, aligned, by_positio
     expected = aligned if runner.supports(methods.TRANSLATE_WITH_ALIGNMENTS) else by_position
     assert runner.translate([page], format=format) == [expected]
     assert runner.translate_documents([page, page], format)[1].translation == expected
+
+
+def test_an_export_from_before_its_alignments_places_markup_by_position(reverser_export, tmp_path):
+    """An ONNX export whose record lists `ids` and `scores` only (written
+    before the search returned its attention) translates as before, gives
+    no token scores, and places markup by position."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tf2onnx")
+    fresh = Path(reverser_export("ONNXTranslator"))
+    for file in fresh.parent.iterdir():
+        shutil.copy(file, tmp_path / file.name)
+    record_path = tmp_path / (fresh.name + ".json")
+    record = json.loads(record_path.read_text())
+    assert {"attention", "token_scores"} <= set(record["signature"]["outputs"])
+    record["signature"]["outputs"] = {
+        name: record["signature"]["outputs"][name] for name in ("ids", "scores")
+    }
+    record_path.write_text(json.dumps(record))
+    old, new = ONNXTranslator(tmp_path / fresh.name), ONNXTranslator(fresh)
+    assert new.supports(methods.TRANSLATE_WITH_ALIGNMENTS) and new.has_token_scores
+    assert not old.supports(methods.TRANSLATE_WITH_ALIGNMENTS) and not old.has_token_scores
+    sources = ["a b c", "d e"]
+    assert old.translate(sources) == new.translate(sources)
+    with pytest.raises(ValueError, match="token_scores=False"):
+        old.translate_with_scores(sources, token_scores=True)
+    assert old.translate(["<p><b>a b</b> c d</p>"], format="html") == ["<p><b>d c</b> b a</p>"]

@@ -17,7 +17,13 @@ The model takes `source_ids`, int32 `[batch, length]`: each source's ids,
 truncated to `max_input_length - 1`, then EOS, padded with `pad_id`; it
 returns `ids`, int32 `[batch, output_length]` (the best output, EOS, then
 `pad_id`), and `scores`, float32 `[batch]` (its length-penalized
-log-probability), for any batch size and length. The search is the one
+log-probability), for any batch size and length; exports since
+`token_scores` and `attention` were added (as `PATH.json`'s signature
+lists them) also return each output token's log-probability, float32
+`[batch, output_length]`, and its attention over the source, float32
+`[batch, output_length, length]` (the mean over heads of the alignment
+layer's cross-attention, kept by the search), both 0 after EOS: the
+runner then translates with alignments (and markup is placed on them). The search is the one
 the exported `Translator` runs (beam search, greedy for `beam_size=1`),
 inside the model.
 """
@@ -27,6 +33,7 @@ import os
 
 from keras_transformer_runtime.batching import in_length_order
 from keras_transformer_runtime.runners import runner
+from keras_transformer_runtime.runners.results import AlignedTranslation
 from keras_transformer_runtime.runners.results import Hypothesis
 from keras_transformer_runtime.runners.results import length_penalty
 from keras_transformer_runtime.runners.settings import DecodingSettings
@@ -36,6 +43,7 @@ from keras_transformer_runtime.text.tokenizers import host_tokenizer
 
 SIGNATURE = "translate"
 SOURCE_IDS, OUTPUT_IDS, SCORES = "source_ids", "ids", "scores"
+TOKEN_SCORES, ATTENTION = "token_scores", "attention"
 SETTINGS_SUFFIX = ".json"
 # Exports written before the tokenizers named their files alike held the
 # SentencePiece model as `PATH.spm` (now `PATH.spm.model`).
@@ -115,9 +123,15 @@ class ExportedSearchTranslator(runner.Runner):
         self.pad_id, self.eos_id = recorded["pad_id"], recorded["eos_id"]
         self.pieces = load_tokenizer(self.path, recorded)
         self.languages = self.pieces.languages
+        # The model's outputs, by name: the alignments' where it has them.
+        self.outputs = list(recorded.get("signature", {}).get("outputs", [OUTPUT_IDS, SCORES]))
+        self.has_token_scores = TOKEN_SCORES in self.outputs
+        if ATTENTION in self.outputs:
+            self.methods = self.methods | {runner.TRANSLATE_WITH_ALIGNMENTS}
 
     def _search(self, source_ids):
-        """`(ids, scores)` of int32 NumPy `source_ids` `[batch, length]`."""
+        """The model's `outputs` (NumPy arrays by name) for int32 NumPy
+        `source_ids` `[batch, length]`."""
         raise NotImplementedError
 
     def source_ids(self, sentences):
@@ -153,31 +167,63 @@ class ExportedSearchTranslator(runner.Runner):
 
         Raises:
             ValueError: `n_best` is not 1, or `token_scores` is asked for
-                (the model returns neither).
+                from an export without them.
         """
-        if n_best != 1 or token_scores:
+        if n_best != 1 or (token_scores and not self.has_token_scores):
             raise ValueError(
                 f"{self.name} returns the best translation and its score only: n_best=1, "
-                f"token_scores=False. Received: n_best={n_best!r}, token_scores={token_scores!r}"
+                f"token_scores={self.has_token_scores}. "
+                f"Received: n_best={n_best!r}, token_scores={token_scores!r}"
             )
         sentences = list(sentences)
         alpha = self.settings.alpha
 
         def run(chunk):
-            ids, scores = self._search(self.source_ids([sentences[i] for i in chunk]))
+            found = self._search(self.source_ids([sentences[i] for i in chunk]))
             hypotheses = []
-            for row, score in zip(ids, scores, strict=True):
-                tokens = self.pieces.pieces_of_ids(row)
+            for row, (ids, score) in enumerate(zip(found[OUTPUT_IDS], found[SCORES], strict=True)):
+                tokens = self.pieces.pieces_of_ids(ids)
+                scores = found[TOKEN_SCORES][row, : len(tokens)].tolist() if token_scores else []
                 hypotheses.append(
                     [
                         Hypothesis(
-                            translation=self.pieces.text_of_ids(row),
+                            translation=self.pieces.text_of_ids(ids),
                             score=float(score),
                             log_prob=float(score) * length_penalty(len(tokens), alpha),
                             tokens=tokens,
+                            token_scores=scores,
                         )
                     ]
                 )
             return hypotheses
+
+        return in_length_order(len(sentences), lambda i: len(sentences[i]), run, batch_size)
+
+    def _translate_with_alignments(self, sentences, batch_size):
+        """An `AlignedTranslation` of each sentence (each taken as one
+        sentence), from the model's `attention` and `token_scores`
+        outputs, in batches of at most `batch_size` sources of similar
+        length."""
+        sentences = list(sentences)
+
+        def run(chunk):
+            source_ids = self.source_ids([sentences[i] for i in chunk])
+            found = self._search(source_ids)
+            aligned = []
+            for row, ids in enumerate(found[OUTPUT_IDS]):
+                tokens = self.pieces.pieces_of_ids(ids)
+                source = self.pieces.pieces_of_ids(source_ids[row])
+                attention = found[ATTENTION][row, : len(tokens), : len(source)]
+                aligned.append(
+                    AlignedTranslation(
+                        translation=self.pieces.text_of_ids(ids),
+                        target_tokens=tokens,
+                        source_tokens=source,
+                        alignments=attention.argmax(axis=1).tolist(),
+                        token_scores=found[TOKEN_SCORES][row, : len(tokens)].tolist(),
+                        attention=attention.tolist(),
+                    )
+                )
+            return aligned
 
         return in_length_order(len(sentences), lambda i: len(sentences[i]), run, batch_size)

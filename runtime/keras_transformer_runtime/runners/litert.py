@@ -11,8 +11,6 @@ browser or on a server, and `LiteRTTranslator` runs it in Python with
 import os
 
 from keras_transformer_runtime import logs
-from keras_transformer_runtime.runners.exported_search import OUTPUT_IDS
-from keras_transformer_runtime.runners.exported_search import SCORES
 from keras_transformer_runtime.runners.exported_search import SIGNATURE
 from keras_transformer_runtime.runners.exported_search import SOURCE_IDS
 from keras_transformer_runtime.runners.exported_search import ExportedSearchTranslator
@@ -69,5 +67,4 @@ class LiteRTTranslator(ExportedSearchTranslator):
             self.translate(["Hello"], target_lang=next(iter(self.languages), None))
 
     def _search(self, source_ids):
-        outputs = self._runner(**{SOURCE_IDS: source_ids})
-        return outputs[OUTPUT_IDS], outputs[SCORES]
+        return self._runner(**{SOURCE_IDS: source_ids})

@@ -8,8 +8,6 @@ settings (`exported_search`); `ONNXTranslator` runs it with ONNX Runtime
 
 import os
 
-from keras_transformer_runtime.runners.exported_search import OUTPUT_IDS
-from keras_transformer_runtime.runners.exported_search import SCORES
 from keras_transformer_runtime.runners.exported_search import SOURCE_IDS
 from keras_transformer_runtime.runners.exported_search import ExportedSearchTranslator
 from keras_transformer_runtime.validation import check_positive_int
@@ -64,5 +62,5 @@ class ONNXTranslator(ExportedSearchTranslator):
         )
 
     def _search(self, source_ids):
-        ids, scores = self._session.run([OUTPUT_IDS, SCORES], {SOURCE_IDS: source_ids})
-        return ids, scores
+        found = self._session.run(self.outputs, {SOURCE_IDS: source_ids})
+        return dict(zip(self.outputs, found, strict=True))
