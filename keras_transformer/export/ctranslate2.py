@@ -138,9 +138,10 @@ def transformer_spec(model, tokenizer):
         model.num_heads,
         pre_norm=bool(model.norm_first),
         activation=_activation(model, common_spec.Activation),
-        # Alignments as `Translator` takes them: every head of the last layer.
-        alignment_layer=-1,
-        alignment_heads=model.num_heads,
+        # Alignments as `Translator` takes them: the mean of the model's
+        # alignment heads, the first ones, of its alignment layer.
+        alignment_layer=model.alignment_layer,
+        alignment_heads=model.alignment_heads or model.num_heads,
     )
     vocab = tokenizer.vocab_size
     # The model's own resolution of `tie_embeddings` into matrices.

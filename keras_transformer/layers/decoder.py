@@ -143,17 +143,21 @@ class Decoder(LayerStackBase):
         encoder_sequence,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
+        training=None,
     ):
-        """`call` (dropout off) that also returns each layer's attention
-        probabilities, in one pass: `(outputs, [{"self_attention": ...,
-        "cross_attention": ...}, ...])` (`DecoderLayer.call_with_attention`)."""
+        """`call` that also returns each layer's attention probabilities, in
+        one pass: `(outputs, [{"self_attention": ..., "cross_attention":
+        ...}, ...])` (`DecoderLayer.call_with_attention`); dropout off
+        unless `training`."""
         self._build_for(decoder_sequence, encoder_sequence)
         x, scores = decoder_sequence, []
         masks = dict(
             decoder_padding_mask=decoder_padding_mask, encoder_padding_mask=encoder_padding_mask
         )
         for layer in self.stack:
-            x, layer_scores = layer.call_with_attention(x, encoder_sequence, **masks)
+            x, layer_scores = layer.call_with_attention(
+                x, encoder_sequence, **masks, training=training
+            )
             scores.append(layer_scores)
         return self._final(x), scores
 

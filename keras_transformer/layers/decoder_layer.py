@@ -132,30 +132,34 @@ class DecoderLayer(TransformerLayerBase):
         encoder_sequence,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
+        training=None,
     ):
-        """`call` (dropout off) that also returns both attentions'
-        probabilities, each attention computed once: `(outputs,
+        """`call` that also returns both attentions' probabilities (before
+        any attention dropout), each attention computed once: `(outputs,
         {"self_attention": (batch, heads, target_len, target_len),
-        "cross_attention": (batch, heads, target_len, source_len)})`."""
+        "cross_attention": (batch, heads, target_len, source_len)})`.
+        Dropout is off unless `training` (guided alignment trains on
+        these probabilities)."""
         self._build_for(decoder_sequence, encoder_sequence)
         x = decoder_sequence
         y = self._sublayer_input(x, self.self_attention_norm)
         y, self_scores = self.self_attention(
             y, y, value_mask=decoder_padding_mask, use_causal_mask=True,
-            return_attention_scores=True,
+            return_attention_scores=True, training=training,
         )  # fmt: skip
         x = self._sublayer_output(
-            x, y, self.self_attention_norm, self.self_attention_dropout, False
+            x, y, self.self_attention_norm, self.self_attention_dropout, training
         )
         y = self._sublayer_input(x, self.cross_attention_norm)
         y, cross_scores = self.cross_attention(
-            y, encoder_sequence, value_mask=encoder_padding_mask, return_attention_scores=True
-        )
+            y, encoder_sequence, value_mask=encoder_padding_mask,
+            return_attention_scores=True, training=training,
+        )  # fmt: skip
         x = self._sublayer_output(
-            x, y, self.cross_attention_norm, self.cross_attention_dropout, False
+            x, y, self.cross_attention_norm, self.cross_attention_dropout, training
         )
         scores = {"self_attention": self_scores, "cross_attention": cross_scores}
-        return self._feed_forward_block(x, False), scores
+        return self._feed_forward_block(x, training), scores
 
     def attention_scores(
         self,

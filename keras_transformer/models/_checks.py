@@ -38,3 +38,22 @@ def check_arguments(model):
         )
     if not 0 <= model.pad_id < min(model.source_vocab_size, model.target_vocab_size):
         raise ValueError(f"`pad_id` must be a valid token id. Received: pad_id={model.pad_id}")
+    _check_alignment(model)
+
+
+def _check_alignment(model):
+    layers = model.num_decoder_layers or model.num_layers
+    layer = model.alignment_layer
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -layers <= layer < layers:
+        raise ValueError(
+            f"`alignment_layer` must index one of the {layers} decoder layers "
+            f"({-layers} to {layers - 1}). Received: alignment_layer={layer!r}"
+        )
+    heads = model.alignment_heads
+    if heads is not None and (
+        isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= model.num_heads
+    ):
+        raise ValueError(
+            f"`alignment_heads` must be None (every head) or a count of heads from 1 to "
+            f"num_heads={model.num_heads}. Received: alignment_heads={heads!r}"
+        )

@@ -97,10 +97,10 @@ class CachedDecoding:
         `index .. index + steps - 1`, reusing and updating `cache`.
 
         `rows` is the per-hypothesis batch of `cache`, a multiple of its
-        per-sentence batch (beams of a sentence on consecutive rows). An
-        `alignment_layer` (a decoder layer's index) writes the cache's
-        `"alignment"` at these positions (`init_cache(aligned=True)`), from
-        the same pass.
+        per-sentence batch (beams of a sentence on consecutive rows). A
+        cache from `init_cache(aligned=True)` gets its `"alignment"` written
+        at these positions, from the same pass: the `alignment_attention`
+        of decoder layer `alignment_layer` (default the model's).
 
         Returns:
             `(logits, cache)`: float32 logits `(rows, steps, vocab)`, equal
@@ -110,24 +110,25 @@ class CachedDecoding:
         Example:
 
         >>> cache = model.init_cache(encoder_output, mask, max_length=8, aligned=True)
-        >>> logits, cache = model.decode_step(bos_ids, cache, 0, alignment_layer=-1)
+        >>> logits, cache = model.decode_step(bos_ids, cache, 0)
         >>> cache["per_hypothesis"]["alignment"][:, 0, 0]  # (rows, source_len)
         """
         check_cache_keys(cache, "cache", ("per_hypothesis", "per_sentence"))
         aligned = "alignment" in cache["per_hypothesis"]
-        if aligned != (alignment_layer is not None):
+        if alignment_layer is not None and not aligned:
             raise ValueError(
-                "`alignment_layer` goes with a cache from `init_cache(aligned=True)`, and such "
-                f"a cache needs it. Received: alignment_layer={alignment_layer!r} and a cache "
-                f"{'with' if aligned else 'without'} an alignment"
+                "`alignment_layer` needs a cache from `init_cache(aligned=True)`. Received: "
+                f"alignment_layer={alignment_layer!r} and a cache without an alignment"
             )
+        if aligned and alignment_layer is None:
+            alignment_layer = self.alignment_layer
         x = self._embed(target_ids, self._target_embedding(), self.target_positions, index, False)
         x, decoder_cache, *cross_scores = self.decoder.call_with_cache(
             x, {**cache["per_hypothesis"], **cache["per_sentence"]}, index, alignment_layer
         )
         per_hypothesis = {"self_attention": decoder_cache["self_attention"]}
         if aligned:
-            mean = ops.mean(ops.cast(cross_scores[0], "float32"), axis=1, keepdims=True)
-            written = write_at(cache["per_hypothesis"]["alignment"], mean, index)
+            alignment = ops.expand_dims(self.alignment_attention(cross_scores[0]), 1)
+            written = write_at(cache["per_hypothesis"]["alignment"], alignment, index)
             per_hypothesis["alignment"] = written
         return self._logits(x), {**cache, "per_hypothesis": per_hypothesis}

@@ -9,11 +9,12 @@ from keras_transformer.layers.masking import padding_mask
 class InspectedAttention:
     """What each attention of `Transformer` looked at, dropout off."""
 
-    def logits_and_attention(self, source_ids, target_ids):
-        """`call` (dropout off) that also returns each decoder layer's
-        attention probabilities from the same pass: `(logits,
-        [{"self_attention": ..., "cross_attention": ...}, ...])`, each
-        `(batch, num_heads, target_len, key_len)`; the encoder runs once.
+    def logits_and_attention(self, source_ids, target_ids, training=None):
+        """`call` that also returns each decoder layer's attention
+        probabilities from the same pass: `(logits, [{"self_attention":
+        ..., "cross_attention": ...}, ...])`, each `(batch, num_heads,
+        target_len, key_len)`; the encoder runs once; dropout off unless
+        `training`.
 
         Example:
 
@@ -22,10 +23,10 @@ class InspectedAttention:
         TensorShape([2, 8, 7, 10])
         """
         source_mask = padding_mask(source_ids, self.pad_id)
-        encoder_output = self.encode(source_ids, training=False)
-        y = self._embed(target_ids, self._target_embedding(), self.target_positions, 0, False)
+        encoder_output = self.encode(source_ids, training=training)
+        y = self._embed(target_ids, self._target_embedding(), self.target_positions, 0, training)
         y, scores = self.decoder.call_with_attention(
-            y, encoder_output, padding_mask(target_ids, self.pad_id), source_mask
+            y, encoder_output, padding_mask(target_ids, self.pad_id), source_mask, training
         )
         return self._logits(y), scores
 

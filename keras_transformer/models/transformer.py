@@ -18,6 +18,7 @@ from keras_transformer.models._quantization import default_policy
 from keras_transformer.models._quantization import quantize_as
 from keras_transformer.models._quantization import quantized_policies
 from keras_transformer.models.cached_decoding import CachedDecoding
+from keras_transformer.models.guided_alignment import GuidedAlignment
 from keras_transformer.models.inspected_attention import InspectedAttention
 from keras_transformer.models.presets import preset_arguments
 from keras_transformer.special_ids import NEVER_LOGIT_BIAS
@@ -25,7 +26,7 @@ from keras_transformer.special_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(CachedDecoding, InspectedAttention, keras.Model):
+class Transformer(CachedDecoding, InspectedAttention, GuidedAlignment, keras.Model):
     """The Transformer (Vaswani et al., 2017) as a Keras model.
 
     `model((source_ids, target_ids))` embeds both sequences (token
@@ -83,11 +84,21 @@ class Transformer(CachedDecoding, InspectedAttention, keras.Model):
         seed: seed of every dropout (each gets its own, derived from it),
             so that one seed reproduces a training run; `None` uses Keras's
             global random state.
+        alignment_layer: the decoder layer whose cross-attention aligns
+            output tokens with source tokens (markup placement, the
+            alignment outputs of `Translator` and the exports), -1 the last.
+        alignment_heads: how many of that layer's heads, the first ones,
+            are averaged into the alignment (`None`: all of them). Guided
+            alignment training (`GuidedAlignment`) trains their average;
+            Garg et al. (2019) train one head.
         **kwargs: base `keras.Model` arguments (`name`, `dtype`...).
 
     Call arguments:
         inputs: a tuple `(source_ids, target_ids)` of integer tensors
-            `(batch, source_len)` and `(batch, target_len)`.
+            `(batch, source_len)` and `(batch, target_len)`; in guided
+            alignment training, `(source_ids, target_ids, alignment)` with
+            the word alignment `(batch, target_len, source_len)` the
+            attention is trained towards (`GuidedAlignment`).
         training: whether dropout is active.
 
     Returns:
@@ -128,6 +139,8 @@ class Transformer(CachedDecoding, InspectedAttention, keras.Model):
         scale_embeddings=True,
         output_bias=False,
         seed=None,
+        alignment_layer=-1,
+        alignment_heads=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -155,6 +168,8 @@ class Transformer(CachedDecoding, InspectedAttention, keras.Model):
         self.scale_embeddings = scale_embeddings
         self.output_bias = output_bias
         self.seed = seed
+        self.alignment_layer = alignment_layer
+        self.alignment_heads = alignment_heads
         check_arguments(self)
 
         policy = default_policy(self.dtype_policy)
@@ -328,7 +343,9 @@ class Transformer(CachedDecoding, InspectedAttention, keras.Model):
     # The forward pass and its parts.
 
     def call(self, inputs, training=None):
-        source_ids, target_ids = inputs
+        source_ids, target_ids, *alignment = inputs
+        if alignment:  # guided alignment training (`GuidedAlignment`)
+            return self.call_guided(source_ids, target_ids, alignment[0], training)
         source_mask = padding_mask(source_ids, self.pad_id)
         encoder_output = self.encode(source_ids, training=training)
         return self.decode(target_ids, encoder_output, source_mask, training=training)
@@ -355,7 +372,7 @@ class Transformer(CachedDecoding, InspectedAttention, keras.Model):
         return self._logits(x)
 
     def compute_output_shape(self, inputs_shape):
-        source_shape, target_shape = inputs_shape
+        source_shape, target_shape, *_ = inputs_shape
         return (*target_shape, self.target_vocab_size)
 
     def compute_output_spec(self, inputs, training=None):

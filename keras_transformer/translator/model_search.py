@@ -29,7 +29,8 @@ class ModelSearch:
             a tokenizer whose `pad_id` differs from the model's, or whose
             vocabulary the model does not cover, is refused).
         settings: the `DecodingSettings`, lengths resolved.
-        alignment_layer: the decoder layer whose cross-attention aligns.
+        alignment_layer: the decoder layer whose cross-attention aligns
+            (`None`: the model's `alignment_layer`).
 
     `strategy` is the search the settings choose (`decoding.strategies`):
     what `best_ids` runs.
@@ -37,7 +38,7 @@ class ModelSearch:
     Example:
 
     >>> search = ModelSearch(model, tokenizer, DecodingSettings(max_input_length=256,
-    ...                      max_output_length=256), alignment_layer=-1)
+    ...                      max_output_length=256), alignment_layer=None)
     >>> ids, scores = search.search_ids(source_ids, num_results=1)
     """
 
@@ -46,6 +47,8 @@ class ModelSearch:
         self.tokenizer = tokenizer
         self.settings = settings
         layers = len(model.decoder.stack)
+        if alignment_layer is None:
+            alignment_layer = model.alignment_layer
         if (
             not isinstance(alignment_layer, int)
             or isinstance(alignment_layer, bool)

@@ -59,8 +59,9 @@ class Translator(runner.Runner):
             output tokens (`translate(..., max_output_length=)`).
         jit_compile: compile the search with XLA.
         alignment_layer: the decoder layer whose cross-attention (the mean
-            over its heads) aligns output tokens to source tokens
-            (`translate(..., return_alignments=True)`; default -1, the last).
+            of the model's `alignment_heads`) aligns output tokens to source
+            tokens (`translate(..., return_alignments=True)`; default the
+            model's `alignment_layer`, -1 unless set).
         name: the graph module's name.
         **changes: settings that replace those of `settings`, by name
             (`beam_size=1`, `alpha=0.8`, ...).
@@ -85,16 +86,16 @@ class Translator(runner.Runner):
         tokenizer,
         settings=None,
         jit_compile=False,
-        alignment_layer=-1,
+        alignment_layer=None,
         name=None,
         **changes,
     ):
         _backend.require_tensorflow("Translator", "tf.function searches and the TF Text tokenizer")
         self.settings = resolved_settings(settings, changes, model)
-        self.alignment_layer = alignment_layer
         self.model = model
         self.tokenizer = tokenizer
         self.model_search = ModelSearch(model, tokenizer, self.settings, alignment_layer)
+        self.alignment_layer = self.model_search.alignment_layer
         self.pad_id = model.pad_id
         self.bos_id, self.eos_id = self.model_search.bos_id, self.model_search.eos_id
         self.jit_compile = jit_compile

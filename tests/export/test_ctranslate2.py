@@ -350,3 +350,30 @@ def test_no_search_chooses_pad_or_bos(words_tokenizer, tmp_path, beam_size):
     np.testing.assert_allclose(
         [options[0].score for options in theirs], [o[1] for o in ours], atol=1e-4
     )
+
+
+def test_the_export_aligns_with_the_models_alignment_heads(words_tokenizer, tmp_path):
+    """A model that aligns with its first layer's first head (as guided
+    alignment trains it): CTranslate2's attention rows are `Translator`'s,
+    which differ from the mean of every head of the last layer."""
+    tokenizer, sentences = words_tokenizer
+    model = random_model(alignment_layer=0, alignment_heads=1)
+    translator = Translator(model, tokenizer, beam_size=2)
+    ct2_export.export_ctranslate2(translator, tmp_path / "ct2")
+    converted = CTranslate2Translator(tmp_path / "ct2")
+    sources = sentences[:16]  # a random model: some near ties break apart
+    ours = translator.translate(sources, return_alignments=True)
+    theirs = converted.translate_with_alignments(sources)
+    every_head = random_model()  # the same weights, aligning as by default
+    every_head.set_weights(model.get_weights())
+    default = Translator(every_head, tokenizer, beam_size=2)
+    everyone = default.translate(sources, return_alignments=True)
+    compared = differs = 0
+    for a, b, c in zip(ours, theirs, everyone, strict=True):
+        if a.translation != b.translation:
+            continue
+        compared += 1
+        np.testing.assert_allclose(np.array(b.attention), np.array(a.attention), atol=1e-3)
+        if a.translation == c.translation:
+            differs += not np.allclose(np.array(a.attention), np.array(c.attention), atol=1e-3)
+    assert compared >= 6 and differs >= 3, (compared, differs)

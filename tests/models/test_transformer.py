@@ -171,17 +171,20 @@ def test_beams_share_the_per_sentence_cache():
         assert_close(logits[1::2, 0], full[:, t], atol=1e-4)
 
 
-@pytest.mark.parametrize("layer", [0, -1])
-def test_decode_step_writes_the_alignment_of_the_full_pass(layer):
-    """With `aligned=True` and an `alignment_layer`, each step writes that
-    layer's head-averaged cross-attention, as the full pass computes it,
-    for rows that share a sentence's memory and a cache grown step by
-    step; the logits are unchanged."""
-    model = tiny(norm_first=True)
+@pytest.mark.parametrize(
+    "layer, heads, given", [(0, None, True), (-1, None, True), (0, None, False), (-1, 1, False)]
+)
+def test_decode_step_writes_the_alignment_of_the_full_pass(layer, heads, given):
+    """With `aligned=True`, each step writes the cross-attention of the
+    `alignment_layer` given (else the model's) averaged over the model's
+    `alignment_heads` first heads, as the full pass computes it, for rows
+    that share a sentence's memory and a cache grown step by step; the
+    logits are unchanged."""
+    model = tiny(norm_first=True, alignment_heads=heads, alignment_layer=0 if given else layer)
     source, target = batch()
     full = ops.convert_to_numpy(model((source, target)))
     _, scores = model.logits_and_attention(source, target)
-    expected = np.mean(numpy(scores[layer]["cross_attention"]), axis=1)
+    expected = np.mean(numpy(scores[layer]["cross_attention"])[:, : heads or None], axis=1)
     cache = model.init_cache(model.encode(source), source != 0, max_length=0, aligned=True)
     cache["per_hypothesis"] = keras.tree.map_structure(
         lambda t: ops.repeat(t, 2, axis=0), cache["per_hypothesis"]
@@ -189,7 +192,7 @@ def test_decode_step_writes_the_alignment_of_the_full_pass(layer):
     for t in range(5):
         cache["per_hypothesis"] = model.resize_cache(cache["per_hypothesis"], t + 1)
         rows = np.repeat(target[:, t : t + 1], 2, 0)
-        logits, cache = model.decode_step(rows, cache, t, alignment_layer=layer)
+        logits, cache = model.decode_step(rows, cache, t, alignment_layer=layer if given else None)
         assert_close(logits[0::2, 0], full[:, t], atol=1e-4)
     alignment = numpy(cache["per_hypothesis"]["alignment"])
     assert alignment.shape == (2 * len(source), 1, 5, source.shape[1])
@@ -205,8 +208,6 @@ def test_decode_step_refuses_an_alignment_without_its_cache():
     aligned = model.init_cache(model.encode(source), source != 0, max_length=8, aligned=True)
     with pytest.raises(ValueError, match="alignment_layer=0 and a cache without"):
         model.decode_step(source[:, :1], plain, 0, alignment_layer=0)
-    with pytest.raises(ValueError, match="alignment_layer=None and a cache with"):
-        model.decode_step(source[:, :1], aligned, 0)
     with pytest.raises(ValueError, match="attention_layer=5"):
         model.decode_step(source[:, :1], aligned, 0, alignment_layer=5)
 
