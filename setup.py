@@ -59,8 +59,9 @@ setup(
             "onnxruntime>=1.20",
             # The server (`[serve]`), its tests' HTTP client, and the
             # driver of headless Chromium for its page's test; corpus
-            # translation (`[beam]`): its pipeline's tests run in CI.
-            runtime("serve", "beam", "markup"),
+            # translation (`[beam]`): its pipeline's tests run in CI; eflomal
+            # (`[alignment]`): the word links' tests.
+            runtime("serve", "beam", "markup", "alignment"),
             "httpx",  # the server tests' own HTTP client
             "httpx2",  # starlette.testclient's (its httpx is deprecated)
             "selenium>=4.20",
@@ -83,6 +84,8 @@ setup(
         # kt-serve and kt-translate-corpus, the runtime's (no TensorFlow needed).
         "serve": [runtime("serve")],
         "beam": [runtime("beam")],
+        # Guided alignment training's word links (training.align_words).
+        "alignment": [runtime("alignment")],
         # The peers of benchmarks/compare.py (torch pinned as above).
         "bench": ["keras-hub>=0.32", "torch==2.13.0", "ctranslate2>=4.8"],
     },

@@ -28,10 +28,9 @@ import argparse
 import collections
 import dataclasses
 import gzip
-import tempfile
-from pathlib import Path
 
 from keras_transformer_runtime.text import formats
+from keras_transformer_runtime.text import word_links
 from keras_transformer_runtime.text.markup import WORD
 from keras_transformer_runtime.text.word_alignment import word_alignment
 
@@ -66,24 +65,9 @@ def words(text):
 def eflomal_links(sources, targets):
     """Intersected forward and reverse eflomal links of each pair of
     `sources` and `targets` (lists of word lists): a set of `(source
-    index, target index)` per pair."""
-    from eflomal import Aligner
-
-    with tempfile.TemporaryDirectory() as scratch:
-        forward, reverse = Path(scratch, "forward"), Path(scratch, "reverse")
-        Aligner().align(
-            [" ".join(s) for s in sources],
-            [" ".join(t) for t in targets],
-            links_filename_fwd=str(forward),
-            links_filename_rev=str(reverse),
-            quiet=True,
-        )
-        forward, reverse = forward.read_text().splitlines(), reverse.read_text().splitlines()
-        return [_pairs(f) & _pairs(r) for f, r in zip(forward, reverse, strict=True)]
-
-
-def _pairs(line):
-    return {tuple(int(i) for i in link.split("-")) for link in line.split()}
+    index, target index)` per pair (`word_links.align_words`)."""
+    lines = word_links.align_words([" ".join(s) for s in sources], [" ".join(t) for t in targets])
+    return [word_links.link_pairs(line) for line in lines]
 
 
 def checkable(sources, references, links):

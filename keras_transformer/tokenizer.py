@@ -120,6 +120,19 @@ class Tokenizer(tf.Module):
         return None
 
     @tf.autograph.experimental.do_not_convert  # Python over the pieces, once
+    def space_marks(self, size):
+        """NumPy bool `(size,)`: the ids whose pieces begin with
+        SentencePiece's "▁", the first piece of each whitespace-separated
+        word (how word links count words, `training.word_links`); ids past
+        the vocabulary are not. `None` for a tokenizer without pieces or
+        without "▁" in them."""
+        count = min(size, self.vocab_size or size)
+        marked = [(self.id_to_piece(i) or "")[:1] == WORD_MARK for i in range(count)]
+        if not any(marked):
+            return None
+        return np.concatenate([np.array(marked, bool), np.zeros([size - count], bool)])
+
+    @tf.autograph.experimental.do_not_convert  # Python over the pieces, once
     def word_starts(self, size):
         """NumPy bool `(size,)`: the ids whose pieces begin a word
         (SentencePiece's "▁") or a non-word character (punctuation, the

@@ -53,6 +53,8 @@ _TENSORFLOW_PARTS = {
     "TrainingDivergedError": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
     "TrainResult": ("run", "tf.distribute, tf.data and tf.train checkpoints"),
     "train": ("trainer", "tf.distribute, tf.data and tf.train checkpoints"),
+    "align_words": ("word_links", "tf.data"),
+    "with_word_links": ("word_links", "tf.data"),
 }
 _parts = _backend.TensorFlowParts(__name__, _TENSORFLOW_PARTS)
 __getattr__, __dir__ = _parts.get, _parts.names
@@ -79,6 +81,7 @@ __all__ = [
     "TransformerSchedule",
     "TranslationEvaluator",
     "adam_optimizer",
+    "align_words",
     "average_checkpoints",
     "averaging_checkpoint_paths",
     "best_checkpoint_paths",
@@ -100,4 +103,5 @@ __all__ = [
     "text_pairs_from_lists",
     "text_pairs_from_tfds",
     "train",
+    "with_word_links",
 ]

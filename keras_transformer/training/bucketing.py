@@ -1,5 +1,7 @@
 """Length buckets for `make_batches`: frames `(source, target_in,
-target_out)` in, padded batches out, three ways.
+target_out, *more)` in (more: a pair's word links, `word_links`), padded
+batches out, three ways; each part is padded with its own value of
+`padding_values`.
 
 - `batch_by_longer_side`: buckets of the longer side's length, each batch
   padded to its own longest sequence;
@@ -36,11 +38,11 @@ def bucket_boundaries(max_length, min_length=8, growth=1.1):
     return boundaries
 
 
-def _longer_side(source, target_in, target_out):
+def _longer_side(source, target_in, *_):
     return tf.maximum(tf.size(source), tf.size(target_in))
 
 
-def batch_by_longer_side(frames, boundaries, batch_tokens, pad_id):
+def batch_by_longer_side(frames, boundaries, batch_tokens, padding_values):
     """Batches frames in buckets of their longer side, each batch padded
     to its longest."""
     # Bucket i holds lengths < boundaries[i]; the extra last bucket is empty.
@@ -49,11 +51,11 @@ def batch_by_longer_side(frames, boundaries, batch_tokens, pad_id):
         element_length_func=_longer_side,
         bucket_boundaries=boundaries,
         bucket_batch_sizes=batch_sizes,
-        padding_values=(pad_id, pad_id, pad_id),
+        padding_values=padding_values,
     )
 
 
-def batch_by_each_side(frames, boundaries, batch_tokens, pad_id):
+def batch_by_each_side(frames, boundaries, batch_tokens, padding_values):
     """Batches frames in a bucket per (source bucket, target bucket), each
     padded to its batch's longest."""
     # Bucket i holds lengths in [boundaries[i - 1], boundaries[i]).
@@ -67,14 +69,14 @@ def batch_by_each_side(frames, boundaries, batch_tokens, pad_id):
     def bucket(sequence):
         return tf.reduce_sum(tf.cast(tf.size(sequence) >= edges, tf.int64))
 
-    def key(source, target_in, target_out):
+    def key(source, target_in, *_):
         return bucket(target_in) * count + bucket(source)
 
     def batch(key, frames):
         return frames.padded_batch(
             tf.gather(batch_sizes, key),
-            padded_shapes=([None], [None], [None]),
-            padding_values=(pad_id, pad_id, pad_id),
+            padded_shapes=([None],) * len(padding_values),
+            padding_values=padding_values,
         )
 
     return frames.group_by_window(
@@ -82,7 +84,7 @@ def batch_by_each_side(frames, boundaries, batch_tokens, pad_id):
     )
 
 
-def batch_to_static_shapes(frames, shapes, pad_id):
+def batch_to_static_shapes(frames, shapes, padding_values):
     """Batches frames in the buckets of `shapes` (a `BatchShapes`): a frame
     goes to the first bucket whose length holds its longer side; every
     batch is `(batch_size, length)` of its bucket on each side."""
@@ -98,12 +100,15 @@ def batch_to_static_shapes(frames, shapes, pad_id):
 
         def fill(*batch):  # a part-filled batch gets rows of padding
             rows = size - tf.shape(batch[0], out_type=tf.int64)[0]
-            return tuple(tf.pad(x, [[0, rows], [0, 0]], constant_values=pad_id) for x in batch)
+            return tuple(
+                tf.pad(x, [[0, rows], [0, 0]], constant_values=value)
+                for x, value in zip(batch, padding_values, strict=True)
+            )
 
         padded = frames.padded_batch(
             size,
-            padded_shapes=(tf.reshape(length, [1]),) * 3,
-            padding_values=(pad_id, pad_id, pad_id),
+            padded_shapes=(tf.reshape(length, [1]),) * len(padding_values),
+            padding_values=padding_values,
         )
         return padded.map(fill)
 

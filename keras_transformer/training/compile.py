@@ -3,6 +3,7 @@ metrics, optimizer, in the distribution strategy's scope), on every Keras
 backend."""
 
 from keras_transformer import _backend
+from keras_transformer.models.guided_alignment import GuidedAlignment
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.former_arguments import accepts_former_arguments
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
@@ -31,8 +32,9 @@ def compile_for_training(model, settings=None, optimizer=None):
         model: a `Transformer` (or any model with `d_model`, `pad_id`,
             `target_vocab_size` and `output_vocab_size`).
         settings: a `TrainingSettings` (default: the paper's recipe): its
-            optimizer (`TrainingSettings.optimizer`), `label_smoothing` and
-            `jit_compile` are used here.
+            optimizer (`TrainingSettings.optimizer`), `label_smoothing`,
+            `guided_alignment_weight` (a `Transformer`'s, for batches with
+            word links) and `jit_compile` are used here.
         optimizer: your own, instead of the settings'.
 
     Returns:
@@ -57,6 +59,8 @@ def compile_for_training(model, settings=None, optimizer=None):
         ),
         "metrics": [MaskedAccuracy(pad_id), Perplexity(pad_id), TokenCount(pad_id)],
     }
+    if isinstance(model, GuidedAlignment):  # a `Transformer`: batches may carry word links
+        arguments["guided_alignment_weight"] = settings.guided_alignment_weight
     jit_compile = settings.jit_compile
     if not _backend.is_tensorflow():  # JAX or PyTorch: Keras's own choice of compilation
         model.compile(**arguments, jit_compile=jit_compile)

@@ -23,6 +23,7 @@ from keras_transformer.tokenizer import Tokenizer
 from keras_transformer.training import bucketing
 from keras_transformer.training import shape_sample
 from keras_transformer.training import token_pairs
+from keras_transformer.training import word_links
 from keras_transformer.training.batch_shapes import BatchShapes
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.multilingual import MixedCorpora
@@ -130,7 +131,11 @@ def make_batches(
     Args:
         pairs: dataset of `(source, target)` scalar strings, or the
             `MixedCorpora` of `mix_corpora` (its weights are kept in the
-            batches' `mixing_weights`).
+            batches' `mixing_weights`); or of `(source, target, links)`,
+            the pair's word links as a Pharaoh line (`with_word_links`),
+            for guided alignment training: each batch's inputs are then
+            `(source, target_in, alignment)`, the alignment `(batch,
+            target_len, source_len)` (`training.word_links`).
         tokenizer: a `keras_transformer.tokenization.Tokenizer` (e.g. a
             `SentencePieceTokenizer`): `tokenize` segments the sources,
             `tokenize_target` the targets (a `MarianTokenizer` segments
@@ -232,8 +237,15 @@ def make_batches(
     if shuffle and not cache_ids:
         pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     ids = token_pairs.tokenized(pairs, tokenizer, vocab_size, segmenters).filter(
-        lambda s, t: keep(s, t)["kept"]
+        lambda *pair: keep(*pair)["kept"]
     )
+    linked = len(pairs.element_spec) == 3
+    if linked:  # each pair's word links, as token positions
+        starts = word_links.space_marks_of(tokenizer)
+        ids = ids.map(
+            lambda s, t, line: (s, t, *word_links.token_links(s, t, line, starts)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
     if cache_ids:
         # Tokenized in file order, once; the ids are shuffled on every pass.
         ids = ids.cache()
@@ -242,21 +254,33 @@ def make_batches(
     if repeat:
         ids = ids.repeat()  # a new shuffle every pass (reshuffle_each_iteration)
     dataset = ids.map(
-        lambda s, t: token_pairs.frame(s, t, max_length, long_pairs, bos_id, eos_id),
+        lambda s, t, *links: (
+            *token_pairs.frame(s, t, max_length, long_pairs, bos_id, eos_id),
+            *(word_links.frame_links(*links, max_length, long_pairs) if links else ()),
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+    padding = (pad_id,) * 3
+    if linked:
+        padding += (word_links.SOURCE_PAD, word_links.NO_LINK)
     if static:
-        dataset = bucketing.batch_to_static_shapes(dataset, shapes, pad_id)
+        dataset = bucketing.batch_to_static_shapes(dataset, shapes, padding)
     else:
         batch = {
             "each_side": bucketing.batch_by_each_side,
             "longer_side": bucketing.batch_by_longer_side,
         }[bucket_by]
         boundaries = bucketing.bucket_boundaries(max_length, growth=bucket_growth or 1.05)
-        dataset = batch(dataset, boundaries, batch_tokens, pad_id)
+        dataset = batch(dataset, boundaries, batch_tokens, padding)
     if shuffle:
         dataset = dataset.shuffle(128, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(lambda s, ti, to: ((s, ti), to)).prefetch(tf.data.AUTOTUNE)
+    if linked:
+        dataset = dataset.map(
+            lambda s, ti, to, *links: ((s, ti, word_links.alignment_matrix(*links)), to)
+        )
+    else:
+        dataset = dataset.map(lambda s, ti, to: ((s, ti), to))
+    dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return TokenBatches(
         dataset,
         shapes,

@@ -48,6 +48,9 @@ class TrainingSettings:
         warmup_steps: the schedule's warm-up, 4000 in the paper.
         learning_rate_scale: the schedule's scale, 1 in the paper.
         label_smoothing: ε_ls, 0.1 in the paper.
+        guided_alignment_weight: λ of the guided alignment loss, for
+            batches that carry word links (`with_word_links`): 0.05, as
+            Garg et al. (2019).
         accumulation_steps: micro-batches averaged into each update (the
             paper's ~25,000 tokens per update on fewer devices).
         precision: the model's dtype policy: `None` (the model's own, as
@@ -100,6 +103,7 @@ class TrainingSettings:
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
     label_smoothing: float = 0.1
+    guided_alignment_weight: float = 0.05
     accumulation_steps: int = 1
     precision: str | None = None
     jit_compile: object = "auto"
@@ -143,6 +147,7 @@ class TrainingSettings:
         validation.check_choice(VERBOSE, verbose=self.verbose)
         self._check_number("learning_rate_scale", "a positive number", lambda v: v > 0)
         self._check_number("label_smoothing", "in [0, 1)", lambda v: 0 <= v < 1)
+        self._check_number("guided_alignment_weight", "a number >= 0", lambda v: v >= 0)
         self._check_number("min_delta", "a number >= 0", lambda v: v >= 0)
         if self.ema_momentum is not None:
             self._check_number("ema_momentum", "in (0, 1), or None", lambda v: 0 < v < 1)
@@ -185,7 +190,12 @@ class TrainingSettings:
                 "steps_per_checkpoint",
                 self.steps_per_checkpoint,
             )
-        for name in ("learning_rate_scale", "label_smoothing", "min_delta"):
+        for name in (
+            "learning_rate_scale",
+            "label_smoothing",
+            "guided_alignment_weight",
+            "min_delta",
+        ):
             object.__setattr__(self, name, float(getattr(self, name)))
 
     def _check_number(self, name, accepted, accepts):

@@ -61,10 +61,10 @@ def _lengths_of_sample(pairs, tokenizer, max_length, long_pairs):
     drawn, how = _shape_sample(pairs)
     sample = token_pairs.tokenized(drawn, tokenizer, None)
 
-    def framed_lengths(source, target):  # with EOS and BOS; truncated to max_length
+    def framed_lengths(source, target, *_):  # with EOS and BOS; truncated to max_length
         return tf.minimum(tf.stack([tf.size(source), tf.size(target)]) + 1, max_length)
 
-    kept = sample.filter(lambda s, t: keep(s, t)["kept"]).map(framed_lengths)
+    kept = sample.filter(lambda *pair: keep(*pair)["kept"]).map(framed_lengths)
     rows = list(kept.batch(65536).as_numpy_iterator())
     lengths = np.concatenate(rows) if rows else np.zeros([0, 2], np.int32)
     lengths.setflags(write=False)

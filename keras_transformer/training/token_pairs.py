@@ -61,10 +61,11 @@ def tokenized(pairs, tokenizer, vocab_size, segmenters=None):
     """`(source_ids, target_ids)` int32 vectors of each pair, tokenized a few
     hundred strings at a time (much faster than one by one): by the
     `segmenters` `(source function, target function)`, by default the
-    tokenizer's `tokenize` and `tokenize_target`."""
+    tokenizer's `tokenize` and `tokenize_target`. More parts of a pair
+    (its word links) follow the ids as they are."""
     segment, tokenize_target = segmenters or (tokenizer.tokenize, tokenizer.tokenize_target)
 
-    def tokenize(sources, targets):
+    def tokenize(sources, targets, *rest):
         source_ids = tf.cast(segment(sources), tf.int32)
         target_ids = tf.cast(tokenize_target(targets), tf.int32)
         if vocab_size is not None:
@@ -77,16 +78,16 @@ def tokenized(pairs, tokenizer, vocab_size, segmenters=None):
             ]
             with tf.control_dependencies(checks):
                 source_ids = tf.identity(source_ids)
-        return source_ids, target_ids
+        return source_ids, target_ids, *rest
 
     return pairs.batch(256).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
 
 
 def keep_pair(max_length, long_pairs):
-    """A function of `(source_ids, target_ids)` to booleans: `empty`,
-    `too_long` (dropped unless truncated) and `kept`."""
+    """A function of `(source_ids, target_ids, *more parts)` to booleans:
+    `empty`, `too_long` (dropped unless truncated) and `kept`."""
 
-    def keep(source_ids, target_ids):
+    def keep(source_ids, target_ids, *_):
         empty = tf.logical_or(tf.size(source_ids) == 0, tf.size(target_ids) == 0)
         # With EOS (source) or BOS (target) a side must fit in max_length.
         longest = tf.maximum(tf.size(source_ids), tf.size(target_ids)) + 1
