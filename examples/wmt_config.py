@@ -166,6 +166,10 @@ class _RunSettings:
     relu_dropout: float | None = model_setting("dropout inside the feed-forward", frozen=False)
     norm_first: bool | None = model_setting("pre-norm instead of the paper's post-norm")
     position_encoding: str | None = model_setting("positions", ("sinusoidal", "learned"))
+    alignment_heads: int | None = model_setting(
+        "heads of the last decoder layer's cross-attention averaged into word alignments "
+        "(markup placement), the first ones (default all; 1 with --guided_alignment)"
+    )
     max_length: int = setting(
         256, "longest sequence in tokens", "model", model_argument=True, frozen=True
     )
@@ -229,6 +233,14 @@ class _RunSettings:
         None, "wall-time budget of training", "training", shown="none"
     )
     seed: int = setting(0, "seed of the vocabulary, weights and dropout", "training")
+    guided_alignment: bool = setting(
+        False,
+        "guided alignment training (Garg et al., 2019): the alignment heads learn eflomal's "
+        "word links of the training pairs (pip install eflomal), so that markup lands on the "
+        "right words; weighted by --guided_alignment_weight",
+        "training",
+        frozen=True,
+    )
     sampling_alpha: float | None = setting(
         None, "subword regularization of the training data (e.g. 0.1)", "training", shown="none"
     )
@@ -343,7 +355,10 @@ def model_arguments_of(settings):
     """The `Transformer.from_preset` overrides set in `settings`, a
     `RunConfig` as a dict (e.g. a finished run's stored configuration)."""
     names = [f.name for f in dataclasses.fields(RunConfig) if f.metadata["model_argument"]]
-    return {name: settings[name] for name in names if settings.get(name) is not None}
+    arguments = {name: settings[name] for name in names if settings.get(name) is not None}
+    if settings.get("guided_alignment"):  # one head learns the links, as Garg et al.
+        arguments.setdefault("alignment_heads", 1)
+    return arguments
 
 
 # Flags renamed, refused with what to use (not taken as abbreviations).

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import socket
 import sys
+import time
 
 import wmt_corpora
 
@@ -158,3 +159,28 @@ def data_stage(config):
             (config.test_src, config.test_ref),
         ),
     )
+
+
+def word_links(config, pairs):
+    """eflomal's word links of the training `pairs` (`training.align_words`),
+    kept in `model_dir/word_links.txt` for a rerun."""
+    path = os.path.join(config.model_dir, "word_links.txt")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    sources, targets = [], []
+    for source, target in pairs.as_numpy_iterator():
+        sources.append(source.decode("utf-8"))
+        targets.append(target.decode("utf-8"))
+    started = time.perf_counter()
+    links = training.align_words(sources, targets)
+    os.makedirs(config.model_dir, exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in links))
+    os.replace(path + ".tmp", path)
+    count = sum(len(line.split()) for line in links)
+    print(
+        f"word links: {count:,} eflomal links over {len(links):,} pairs in "
+        f"{time.perf_counter() - started:.0f} s -> {path}"
+    )
+    return links

@@ -22,6 +22,7 @@ from wmt_budget import budget_plan
 from wmt_budget import training_budget
 from wmt_config import STATIC_SHAPES
 from wmt_config import model_arguments_of
+from wmt_data import word_links
 from wmt_synthetic import user_symbols
 
 
@@ -304,6 +305,8 @@ def training_stage(config, model, tokenizer, data, stopwatch, evaluator):
     validation `evaluator` (`evaluator_for`; None for none); returns what
     `training_done.json` records."""
     train_pairs = data.train
+    if config.guided_alignment:
+        train_pairs = training.with_word_links(train_pairs, word_links(config, train_pairs))
     done_marker = os.path.join(config.model_dir, "training_done.json")
     if os.path.exists(done_marker):
         with open(done_marker) as f:

@@ -2,6 +2,7 @@
 and its command line."""
 
 import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -217,6 +218,25 @@ def test_fine_tunes_a_finished_run_with_lora_and_a_marian_model_frozen(
     assert record["frozen"] == ["embeddings", "encoder"]
 
 
+@pytest.mark.large  # starts a Python process
+@pytest.mark.skipif(importlib.util.find_spec("eflomal") is None, reason="needs eflomal")
+def test_guided_alignment_trains_one_head_on_the_links_it_keeps(corpus, tmp_path):
+    """`--guided_alignment` aligns the training pairs once (eflomal), keeps
+    the links for a rerun, and trains a model that aligns with one head."""
+    model_dir = tmp_path / "guided"
+    args = local_args(corpus, model_dir, "--guided_alignment --train_steps 4")
+    run = run_script(args + ["--steps_per_checkpoint", "2"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "word links:" in run.stdout and "over 400 pairs" in run.stdout
+    links = (model_dir / "word_links.txt").read_text().splitlines()
+    assert len(links) == 400 and sum(len(line.split()) for line in links) > 400
+    recorded = json.loads((model_dir / "checkpoints" / "run.json").read_text())["model"]
+    assert (recorded["alignment_layer"], recorded["alignment_heads"]) == (-1, 1)
+    more = run_script(args + ["--train_steps", "6", "--steps_per_checkpoint", "2"])
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "word links:" not in more.stdout  # read back, not aligned again
+
+
 def test_fine_tuning_flags_need_a_model_to_start_from(tmp_path, capsys):
     config = load_example("wmt_config")
     with pytest.raises(SystemExit):
@@ -330,6 +350,12 @@ def test_flags_override_the_preset_which_overrides_the_defaults():
     assert config.model_arguments() == {"dropout": 0.2, "norm_first": True, "max_length": 128}
     config = load_example("wmt_config").parse_config(["--preset", "tiny", "--d_model", "32"])
     assert config.model_arguments() == {"d_model": 32, "max_length": 64}
+    # Guided alignment trains one head, unless told how many.
+    guided = ["--preset", "tiny", "--guided_alignment"]
+    config = load_example("wmt_config").parse_config(guided)
+    assert config.model_arguments() == {"max_length": 64, "alignment_heads": 1}
+    config = load_example("wmt_config").parse_config([*guided, "--alignment_heads", "2"])
+    assert config.model_arguments() == {"max_length": 64, "alignment_heads": 2}
 
 
 def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
