@@ -13,9 +13,10 @@ the sentence translated as HTML. A sentence counts for placement where the
 translation holds exactly one of the forms: it is placed when `<b>` wraps
 that word and nothing else.
 
-Rows: each runner with its alignments (the mean over the last decoder
-layer's heads of the cross-attention, summed by word and matched one to
-one: `attention_matching`), the same with the argmax per target piece
+Rows: each runner with its alignments (the cross-attention of the
+model's alignment heads, summed by word and matched one to one:
+`attention_matching`; a model trained with `--guided_alignment` aligns
+with one head trained towards eflomal's links), the same with the argmax per target piece
 only (how runners aligned before, and how an export without the
 attention output still does), and placing tags by position (what a
 runner without alignments does), the baseline. Columns:
@@ -213,34 +214,44 @@ def rows(args):
         ct2 = CTranslate2Translator(
             args.ctranslate2_dir, inter_threads=args.inter_threads, intra_threads=1
         )
-        setting = f"inter {args.inter_threads} x intra 1"
-        found += [
-            (f"CTranslate2, matched on attention ({setting})", ct2, aligned_html(ct2)),
-            (f"CTranslate2, attention argmax ({setting})", ct2, argmax_html(ct2)),
-            (f"CTranslate2, by position ({setting})", ct2, positional_html(ct2)),
-        ]
+        found += _rows_of(f"CTranslate2 (inter {args.inter_threads} x intra 1)", ct2)
     if args.saved_model_dir:
         from keras_transformer_runtime import SavedModelTranslator
 
         saved = SavedModelTranslator(args.saved_model_dir)
-        found += [
-            ("SavedModel, matched on attention", saved, aligned_html(saved)),
-            ("SavedModel, attention argmax", saved, argmax_html(saved)),
-            ("SavedModel, by position", saved, positional_html(saved)),
-        ]
+        found += _rows_of("SavedModel", saved)
+    if args.litert_model:
+        from keras_transformer_runtime import LiteRTTranslator
+
+        found += _rows_of("LiteRT (2 threads)", LiteRTTranslator(args.litert_model, 2))
+    if args.onnx_model:
+        from keras_transformer_runtime import ONNXTranslator
+
+        found += _rows_of("ONNX Runtime (intra 2 x inter 1)", ONNXTranslator(args.onnx_model, 2))
     return found
+
+
+def _rows_of(name, runner):
+    return [
+        (f"{name}, matched on attention", runner, aligned_html(runner)),
+        (f"{name}, attention argmax", runner, argmax_html(runner)),
+        (f"{name}, by position", runner, positional_html(runner)),
+    ]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ctranslate2_dir")
     parser.add_argument("--saved_model_dir")
+    parser.add_argument("--litert_model", help="an export_litert .tflite file")
+    parser.add_argument("--onnx_model", help="an export_onnx .onnx file")
     parser.add_argument("--test_src", required=True)
     parser.add_argument("--test_ref", required=True)
     parser.add_argument("--inter_threads", type=int, default=2)
     args = parser.parse_args()
-    if not (args.ctranslate2_dir or args.saved_model_dir):
-        parser.error("give --ctranslate2_dir or --saved_model_dir (or both)")
+    exports = (args.ctranslate2_dir, args.saved_model_dir, args.litert_model, args.onnx_model)
+    if not any(exports):
+        parser.error("give one export or more: --ctranslate2_dir, --saved_model_dir, ...")
     cases = evaluation_set(read(args.test_src), read(args.test_ref))
     print(f"evaluation set: {len(cases)} sentences with one tagged word of {len(WORDS)}\n")
     columns = "row, set, word kept, placed, tags kept, BLEU plain, BLEU tagged, text s, html s"

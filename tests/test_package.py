@@ -27,8 +27,9 @@ ALLOWED = {
     "tokenizer.py": {"special_ids"},
     "layers": {"layers"} | SHARED,
     "models": {"layers", "models"} | SHARED,
-    # Training reads checkpoints into the layers' weight layout (`restoring`).
-    "training": {"layers", "training"} | SHARED,
+    # Training reads checkpoints into the layers' weight layout (`restoring`)
+    # and gives a `Transformer` its guided alignment weight (`compile`).
+    "training": {"layers", "models", "training"} | SHARED,
     "decoding": {"decoding"} | SHARED,
     "tokenization": {"tokenization"} | SHARED,
     # The translator loads a trained run back (`Translator.from_run`).

@@ -58,10 +58,8 @@ class Translator(runner.Runner):
             `max_output_length` may not exceed; a request may ask for fewer
             output tokens (`translate(..., max_output_length=)`).
         jit_compile: compile the search with XLA.
-        alignment_layer: the decoder layer whose cross-attention (the mean
-            of the model's `alignment_heads`) aligns output tokens to source
-            tokens (`translate(..., return_alignments=True)`; default the
-            model's `alignment_layer`, -1 unless set).
+        alignment_layer: the decoder layer whose cross-attention aligns
+            (`return_alignments=True`; default the model's `alignment_layer`).
         name: the graph module's name.
         **changes: settings that replace those of `settings`, by name
             (`beam_size=1`, `alpha=0.8`, ...).
