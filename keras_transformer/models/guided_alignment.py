@@ -8,6 +8,7 @@ places markup on the right words.
 A mixin of `Transformer`: it uses the model's `alignment_layer`,
 `alignment_heads`, `logits_and_attention` and Keras's `add_loss`."""
 
+import keras
 from keras import ops
 
 from keras_transformer_runtime import validation
@@ -74,6 +75,20 @@ class GuidedAlignment:
             validation.check_non_negative(guided_alignment_weight=guided_alignment_weight)
             self.guided_alignment_weight = float(guided_alignment_weight)
         super().compile(*args, **kwargs)
+
+    def get_compile_config(self):
+        """Keras's compile configuration, with the guided alignment weight."""
+        config = super().get_compile_config()
+        if config:
+            config["guided_alignment_weight"] = self.guided_alignment_weight
+        return config
+
+    def compile_from_config(self, config):
+        """Compiles a loaded model as it was saved (Keras's own, which
+        skips a model whose `compile` takes more arguments than Keras's)."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
 
     def alignment_attention(self, cross_scores):
         """The alignment of one cross-attention's probabilities `(batch,

@@ -106,10 +106,13 @@ def test_the_alignment_settings_are_checked_and_saved(tmp_path):
     with pytest.raises(ValueError, match="guided_alignment_weight"):
         tiny().compile(guided_alignment_weight=-1.0)
     model = tiny(alignment_layer=0, alignment_heads=2)
+    model.compile(optimizer="adam", loss=LabelSmoothedCrossEntropy(), guided_alignment_weight=0.2)
+    source, target, alignment = batch()
+    model.train_on_batch((source, target, alignment), target)
     path = tmp_path / "model.keras"
     model.save(path)
-    restored = keras.saving.load_model(path)
+    restored = keras.saving.load_model(path)  # compiled as saved, with no warning
     assert (restored.alignment_layer, restored.alignment_heads) == (0, 2)
-    source, target, _ = batch()
+    assert restored.compiled and restored.guided_alignment_weight == 0.2
     assert_close(restored((source, target)), model((source, target)), atol=1e-6)
     assert ops.shape(model.alignment_attention(ops.ones((1, 4, 2, 3)))) == (1, 2, 3)
