@@ -26,6 +26,7 @@ EXTRAS = {
     "corpus/output.py": {"apache_beam"},
     "text/html.py": {"selectolax"},  # [markup]
     "text/markdown.py": {"markdown_it"},  # [markup]
+    "text/word_links.py": {"eflomal"},  # [alignment]
 }
 MAX_MODULE_LINES = 400
 
