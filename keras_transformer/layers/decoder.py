@@ -10,6 +10,7 @@ from keras_transformer.layers._utils import require_built
 from keras_transformer.layers.decoder_layer import CACHE_KEYS
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.decoder_layer import _check_encoder_sequence
+from keras_transformer_runtime import validation
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -183,9 +184,5 @@ def _layer_index(layer, layers):
     None) as a position from the start; a `ValueError` out of range."""
     if layer is None:
         return None
-    if isinstance(layer, bool) or not isinstance(layer, int) or not -layers <= layer < layers:
-        raise ValueError(
-            f"`attention_layer` must index one of the {layers} decoder layers "
-            f"({-layers} to {layers - 1}). Received: attention_layer={layer!r}"
-        )
+    validation.check_index(layers, "decoder layers", attention_layer=layer)
     return layer % layers

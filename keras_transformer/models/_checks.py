@@ -43,12 +43,7 @@ def check_arguments(model):
 
 def _check_alignment(model):
     layers = model.num_decoder_layers or model.num_layers
-    layer = model.alignment_layer
-    if isinstance(layer, bool) or not isinstance(layer, int) or not -layers <= layer < layers:
-        raise ValueError(
-            f"`alignment_layer` must index one of the {layers} decoder layers "
-            f"({-layers} to {layers - 1}). Received: alignment_layer={layer!r}"
-        )
+    validation.check_index(layers, "decoder layers", alignment_layer=model.alignment_layer)
     heads = model.alignment_heads
     if heads is not None and (
         isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= model.num_heads

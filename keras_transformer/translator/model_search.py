@@ -10,6 +10,7 @@ from keras_transformer.decoding import SearchRequest
 from keras_transformer.decoding import strategies
 from keras_transformer.decoding.controls import NEG_INF
 from keras_transformer.tokenizer import Tokenizer
+from keras_transformer_runtime import validation
 from keras_transformer_runtime.runners.settings import DecodingSettings
 
 
@@ -46,18 +47,10 @@ class ModelSearch:
         self.model = model
         self.tokenizer = tokenizer
         self.settings = settings
-        layers = len(model.decoder.stack)
         if alignment_layer is None:
             alignment_layer = model.alignment_layer
-        if (
-            not isinstance(alignment_layer, int)
-            or isinstance(alignment_layer, bool)
-            or not -layers <= alignment_layer < layers
-        ):
-            raise ValueError(
-                f"`alignment_layer` must index one of the model's {layers} decoder layers "
-                f"({-layers} to {layers - 1}). Received: alignment_layer={alignment_layer!r}"
-            )
+        layers = len(model.decoder.stack)
+        validation.check_index(layers, "decoder layers", alignment_layer=alignment_layer)
         self.alignment_layer = alignment_layer
         self.pad_id = model.pad_id
         self.bos_id, self.eos_id = _framing_ids(tokenizer, model.pad_id)

@@ -50,6 +50,17 @@ def check_choice(choices, **values):
             raise ValueError(message)
 
 
+def check_index(count, what, **values):
+    """Raises unless every value is an integer index into `count` items
+    (`what`, e.g. "decoder layers"), negative ones counting from the end."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not -count <= value < count:
+            raise ValueError(
+                f"`{name}` must index one of the {count} {what} ({-count} to {count - 1}). "
+                f"Received: {name}={value!r}"
+            )
+
+
 def check_divisible(name, value, divisor_name, divisor):
     """Raises unless `value` is divisible by `divisor`."""
     if value % divisor:
