@@ -158,6 +158,13 @@ class _RunSettings:
     )
     vocab_size: int = setting(37000, "shared SentencePiece vocabulary size", "model", frozen=True)
     num_layers: int | None = model_setting("layers N of the encoder and the decoder")
+    num_encoder_layers: int | None = model_setting(
+        "encoder depth where it differs from --num_layers (a deep encoder and a shallow "
+        "decoder translate faster: the search runs the decoder once a token)"
+    )
+    num_decoder_layers: int | None = model_setting(
+        "decoder depth where it differs from --num_layers"
+    )
     d_model: int | None = model_setting("model width")
     num_heads: int | None = model_setting("attention heads")
     d_ff: int | None = model_setting("feed-forward inner size")

@@ -19,6 +19,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 import tensorflow_text  # noqa: F401 (registers the SentencePiece op the export runs)
 
+import keras_transformer as kt
 from keras_transformer import training
 from keras_transformer.training.checkpoints import write_json_atomically
 from tests.examples.helpers import EXAMPLES
@@ -356,6 +357,15 @@ def test_flags_override_the_preset_which_overrides_the_defaults():
     assert config.model_arguments() == {"max_length": 64, "alignment_heads": 1}
     config = load_example("wmt_config").parse_config([*guided, "--alignment_heads", "2"])
     assert config.model_arguments() == {"max_length": 64, "alignment_heads": 2}
+
+
+def test_the_encoder_and_the_decoder_take_their_own_depths():
+    flags = ["--preset", "tiny", "--num_encoder_layers", "3", "--num_decoder_layers", "1"]
+    config = load_example("wmt_config").parse_config(flags)
+    arguments = config.model_arguments()
+    assert arguments == {"max_length": 64, "num_encoder_layers": 3, "num_decoder_layers": 1}
+    model = kt.Transformer.from_preset(config.model, vocab_size=50, **arguments)
+    assert (len(model.encoder.stack), len(model.decoder.stack)) == (3, 1)
 
 
 def test_a_translation_never_breaks_a_line_of_the_hypotheses(tmp_path):
