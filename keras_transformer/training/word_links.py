@@ -16,6 +16,8 @@ target token's linked word is the source token's word (every piece of a
 linked word, both ways, as Marian links subwords) and EOS meets EOS.
 """
 
+import re
+
 import tensorflow as tf
 
 from keras_transformer_runtime.text.word_links import align_words
@@ -23,6 +25,9 @@ from keras_transformer_runtime.text.word_links import align_words
 EOS_WORD = -2
 SOURCE_PAD = -3
 NO_LINK = -1
+
+# A Pharaoh line: `i-j` pairs of word indices, separated by whitespace.
+PHARAOH = r"\s*(\d+-\d+(\s+\d+-\d+)*)?\s*"
 
 __all__ = ["align_words", "with_word_links"]
 
@@ -38,10 +43,33 @@ def with_word_links(pairs, links):
     >>> links = align_words(*zip(*pairs.as_numpy_iterator()))
     >>> batches = make_batches(with_word_links(pairs, links), tokenizer, 4096)
     >>> (source, target_in, alignment), target_out = next(iter(batches.dataset))
+
+    Raises:
+        ValueError: a line of `links` (a list) is not a Pharaoh line (a
+            dataset's stops the input pipeline with the same message).
     """
-    if not isinstance(links, tf.data.Dataset):
-        links = tf.data.Dataset.from_tensor_slices(tf.constant(list(links), tf.string))
+    if isinstance(links, tf.data.Dataset):
+        links = links.map(_checked_line)
+    else:
+        links = [line.decode() if isinstance(line, bytes) else line for line in links]
+        for number, line in enumerate(links):
+            if not isinstance(line, str) or not re.fullmatch(PHARAOH, line):
+                raise ValueError(
+                    f'`links` must hold a Pharaoh line per pair ("0-0 1-2 2-1"). '
+                    f"Received: line {number} (from 0) {line!r}"
+                )
+        links = tf.data.Dataset.from_tensor_slices(tf.constant(links, tf.string))
     return tf.data.Dataset.zip(pairs, links).map(lambda pair, line: (*pair, line))
+
+
+def _checked_line(line):
+    """`line` once it is a Pharaoh line; else the pipeline stops, naming it."""
+    check = tf.debugging.Assert(
+        tf.strings.regex_full_match(line, PHARAOH),
+        ['`links` must hold a Pharaoh line per pair ("0-0 1-2 2-1"). Received:', line],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(line)
 
 
 def space_marks_of(tokenizer):

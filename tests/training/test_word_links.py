@@ -2,6 +2,8 @@
 built by hand from the tokenizer's pieces; eflomal's links on a corpus
 whose links are known."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,26 @@ def test_word_links_need_a_tokenizer_that_marks_words():
     pairs = training.with_word_links(training.text_pairs_from_lists(["4 5"], ["6 7"]), ["0-0"])
     with pytest.raises(ValueError, match="SentencePiece"):
         training.make_batches(pairs, number_tokenizer, 64, max_length=8)
+
+
+@pytest.mark.tensorflow_only  # tf.data
+@pytest.mark.parametrize("line", ["0-0 1", "0:0", "a-b", "0-0,1-1", "-1-0"])
+def test_a_line_that_is_not_pharaoh_is_named(line):
+    import tensorflow as tf
+
+    pairs = training.text_pairs_from_lists(["4 5", "6 7"], ["6 7", "4 5"])
+    with pytest.raises(ValueError, match=rf"line 1 \(from 0\) {re.escape(repr(line))}"):
+        training.with_word_links(pairs, [" 0-1  1-0 ", line])
+    # A dataset of lines: the pipeline stops at it, naming it.
+    linked = training.with_word_links(pairs, tf.data.Dataset.from_tensor_slices(["", line]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Pharaoh line"):
+        list(linked)
+    # Good lines pass both ways, unchanged.
+    good = [" 0-1  1-0 ", ""]
+    for links in (good, tf.data.Dataset.from_tensor_slices(good)):
+        assert [
+            t.decode() for *_, t in training.with_word_links(pairs, links).as_numpy_iterator()
+        ] == good
 
 
 def test_the_settings_weight_reaches_the_model():
