@@ -33,11 +33,11 @@ runner without alignments does), the baseline. Columns:
 
 import argparse
 import dataclasses
-import gzip
 import re
 import time
 
 from keras_transformer_runtime.text import formats
+from keras_transformer_runtime.text.files import read_lines
 from keras_transformer_runtime.text.markup import WORD
 
 # English word -> the German forms of its one clear translation.
@@ -106,12 +106,6 @@ class Case:
     tagged: str
     reference: str
     forms: frozenset
-
-
-def read(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def words(text):
@@ -252,7 +246,7 @@ def main():
     exports = (args.ctranslate2_dir, args.saved_model_dir, args.litert_model, args.onnx_model)
     if not any(exports):
         parser.error("give one export or more: --ctranslate2_dir, --saved_model_dir, ...")
-    cases = evaluation_set(read(args.test_src), read(args.test_ref))
+    cases = evaluation_set(read_lines(args.test_src), read_lines(args.test_ref))
     print(f"evaluation set: {len(cases)} sentences with one tagged word of {len(WORDS)}\n")
     columns = "row, set, word kept, placed, tags kept, BLEU plain, BLEU tagged, text s, html s"
     print("| " + " | ".join(columns.split(", ")) + " |")

@@ -27,10 +27,10 @@ attention argmax only, and by position (`formats.by_position`).
 import argparse
 import collections
 import dataclasses
-import gzip
 
 from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text import word_links
+from keras_transformer_runtime.text.files import read_lines
 from keras_transformer_runtime.text.markup import WORD
 from keras_transformer_runtime.text.word_alignment import word_alignment
 
@@ -49,12 +49,6 @@ class Case:
     @property
     def place(self):
         return PLACES[min(self.source_word, 2)]
-
-
-def read(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def words(text):
@@ -149,8 +143,8 @@ def main():
     args = parser.parse_args()
     if not (args.ctranslate2_dir or args.saved_model_dir):
         parser.error("give --ctranslate2_dir or --saved_model_dir (or both)")
-    sources, references = read(args.test_src), read(args.test_ref)
-    train_sources, train_references = read(args.train_src), read(args.train_ref)
+    sources, references = read_lines(args.test_src), read_lines(args.test_ref)
+    train_sources, train_references = read_lines(args.train_src), read_lines(args.train_ref)
     source_words = [words(s) for s in train_sources + sources]
     reference_words = [words(r) for r in train_references + references]
     links = eflomal_links(source_words, reference_words)[len(train_sources) :]
