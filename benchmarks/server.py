@@ -16,8 +16,11 @@ the server's mean batch size (read from its `/metrics`), without HTTP,
 JSON or queueing: `server / direct` is what serving costs. The two
 alternate, `--rounds` times after a warm-up (so that the machine's drift
 falls on both alike); a row gives the medians of the rounds' speeds and
-of their ratios, and a request's median and 90th-percentile latency
-over all rounds.
+of their ratios, a request's median and 90th-percentile latency
+over all rounds, and how busy the workers were (the seconds they ran
+batches, from `/metrics`, over the workers' share of the pass: the rest
+they waited for requests, e.g. for the clients of the batch just
+answered to send their next).
 
 For a CTranslate2 export, each round also measures CTranslate2 alone at
 its best on the same batch size: every sentence in one `translate_batch`
@@ -193,18 +196,24 @@ def wait_until_serving(server, port, sentences, timeout=300):
             client.close()
 
 
-def mean_batch(port):
-    """`(batches, sentences)` the server on `port` has run (`/metrics`)."""
+def batch_totals(port):
+    """`(batches, sentences, seconds)` the server on `port` has run
+    (`/metrics`: the batches' count, their sentences, the seconds its
+    workers spent running them)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
     connection.close()
     samples = {}
     for line in text.splitlines():
-        if line.startswith("translation_batch_size_"):
+        if line.startswith(("translation_batch_size_", "translation_batch_seconds_")):
             name, value = line.split()
             samples[name] = float(value)
-    return samples["translation_batch_size_count"], samples["translation_batch_size_sum"]
+    return (
+        samples["translation_batch_size_count"],
+        samples["translation_batch_size_sum"],
+        samples["translation_batch_seconds_sum"],
+    )
 
 
 def direct_in_process(argv, workers, threads, batch_size, separate=False):
@@ -249,12 +258,13 @@ def alone_speed(model, sentences, inter, intra, batch_size):
 
 
 def row(args, argv, sentences, workers, threads):
-    """`{"speed", "direct", "ratio", "p50", "p90", "batch"}` of the clients
-    against a server started with `workers` and `threads`: `--rounds`
-    rounds, each a pass of the clients and then a pass of the runners
-    called directly on batches of that pass's mean size (`batch`: the mean
-    over the rounds), the medians of the rounds (`ratio`: of each round's
-    server / direct, the two measured a minute apart at most)."""
+    """`{"speed", "direct", "ratio", "p50", "p90", "batch", "busy"}` of the
+    clients against a server started with `workers` and `threads`:
+    `--rounds` rounds, each a pass of the clients and then a pass of the
+    runners called directly on batches of that pass's mean size (`batch`:
+    the mean over the rounds), the medians of the rounds (`ratio`: of each round's
+    server / direct, the two measured a minute apart at most; `busy`: the
+    workers' seconds running batches over theirs in the pass)."""
     port = free_port()
     command = [sys.executable, "-m", "keras_transformer_runtime.serve", "--model", args.model]
     command += ["--model_name", "bench", "--port", str(port), "--workers", str(workers)]
@@ -267,13 +277,14 @@ def row(args, argv, sentences, workers, threads):
         wait_until_serving(server, port, sentences[:1])
         clients_pass(port, sentences[: 4 * args.clients], args.clients)  # warm-up
         for _ in range(args.rounds):
-            before = mean_batch(port)
+            before = batch_totals(port)
             speed, pass_latencies = clients_pass(port, sentences, args.clients)
-            after = mean_batch(port)
+            after = batch_totals(port)
             batch = (after[1] - before[1]) / (after[0] - before[0])
+            busy = (after[2] - before[2]) / (workers * len(sentences) / speed)
             size = max(1, round(batch))
             direct = direct_in_process(argv, workers, threads, size)
-            measured = {"speed": speed, "direct": direct, "batch": batch}
+            measured = {"speed": speed, "direct": direct, "batch": batch, "busy": busy}
             if runner_kind(args.model) == "ctranslate2":
                 measured["alone"], measured["alone_setting"] = alone_at_best(argv, size)
                 if workers > 1:
@@ -288,6 +299,7 @@ def row(args, argv, sentences, workers, threads):
         "direct": statistics.median(r["direct"] for r in rounds),
         "ratio": statistics.median(r["speed"] / r["direct"] for r in rounds),
         "batch": statistics.mean(r["batch"] for r in rounds),
+        "busy": statistics.median(r["busy"] for r in rounds),
         "p50": statistics.median(latencies),
         "p90": statistics.quantiles(latencies, n=10)[-1],
     }
@@ -341,9 +353,9 @@ def main(argv=None):
     print()
     print(
         "| workers x threads | mean batch | server, sentences/s | runners directly, sentences/s "
-        "| server / direct | latency p50, ms | p90, ms |"
+        "| server / direct | latency p50, ms | p90, ms | workers busy |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     results = []
     for workers, threads in args.settings:
         result = row(args, list(argv or sys.argv[1:]), sentences, workers, threads)
@@ -351,7 +363,8 @@ def main(argv=None):
         print(
             f"| {workers} x {threads or 'all'} | {result['batch']:.1f} | {result['speed']:.1f} "
             f"| {result['direct']:.1f} | {result['ratio']:.2f}x "
-            f"| {1000 * result['p50']:.0f} | {1000 * result['p90']:.0f} |",
+            f"| {1000 * result['p50']:.0f} | {1000 * result['p90']:.0f} "
+            f"| {100 * result['busy']:.0f}% |",
             flush=True,
         )
     alone = [(w, t, r) for w, t, r in results if "alone" in r]

@@ -35,6 +35,8 @@ def test_the_table_has_a_row_per_server_setting(reverser_export, tmp_path, runne
     for row in rows:
         batch, speed, direct, ratio = (c.strip(" x") for c in row.split("|")[2:6])
         assert 0 < float(batch) <= 4 and float(speed) > 0 and float(direct) > 0
+        # The workers ran batches for part of the clients' pass, never more.
+        assert 0 < float(row.split("|")[8].strip(" %")) <= 100
         assert overlap(printed(ratio), quotient(printed(speed), printed(direct)))
     if runner != "CTranslate2Translator":
         assert len(tables) == 2  # no CTranslate2 alone to compare with
