@@ -28,6 +28,7 @@ NO_LINK = -1
 
 # A Pharaoh line: `i-j` pairs of word indices, separated by whitespace.
 PHARAOH = r"\s*(\d+-\d+(\s+\d+-\d+)*)?\s*"
+NOT_PHARAOH = '`links` must hold a Pharaoh line per pair ("0-0 1-2 2-1"). Received:'
 
 __all__ = ["align_words", "with_word_links"]
 
@@ -54,10 +55,7 @@ def with_word_links(pairs, links):
         links = [line.decode() if isinstance(line, bytes) else line for line in links]
         for number, line in enumerate(links):
             if not isinstance(line, str) or not re.fullmatch(PHARAOH, line):
-                raise ValueError(
-                    f'`links` must hold a Pharaoh line per pair ("0-0 1-2 2-1"). '
-                    f"Received: line {number} (from 0) {line!r}"
-                )
+                raise ValueError(f"{NOT_PHARAOH} line {number} (from 0) {line!r}")
         links = tf.data.Dataset.from_tensor_slices(tf.constant(links, tf.string))
     return tf.data.Dataset.zip(pairs, links).map(lambda pair, line: (*pair, line))
 
@@ -66,7 +64,7 @@ def _checked_line(line):
     """`line` once it is a Pharaoh line; else the pipeline stops, naming it."""
     check = tf.debugging.Assert(
         tf.strings.regex_full_match(line, PHARAOH),
-        ['`links` must hold a Pharaoh line per pair ("0-0 1-2 2-1"). Received:', line],
+        [NOT_PHARAOH, line],
     )
     with tf.control_dependencies([check]):
         return tf.identity(line)
