@@ -3,7 +3,6 @@ export's limits, with the session's exported micro translator (the
 CTranslate2, LiteRT and ONNX runs are in their export tests; what needs
 no model, in test_translate_command.py)."""
 
-import io
 import os
 import subprocess
 import sys
@@ -11,7 +10,6 @@ import sys
 import numpy as np
 import pytest
 
-import keras_transformer_runtime.translate as translate_cli
 import keras_transformer_runtime.translate_output as translate_output
 
 # TensorFlow by design; skipped where the runtime runs without it.
@@ -63,10 +61,10 @@ _LOADED = {}
 
 
 @pytest.fixture
-def cli(monkeypatch, capsysbinary):
-    """Runs the command line in this process: `run(*args, stdin=...)` ->
-    `(exit code, stdout bytes, stderr text)`. Each SavedModel is loaded once
-    per session (`test_command_line` runs the real subprocess)."""
+def cli(cli, monkeypatch):
+    """The runtime's `cli` (tests/runtime/conftest.py), each SavedModel
+    loaded once per session (`test_command_line` runs the real
+    subprocess)."""
     real_load = tf.saved_model.load
 
     def load(path):
@@ -75,18 +73,7 @@ def cli(monkeypatch, capsysbinary):
         return _LOADED[path]
 
     monkeypatch.setattr(tf.saved_model, "load", load)
-
-    def run(*args, stdin=b""):
-        stdin = stdin.encode() if isinstance(stdin, str) else stdin
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-        try:
-            code = translate_cli.main(list(args))
-        except SystemExit as error:
-            code = error.code
-        captured = capsysbinary.readouterr()
-        return code, captured.out, captured.err.decode("utf-8", "replace")
-
-    return run
+    return cli
 
 
 @pytest.mark.large  # loads the exported translator

@@ -3,7 +3,6 @@ model (the SavedModel runs: test_translate.py; the other kinds': their
 export tests)."""
 
 import io
-import sys
 
 import pytest
 
@@ -11,24 +10,6 @@ import keras_transformer_runtime.translate as translate_cli
 import keras_transformer_runtime.translate_output as translate_output
 from keras_transformer_runtime.runners.loading import KINDS
 from tests.runtime.text.test_documents import RuleRunner
-
-
-@pytest.fixture
-def cli(monkeypatch, capsysbinary):
-    """Runs the command line in this process: `run(*args, stdin=...)` ->
-    `(exit code, stdout bytes, stderr text)`."""
-
-    def run(*args, stdin=b""):
-        stdin = stdin.encode() if isinstance(stdin, str) else stdin
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-        try:
-            code = translate_cli.main(list(args))
-        except SystemExit as error:
-            code = error.code
-        captured = capsysbinary.readouterr()
-        return code, captured.out, captured.err.decode("utf-8", "replace")
-
-    return run
 
 
 class DrawingRunner(RuleRunner):
