@@ -8,7 +8,7 @@ SentencePiece's word boundary `▁` is a space, a run of byte pieces
 (`<0xC3><0xA9>`) is the characters it decodes to, and control pieces (EOS,
 a language tag `>>de<<`, `<unk>`) hold none. The n-th such character of
 the pieces is the n-th of the text as SentencePiece's NFKC normalization
-writes it, character by character (`ﬁ` as `fi`, `…` as `...`). Where the
+writes it, a word at a time (`ﬁ` as `fi`, `…` as `...`). Where the
 counts still differ (another normalization), the positions are scaled from
 one count to the other, so a word is still matched to the pieces at its
 place.
@@ -133,10 +133,11 @@ def _words_at(pieces, text):
     fall in (scaled where the counts differ): a `range`, empty for a piece
     that writes none."""
     owner = []  # for each character of `text` other than whitespace, its word
+    # Written as the tokenizer's NFKC writes it, a word at a time (a word
+    # holds its combining marks, so what NFKC composes stays in one).
     for index, match in enumerate(WORD.finditer(text)):
-        for character in match.group():  # as the tokenizer's NFKC writes it
-            written = unicodedata.normalize("NFKC", character)
-            owner.extend([index] * sum(1 for c in written if not c.isspace()))
+        written = unicodedata.normalize("NFKC", match.group())
+        owner.extend([index] * sum(1 for c in written if not c.isspace()))
     widths = _widths(pieces)
     total = sum(widths)
 

@@ -71,6 +71,16 @@ def test_a_span_goes_around_the_words_aligned_to_those_it_wrapped():
     )
 
 
+def test_a_word_keeps_its_combining_marks():
+    # Python's `\w` leaves out combining marks: Devanagari's vowel signs
+    # and virama, Tamil's, a diaeresis written apart. Each is inside its word.
+    words = [m.group() for m in WORD.finditer("हिन्दी भाषा, தமிழ்!")]
+    assert words == ["हिन्दी", "भाषा", ",", "தமிழ்", "!"]
+    assert [m.group() for m in WORD.finditer("Ma\u0308dchen's")] == ["Ma\u0308dchen's"]
+    tagged = TaggedText("I speak Hindi.", (Span(8, 13, "<b>", "</b>"),))
+    assert tagged.placed("मैं हिन्दी बोलता हूँ.", [0, 2, 1, 1, 3]) == "मैं <b>हिन्दी</b> बोलता हूँ."
+
+
 def test_spans_side_by_side_follow_their_words_when_the_translation_swaps_them():
     # "a red car and a blue bike" -> "ein blaues Rad und ein rotes Auto":
     # the phrases swap, and so do their tags (in source order, the second

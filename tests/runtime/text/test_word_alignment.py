@@ -103,3 +103,16 @@ def test_with_the_whole_attention_words_are_matched_on_its_sums_by_word():
         found.translation, found.target_tokens, found.source_tokens, found.alignments
     )
     assert word_alignment(argmax_only, "A little girl.") == [0, 0, 0, None]
+
+
+@pytest.mark.parametrize("source", ["Ein Mädchen lacht.", "Ein Ma\u0308dchen lacht."])
+def test_a_source_written_composed_or_decomposed_aligns_alike(source):
+    # NFKC writes "a" + COMBINING DIAERESIS as "ä": the pieces hold one
+    # character where the decomposed source holds two.
+    found = aligned(
+        "A girl laughs.",
+        ["▁A", "▁girl", "▁laugh", "s", ".", "</s>"],
+        ["▁Ein", "▁Mädchen", "▁lacht", ".", "</s>"],
+        [0, 1, 2, 2, 3, 4],
+    )
+    assert word_alignment(found, source) == [0, 1, 2, 3]
