@@ -2,11 +2,13 @@
 page or fragment of one (`"html"`) or Markdown (`"markdown"`).
 
 A runner translates plain text as it is. A document in markup is parsed
-(`html.HtmlPage`, `markdown.MarkdownPage`); each of its segments (a
-paragraph, a list item, a cell) is translated with every other
-segment's, in one call, and its inline markup put back around the target
-words aligned to the source words it wrapped (`markup.TaggedText`), the
-alignment coming from the runner (`word_alignment`). A runner that gives
+(`html.HtmlPage`, `markdown.MarkdownPage`); its segments (a paragraph,
+a list item, a cell) are translated with every other page's, in one call
+for those with inline markup and one for the rest, and a segment's inline
+markup is put back around the target words aligned to the source words it
+wrapped (`markup.TaggedText`), the alignment coming from the runner
+(`word_alignment`). A segment without inline markup is translated as
+plain text, without the alignments' cost. A runner that gives
 no alignments (`translate_with_alignments` not among its `methods`)
 places the markup by position: the middle of the n-th of m target words
 is aligned to the source word at the same fraction of the source. A page
@@ -88,30 +90,31 @@ class Markup:
 
     def translate(self, texts, target_lang, plain, aligned):
         """A `TranslatedDocument` per text, the segments of all pages
-        translated in one call: `aligned(segments, target_lang)`
-        (`AlignedTranslation`s), or where it is `None`,
-        `plain(segments, target_lang)` with the words aligned by
-        position."""
+        translated in two calls at most: those with inline markup by
+        `aligned(segments, target_lang=...)` (`AlignedTranslation`s), the
+        others (all of them where `aligned` is `None`) by
+        `plain(segments, target_lang)`, their words aligned by position
+        (a segment without markup needs no alignment)."""
         self.require()
         pages = [self.page.parse(text) for text in texts]
         rows = [row for row, page in enumerate(pages) for _ in page.segments]
-        sources = [segment.text.strip() for page in pages for segment in page.segments]
+        segments = [segment for page in pages for segment in page.segments]
+        sources = [segment.text.strip() for segment in segments]
         wanted = [i for i, source in enumerate(sources) if WORD.search(source)]
-        langs = target_lang
-        if isinstance(target_lang, (list, tuple)):
-            langs = [target_lang[rows[i]] for i in wanted]
-        texts = [sources[i] for i in wanted]
-        if not texts:
-            translations, alignments = [], []
-        elif aligned is None:
-            translations = plain(texts, langs)
+        by_alignment = [i for i in wanted if aligned is not None and segments[i].markup]
+        done = {}
+        if by_alignment:
+            langs = self._langs(target_lang, rows, by_alignment)
+            found = aligned([sources[i] for i in by_alignment], target_lang=langs)
+            for i, translated in zip(by_alignment, found, strict=True):
+                done[i] = (translated.translation, word_alignment(translated, sources[i]))
+        rest = [i for i in wanted if i not in done]
+        if rest:
+            texts = [sources[i] for i in rest]
+            translations = plain(texts, self._langs(target_lang, rows, rest))
             words = [[m.group() for m in WORD.finditer(text)] for text in texts]
-            alignments = by_position(words, translations)
-        else:
-            found = aligned(texts, target_lang=langs)
-            translations = [a.translation for a in found]
-            alignments = [word_alignment(a, t) for a, t in zip(found, texts, strict=True)]
-        done = dict(zip(wanted, zip(translations, alignments, strict=True), strict=True))
+            found = zip(translations, by_position(words, translations), strict=True)
+            done.update(zip(rest, found, strict=True))
         translated, start = [], 0
         for page in pages:
             count = len(page.segments)
@@ -122,6 +125,14 @@ class Markup:
             start += count
             translated.append(TranslatedDocument(page.render(found), page.repaired))
         return translated
+
+    @staticmethod
+    def _langs(target_lang, rows, segments):
+        """`target_lang` for the `segments` (indices), where it is given per
+        text (`rows[i]`: the text of segment `i`)."""
+        if isinstance(target_lang, (list, tuple)):
+            return [target_lang[rows[i]] for i in segments]
+        return target_lang
 
 
 def of(name):

@@ -17,7 +17,8 @@ from keras_transformer_runtime.text.formats import RepairedMarkupWarning
 class WordReversingRunner(runner.Runner):
     """Translates by writing the words in reverse order, upper-cased; its
     alignments say so (the i-th of n target words is the n-1-i-th source
-    word). Records the texts of each call."""
+    word). Records the texts of each call (`calls`), and of each call for
+    alignments (`aligned_calls`)."""
 
     methods = frozenset(
         {runner.TRANSLATE, runner.TRANSLATE_WITH_SCORES, runner.TRANSLATE_WITH_ALIGNMENTS}
@@ -25,7 +26,7 @@ class WordReversingRunner(runner.Runner):
 
     def __init__(self):
         self.settings = DecodingSettings(split_sentences=False)
-        self.calls = []
+        self.calls, self.aligned_calls = [], []
 
     def _source_lengths(self, texts):
         return [len(text.split()) for text in texts]
@@ -36,6 +37,7 @@ class WordReversingRunner(runner.Runner):
 
     def _translate_with_alignments(self, sentences, batch_size):
         self.calls.append(list(sentences))
+        self.aligned_calls.append(list(sentences))
         found = []
         for sentence in sentences:
             words = sentence.split()
@@ -67,6 +69,18 @@ def test_html_tags_go_around_the_words_aligned_to_those_they_wrapped():
     ]
     # Every segment of every page in one call.
     assert translator.calls == [["a b c d", "e f\ng"]]
+
+
+def test_segments_without_inline_markup_are_translated_without_alignments():
+    translator = WordReversingRunner()
+    pages = ["<p>a <b>b</b></p><p>c d</p><ul><li>e</li><li>f <i>g</i></li></ul>", "<p>h i</p>"]
+    assert translator.translate(pages, format="html") == [
+        "<p><b>B</b> A</p><p>D C</p><ul><li>E</li><li><i>G</i> F</li></ul>",
+        "<p>I H</p>",
+    ]
+    # One call for alignments (the segments with markup), one plain call.
+    assert translator.aligned_calls == [["a b", "f g"]]
+    assert translator.calls == [["a b", "f g"], ["c d", "e", "h i"]]
 
 
 def test_without_alignments_markup_is_placed_by_position():
