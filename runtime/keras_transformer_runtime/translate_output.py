@@ -4,6 +4,7 @@ and its warnings on stderr (see `keras_transformer_runtime.translate`)."""
 import sys
 import warnings
 
+from keras_transformer_runtime.runners.results import RefusedRequestError
 from keras_transformer_runtime.text.documents import LongInputWarning
 
 
@@ -73,12 +74,18 @@ def translate_document(runner, args, data, out):
         )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LongInputWarning)
-        (document,) = runner.translate_documents(
-            [data.decode("utf-8", errors="replace")],
-            args.format,
-            batch_size=args.batch_size,
-            target_lang=args.target_lang,
-        )
+        try:
+            (document,) = runner.translate_documents(
+                [data.decode("utf-8", errors="replace")],
+                args.format,
+                batch_size=args.batch_size,
+                target_lang=args.target_lang,
+            )
+        except RefusedRequestError as error:
+            print(
+                f"error: The export refuses a part of the document: {error.reason}", file=sys.stderr
+            )
+            return 1
     for warning in caught:
         report_warning(warning)
     if document.repaired:

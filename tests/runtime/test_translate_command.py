@@ -201,3 +201,11 @@ def test_format_html_translates_stdin_as_one_page(cli, monkeypatch, tmp_path):
     assert (code, out, err) == (0, b"# *B* A\n", "")
     code, _, err = cli("--model", str(tmp_path), "--format", "html", "--n_best", "2", stdin="a")
     assert code == 2 and "--format html goes with --mode translate" in err
+
+
+def test_a_document_the_export_refuses_part_of_is_an_error_not_a_crash(cli, monkeypatch, tmp_path):
+    monkeypatch.setattr(translate_cli, "load_runner", lambda path, **options: RuleRunner())
+    page = "<p>One.</p><p>REFUSE this.</p>"
+    code, out, err = cli("--model", str(tmp_path), "--format", "html", stdin=page)
+    assert (code, out) == (1, b"")
+    assert "error: The export refuses a part of the document: too long" in err

@@ -272,7 +272,11 @@ def _method(runner, job, seed, repaired):
         return lambda texts: runner.translate_with_scores(texts, **options)
 
     def documents(texts):
-        found = runner.translate_documents(texts, job.format, **options)
+        try:
+            found = runner.translate_documents(texts, job.format, **options)
+        except RefusedRequestError as error:
+            repaired.update(t for t, d in zip(texts, error.done, strict=False) if d.repaired)
+            raise error.with_done([[Hypothesis(d.translation, 0.0)] for d in error.done]) from None
         repaired.update(t for t, d in zip(texts, found, strict=True) if d.repaired)
         return [[Hypothesis(d.translation, 0.0)] for d in found]
 

@@ -107,6 +107,11 @@ class RefusedRequestError(ValueError):
         self.reason, self.start, self.end, self.done = reason, start, end, done
         super().__init__(f"The export refuses {self.where('item')}: {reason}")
 
+    def with_done(self, done):
+        """This refusal with `done` as its results: those of the same items
+        in another form (a document's translation for its hypotheses)."""
+        return RefusedRequestError(self.reason, self.start, self.end, done)
+
     def where(self, noun):
         """The refused items named by `noun`, 1-based: `"line 4"`, `"lines 4-5"`."""
         if self.end - self.start == 1:

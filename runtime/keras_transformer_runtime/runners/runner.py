@@ -184,7 +184,10 @@ class Runner:
         `target_lang`; a web page or Markdown with `format`: see the
         module's docstring), with a `RepairedMarkupWarning` naming the
         inputs whose markup was malformed."""
-        documents = self.translate_documents(sentences, format, batch_size, target_lang)
+        try:
+            documents = self.translate_documents(sentences, format, batch_size, target_lang)
+        except RefusedRequestError as error:
+            raise error.with_done([document.translation for document in error.done]) from None
         formats.warn_repaired(documents)
         return [document.translation for document in documents]
 
@@ -202,7 +205,10 @@ class Runner:
         batch_size = self.resolve_batch_size(batch_size)
 
         def plain(texts, target_lang):
-            found = self.translate_with_scores(texts, 1, False, batch_size, target_lang)
+            try:
+                found = self.translate_with_scores(texts, 1, False, batch_size, target_lang)
+            except RefusedRequestError as error:
+                raise error.with_done([options[0].translation for options in error.done]) from None
             return [options[0].translation for options in found]
 
         aligned = None  # without the model's alignments, markup is placed by position

@@ -29,6 +29,7 @@ import importlib.util
 import warnings
 
 from keras_transformer_runtime import validation
+from keras_transformer_runtime.runners.results import RefusedRequestError
 from keras_transformer_runtime.text.html import HtmlPage
 from keras_transformer_runtime.text.markdown import MarkdownPage
 from keras_transformer_runtime.text.markup import WORD
@@ -62,8 +63,12 @@ class PlainText:
 
     def translate(self, texts, target_lang, plain, aligned):
         """A `TranslatedDocument` per text: `plain(texts, target_lang)`'s
-        translations."""
-        return [TranslatedDocument(t) for t in plain(texts, target_lang)]
+        translations (a `RefusedRequestError` of `plain`, whose `done` are
+        translations, raised again with `TranslatedDocument`s done)."""
+        try:
+            return [TranslatedDocument(t) for t in plain(texts, target_lang)]
+        except RefusedRequestError as error:
+            raise error.with_done([TranslatedDocument(t) for t in error.done]) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,27 +99,33 @@ class Markup:
         `aligned(segments, target_lang=...)` (`AlignedTranslation`s), the
         others (all of them where `aligned` is `None`) by
         `plain(segments, target_lang)`, their words aligned by position
-        (a segment without markup needs no alignment)."""
+        (a segment without markup needs no alignment). A
+        `RefusedRequestError` of a segment is raised as one of its text,
+        with the texts before it done."""
         self.require()
         pages = [self.page.parse(text) for text in texts]
         rows = [row for row, page in enumerate(pages) for _ in page.segments]
         segments = [segment for page in pages for segment in page.segments]
         sources = [segment.text.strip() for segment in segments]
         wanted = [i for i, source in enumerate(sources) if WORD.search(source)]
-        by_alignment = [i for i in wanted if aligned is not None and segments[i].markup]
+        marked = {i for i in wanted if aligned is not None and segments[i].markup}
+        by_alignment, rest = sorted(marked), [i for i in wanted if i not in marked]
         done = {}
-        if by_alignment:
-            langs = self._langs(target_lang, rows, by_alignment)
-            found = aligned([sources[i] for i in by_alignment], target_lang=langs)
-            for i, translated in zip(by_alignment, found, strict=True):
-                done[i] = (translated.translation, word_alignment(translated, sources[i]))
-        rest = [i for i in wanted if i not in done]
-        if rest:
-            texts = [sources[i] for i in rest]
-            translations = plain(texts, self._langs(target_lang, rows, rest))
-            words = [[m.group() for m in WORD.finditer(text)] for text in texts]
-            found = zip(translations, by_position(words, translations), strict=True)
-            done.update(zip(rest, found, strict=True))
+        try:
+            if by_alignment:
+                langs = self._langs(target_lang, rows, by_alignment)
+                found = aligned([sources[i] for i in by_alignment], target_lang=langs)
+                for i, translated in zip(by_alignment, found, strict=True):
+                    done[i] = (translated.translation, word_alignment(translated, sources[i]))
+            if rest:
+                parts = [sources[i] for i in rest]
+                translations = plain(parts, self._langs(target_lang, rows, rest))
+                words = [[m.group() for m in WORD.finditer(part)] for part in parts]
+                found = zip(translations, by_position(words, translations), strict=True)
+                done.update(zip(rest, found, strict=True))
+        except RefusedRequestError as error:
+            called = by_alignment if len(done) < len(by_alignment) else rest
+            raise self._refused(error, called, rows, texts, target_lang, plain, aligned) from None
         translated, start = [], 0
         for page in pages:
             count = len(page.segments)
@@ -125,6 +136,16 @@ class Markup:
             start += count
             translated.append(TranslatedDocument(page.render(found), page.repaired))
         return translated
+
+    def _refused(self, error, called, rows, texts, target_lang, plain, aligned):
+        """`error`, refusing the segments `called[error.start:error.end]`, as
+        a `RefusedRequestError` of the texts they are in, with the texts
+        before them translated again as its `done` (which may raise the
+        refusal of an earlier text instead)."""
+        start, end = rows[called[error.start]], rows[called[error.end - 1]] + 1
+        langs = target_lang[:start] if isinstance(target_lang, (list, tuple)) else target_lang
+        done = self.translate(texts[:start], langs, plain, aligned) if start else []
+        return RefusedRequestError(error.reason, start, end, done)
 
     @staticmethod
     def _langs(target_lang, rows, segments):

@@ -96,6 +96,19 @@ def test_a_line_the_export_refuses_is_an_error_and_the_rest_is_translated():
     ]
 
 
+def test_a_page_the_export_refuses_a_paragraph_of_is_an_error_and_the_rest_is_translated():
+    # The refusal is of a segment; it must fall on the page that holds it.
+    rule = RuleRunner(split_sentences=False)
+    lines = numbered(b"<p>one</p>", b"<p>two</p><p>REFUSE me</p>", b"<p>three</p>", b"<p>four</p>")
+    records, errors = corpus_shards.translate_shard(rule, CorpusJob(format="html"), 0, lines)
+    assert [(r["line"], r["translation"]) for r in records] == [
+        (1, "<p>ONE</p>"),
+        (3, "<p>THREE</p>"),
+        (4, "<p>FOUR</p>"),
+    ]
+    assert [(e["line"], e["error"]) for e in errors] == [(2, "refused by the export: too long")]
+
+
 def test_a_line_that_crashes_the_runner_is_an_error_found_alone():
     reverser = ReversingRunner()
     lines = numbered(b"one", b"CRASH here", b"REFUSE there", b"four")

@@ -186,6 +186,26 @@ def test_a_refused_sentence_names_its_text_and_keeps_the_texts_before():
     assert [options[0].translation for options in raised.value.done] == ["ONE. TWO.", "THREE"]
 
 
+@pytest.mark.parametrize("format", ["html", "markdown"])
+def test_a_refused_paragraph_names_its_page_and_keeps_the_pages_before(format):
+    translator = RuleRunner(split_sentences=False)
+    if format == "html":
+        pages = ["<p>One</p>", "<p>Two</p><p>Three</p>", "<p>Four</p><p>REFUSE</p>", "<p>Five</p>"]
+        before = ["<p>ONE</p>", "<p>TWO</p><p>THREE</p>"]
+    else:
+        pages = ["One\n", "Two\n\nThree\n", "Four\n\nREFUSE\n", "Five\n"]
+        before = ["ONE\n", "TWO\n\nTHREE\n"]
+    with pytest.raises(RefusedRequestError, match="refuses item 3: too long") as raised:
+        translator.translate(pages, format=format)
+    assert (raised.value.start, raised.value.end, raised.value.done) == (2, 3, before)
+    with pytest.raises(RefusedRequestError) as raised:
+        translator.translate_documents(pages, format)
+    assert [document.translation for document in raised.value.done] == before
+    with pytest.raises(RefusedRequestError) as raised:  # plain text: the same, translations done
+        translator.translate(["One", "REFUSE", "Two"])
+    assert (raised.value.start, raised.value.done) == (1, ["ONE"])
+
+
 def test_constraints_of_a_text_go_to_its_longest_sentence_unless_one_holds_them():
     translator = RuleRunner()
     texts = ["Short. A longer one here.", "Alone"]
