@@ -271,14 +271,18 @@ def _method(runner, job, seed, repaired):
     if not formats.of(job.format).marked_up:
         return lambda texts: runner.translate_with_scores(texts, **options)
 
+    def hypotheses(texts, found):
+        """The `TranslatedDocument`s `found` of `texts` as hypotheses, the
+        repaired ones' texts recorded."""
+        repaired.update(t for t, d in zip(texts, found, strict=True) if d.repaired)
+        return [[Hypothesis(d.translation, 0.0)] for d in found]
+
     def documents(texts):
         try:
             found = runner.translate_documents(texts, job.format, **options)
-        except RefusedRequestError as error:
-            repaired.update(t for t, d in zip(texts, error.done, strict=False) if d.repaired)
-            raise error.with_done([[Hypothesis(d.translation, 0.0)] for d in error.done]) from None
-        repaired.update(t for t, d in zip(texts, found, strict=True) if d.repaired)
-        return [[Hypothesis(d.translation, 0.0)] for d in found]
+        except RefusedRequestError as error:  # done: the texts before the refused
+            raise error.with_done(hypotheses(texts[: error.start], error.done)) from None
+        return hypotheses(texts, found)
 
     return documents
 
