@@ -38,7 +38,7 @@ import time
 
 from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text.files import read_lines
-from keras_transformer_runtime.text.markup import WORD
+from keras_transformer_runtime.text.words import WORD
 
 # English word -> the German forms of its one clear translation.
 WORDS = {

@@ -17,7 +17,7 @@ translations pipeline aligns with) over the training corpus with the test
 set after it (its priors need more than a thousand pairs), forward and
 reverse, intersected. A case: a source word with exactly one link, to a
 reference word with exactly one link, both occurring once in their
-sentences (lowercased `markup.WORD`s; the reference word alphabetic). It
+sentences (lowercased `words.WORD`s; the reference word alphabetic). It
 counts where the translation holds that word once, and is right when the
 runner's word alignment of it (`word_alignment`, as markup is placed) is
 the source word. Rows: each runner matched on the attention, with the
@@ -31,8 +31,8 @@ import dataclasses
 from keras_transformer_runtime.text import formats
 from keras_transformer_runtime.text import word_links
 from keras_transformer_runtime.text.files import read_lines
-from keras_transformer_runtime.text.markup import WORD
 from keras_transformer_runtime.text.word_alignment import word_alignment
+from keras_transformer_runtime.text.words import WORD
 
 PLACES = ("first", "second", "later", "all")
 
@@ -52,7 +52,7 @@ class Case:
 
 
 def words(text):
-    """The lowercased `markup.WORD`s of `text`."""
+    """The lowercased `words.WORD`s of `text`."""
     return [m.group().lower() for m in WORD.finditer(text)]
 
 

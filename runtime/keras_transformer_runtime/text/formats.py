@@ -32,9 +32,9 @@ from keras_transformer_runtime import validation
 from keras_transformer_runtime.runners.results import RefusedRequestError
 from keras_transformer_runtime.text.html import HtmlPage
 from keras_transformer_runtime.text.markdown import MarkdownPage
-from keras_transformer_runtime.text.markup import WORD
 from keras_transformer_runtime.text.markup import TranslatedText
 from keras_transformer_runtime.text.word_alignment import word_alignment
+from keras_transformer_runtime.text.words import WORD
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,31 +33,8 @@ Example:
 """
 
 import dataclasses
-import re
-import unicodedata
 
-
-def _marks():
-    """A regular expression's class body of every combining mark (Unicode
-    categories Mn, Mc, Me: a vowel sign, a virama, a diaeresis written
-    apart), which Python's `\\w` leaves out."""
-    # Marks lie in the first two planes and in plane 14 (variation selectors).
-    codes = [*range(0x20000), *range(0xE0000, 0xE1000)]
-    marks = [c for c in codes if unicodedata.category(chr(c)).startswith("M")]
-    runs = []  # [first, last] of each run of consecutive marks
-    for code in marks:
-        if runs and runs[-1][1] == code - 1:
-            runs[-1][1] = code
-        else:
-            runs.append([code, code])
-    return "".join(f"\\U{first:08x}-\\U{last:08x}" for first, last in runs)
-
-
-# A word (letters and digits with their combining marks, with inner
-# apostrophes and hyphens) or one other visible character (punctuation, a
-# symbol).
-_LETTERS = rf"[\w{_marks()}]"
-WORD = re.compile(rf"{_LETTERS}+(?:['’-]{_LETTERS}+)*|[^\w\s]")
+from keras_transformer_runtime.text.words import WORD
 
 
 @dataclasses.dataclass(frozen=True)

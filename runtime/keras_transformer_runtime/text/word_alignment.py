@@ -1,4 +1,4 @@
-"""Word alignments from token alignments: which source word (`markup.WORD`)
+"""Word alignments from token alignments: which source word (`words.WORD`)
 each word of a translation is aligned to, from a runner's
 `AlignedTranslation` (for each target piece, its most attended source
 piece).
@@ -44,7 +44,7 @@ from keras_transformer_runtime.runners.results import BYTE_PIECE
 from keras_transformer_runtime.runners.results import WORD_BOUNDARY
 from keras_transformer_runtime.text.attention_matching import matched_alignment
 from keras_transformer_runtime.text.languages import TAG
-from keras_transformer_runtime.text.markup import WORD
+from keras_transformer_runtime.text.words import WORD
 
 # A piece that stands for no text: `</s>`, `<unk>`, `<pad>`, and the like.
 CONTROL = re.compile(r"<[^<>\s]+>")

@@ -4,8 +4,8 @@ by hand from the pieces' places in the texts."""
 import pytest
 
 from keras_transformer_runtime.runners.results import AlignedTranslation
-from keras_transformer_runtime.text.markup import WORD
 from keras_transformer_runtime.text.word_alignment import word_alignment
+from keras_transformer_runtime.text.words import WORD
 
 
 def aligned(translation, target_tokens, source_tokens, alignments):
