@@ -81,6 +81,7 @@ class TransformerLayerBase(keras.layers.Layer):
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.dropout = dropout
+        self._built_with_dropout = dropout > 0  # Keras's Dropout then has a seed
         self.attention_dropout = attention_dropout
         self.relu_dropout = relu_dropout
         self.activation = keras.activations.get(activation)
@@ -112,6 +113,38 @@ class TransformerLayerBase(keras.layers.Layer):
         config = super().get_config()
         config.update(self.layer_arguments())
         return config
+
+    def set_dropout(self, rate):
+        """Sets P_drop, the rate of the dropout on every residual branch,
+        after the layer was made (`Transformer.set_dropout`). Keras traces
+        a rate as a number: a train function made before must be made
+        again (`model.make_train_function(force=True)`).
+
+        Raises:
+            ValueError: `rate` not in [0, 1), or positive for a layer made
+                with `dropout=0`, whose dropouts have no random seed.
+
+        Example:
+
+        >>> layer = EncoderLayer(num_heads=8, d_ff=2048, dropout=0.2)
+        >>> layer.set_dropout(0.1)
+        >>> layer.get_config()["dropout"]
+        0.1
+        """
+        validation.check_rate(rate=rate)
+        if rate > 0 and not self._built_with_dropout:
+            raise ValueError(
+                f"`{self.name}` was made with dropout=0: its dropout has no random seed. Make "
+                f"it with a positive dropout to set one later. Received: rate={rate!r}"
+            )
+        self.dropout = rate
+        if self.built:
+            for layer in self._residual_dropouts():
+                layer.rate = rate
+
+    def _residual_dropouts(self):
+        """The `keras.layers.Dropout` of each residual branch."""
+        return [self.self_attention_dropout, self.feed_forward_dropout]
 
     def _build_for(self, *inputs):
         """Builds the layer for `inputs` if a method other than `call` is
@@ -237,6 +270,14 @@ class LayerStackBase(TransformerLayerBase):
         self.final_norm = (
             self._make_norm("final_norm", input_shapes[0]) if self.norm_first else None
         )
+
+    def set_dropout(self, rate):
+        super().set_dropout(rate)
+        for layer in self.stack if self.built else ():
+            layer.set_dropout(rate)
+
+    def _residual_dropouts(self):
+        return []  # its layers' (`set_dropout`)
 
     def _final(self, x):
         """The stack's output: `x`, normalized once more when pre-norm."""

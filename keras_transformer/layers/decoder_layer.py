@@ -65,6 +65,9 @@ class DecoderLayer(TransformerLayerBase):
         self._build_feed_forward(decoder_sequence_shape)
         self.built = True
 
+    def _residual_dropouts(self):
+        return [*super()._residual_dropouts(), self.cross_attention_dropout]
+
     def call(
         self,
         decoder_sequence,

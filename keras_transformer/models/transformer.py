@@ -227,6 +227,14 @@ class Transformer(CachedDecoding, InspectedAttention, GuidedAlignment, keras.Mod
         self.build()
         quantize_as(self, self.dtype_policy)  # a quantized model's config
 
+    def set_dropout(self, rate):
+        """Sets P_drop of the embeddings and of every residual branch once
+        the model is made, e.g. from the passes over the data a time budget
+        allows (`training.DropoutByPasses`); as `EncoderLayer.set_dropout`."""
+        self.encoder.set_dropout(rate)  # checks `rate`
+        self.decoder.set_dropout(rate)
+        self.dropout = self.embedding_dropout.rate = rate
+
     def load_own_variables(self, store):
         super().load_own_variables(store)
         refuse_former_optimizer_state(self, store)
@@ -383,9 +391,4 @@ class Transformer(CachedDecoding, InspectedAttention, GuidedAlignment, keras.Mod
 def _arguments(cls):
     """The constructor's own arguments, in order: what `get_config` holds
     (each stored under its name) and what `from_preset` may override."""
-    return [
-        name for name in inspect.signature(cls.__init__).parameters if name not in _NOT_ARGUMENTS
-    ]
-
-
-_NOT_ARGUMENTS = ("self", "kwargs")
+    return [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", "kwargs")]

@@ -63,3 +63,28 @@ def test_seed_reproduces_training_outputs(cls):
     weights = first.get_weights()
     np.testing.assert_array_equal(run(5, weights)[1], expected)
     assert not np.allclose(run(6, weights)[1], expected)
+
+
+@pytest.mark.parametrize("cls", [EncoderLayer, DecoderLayer, Encoder, Decoder])
+def test_set_dropout_changes_every_residual_dropout(cls):
+    arguments = dict(num_heads=4, d_ff=32, dropout=0.5, seed=3)
+    layer = cls(**({"num_layers": 2} if cls in (Encoder, Decoder) else {}), **arguments)
+    inputs = (X,) if cls in (EncoderLayer, Encoder) else (X, X)
+    inference = ops.convert_to_numpy(layer(*inputs, training=False))
+    assert not np.allclose(ops.convert_to_numpy(layer(*inputs, training=True)), inference)
+    layer.set_dropout(0.0)  # no dropout left anywhere: training computes as inference
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(*inputs, training=True)), inference)
+    assert layer.get_config()["dropout"] == 0.0
+    layer.set_dropout(0.3)
+    assert not np.allclose(ops.convert_to_numpy(layer(*inputs, training=True)), inference)
+    assert cls.from_config(layer.get_config()).dropout == 0.3
+
+
+def test_set_dropout_refuses_a_rate_it_cannot_set():
+    with pytest.raises(ValueError, match=r"`rate` must be in \[0, 1\)"):
+        EncoderLayer(num_heads=4, d_ff=32, dropout=0.1).set_dropout(1.0)
+    layer = Encoder(2, num_heads=4, d_ff=32, dropout=0.0)
+    layer.build(X.shape)
+    layer.set_dropout(0.0)  # nothing to change
+    with pytest.raises(ValueError, match="dropout=0"):
+        layer.set_dropout(0.1)  # a Keras Dropout made at 0 has no seed

@@ -457,3 +457,24 @@ def test_encode_and_decode_default_to_inference():
     )
     training = ops.convert_to_numpy(model.encode(source, training=True))
     assert not np.allclose(training, numpy(encoded))
+
+
+def test_set_dropout_of_a_made_model():
+    # The rate a time budget chooses once training runs
+    # (`training.DropoutByPasses`): every dropout of the model follows.
+    model = micro_model(dropout=0.4, seed=5)
+    rng = np.random.default_rng(1)
+    source = ops.convert_to_tensor(rng.integers(4, 20, (2, 6)), "int32")
+    target = ops.convert_to_tensor(rng.integers(4, 20, (2, 5)), "int32")
+    inference = numpy(model((source, target), training=False))
+    assert not np.allclose(numpy(model((source, target), training=True)), inference)
+    model.set_dropout(0.0)
+    assert_close(model((source, target), training=True), inference)
+    model.set_dropout(0.25)
+    assert not np.allclose(numpy(model((source, target), training=True)), inference)
+    config = model.get_config()
+    assert config["dropout"] == 0.25
+    restored = Transformer.from_config(config)
+    assert restored.dropout == restored.encoder.stack[0].dropout == 0.25
+    with pytest.raises(ValueError, match="dropout=0"):
+        micro_model().set_dropout(0.1)
