@@ -14,6 +14,7 @@ from keras_transformer.training.devices import dtype_policy
 from keras_transformer.training.devices import get_strategy
 from keras_transformer.training.devices import recommended_jit_compile
 from keras_transformer.training.devices import recommended_mixed_precision
+from keras_transformer.training.dropout_by_passes import DropoutByPasses
 from keras_transformer.training.fine_tuning import FineTuningSetup
 from keras_transformer.training.fine_tuning import merge_lora
 from keras_transformer.training.fine_tuning import prepare_fine_tuning
@@ -41,6 +42,7 @@ _TENSORFLOW_PARTS = {
     "average_checkpoints": ("checkpoints", "tf.train checkpoints"),
     "checkpoint_paths": ("checkpoints", "tf.train checkpoints"),
     "make_batches": ("data", "tf.data and the TF Text tokenizer"),
+    "target_tokens_per_pass": ("shape_sample", "tf.data"),
     "TranslationEvaluator": ("evaluation", "the in-graph searches"),
     "mix_corpora": ("multilingual", "tf.data"),
     "MixedCorpora": ("multilingual", "tf.data"),
@@ -64,6 +66,7 @@ __all__ = [
     "BestCheckpoints",
     "BudgetPlan",
     "BudgetSchedule",
+    "DropoutByPasses",
     "FineTuningSetup",
     "IncompatibleRunError",
     "LabelSmoothedCrossEntropy",
@@ -99,6 +102,7 @@ __all__ = [
     "read_evaluations",
     "recommended_jit_compile",
     "recommended_mixed_precision",
+    "target_tokens_per_pass",
     "text_pairs_from_files",
     "text_pairs_from_lists",
     "text_pairs_from_tfds",

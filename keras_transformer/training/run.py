@@ -23,6 +23,8 @@ from keras_transformer.training.checkpoints import check_run
 from keras_transformer.training.checkpoints import checkpoint_manager
 from keras_transformer.training.checkpoints import restore_latest
 from keras_transformer.training.checkpoints import training_checkpoint
+from keras_transformer.training.dropout_fitter import DropoutFitter
+from keras_transformer.training.dropout_fitter import read_dropout
 from keras_transformer.training.evaluation import ValidateOnAverages
 from keras_transformer.training.records import keep_tokenizer
 from keras_transformer.training.token_batches import TrainingInput
@@ -64,6 +66,9 @@ class TrainResult:
         batch_shapes: the `BatchShapes` of the training batches
             (`make_batches(static_shapes=True)`), else `None`.
         settings: the `TrainingSettings` the run trained with.
+        dropout: with `dropout_by_passes`, the rate chosen (`rate`, the
+            `passes` it was chosen for, the `step` it was set at), or
+            `None` before it was chosen; else `None`.
     """
 
     initial_step: int
@@ -78,6 +83,7 @@ class TrainResult:
     budget: dict | None = None
     batch_shapes: object = None
     settings: object = None
+    dropout: dict | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,6 +224,7 @@ class TrainingRun:
             evaluations=list(self.log.evaluations),
             batch_shapes=self.shapes,
             settings=self.settings,
+            dropout=read_dropout(self.model_dir) if self.settings.dropout_by_passes else None,
         )
 
     def schedule_fitter(self):
@@ -238,19 +245,30 @@ class TrainingRun:
 
     def callbacks(self, stopper, fitter):
         """Every callback of `fit`, in the order they must run: rates, the
-        schedule fitter, checkpoints, evaluations, their log, the best
-        checkpoints, the caller's, TensorBoard."""
+        schedule fitter, the dropout fitter, checkpoints, evaluations, their
+        log, the best checkpoints, the caller's, TensorBoard."""
         watching = self.watching
         evaluation = [watching.evaluator] if watching.evaluator is not None else []
         if moving_averages(self.model.optimizer) and watching.validation_data is not None:
             # `validation_data` is scored on the averages, as the evaluator's BLEU.
             evaluation.append(ValidateOnAverages())
-        callbacks = [LogRates(), *([fitter] if fitter else []), stopper, *evaluation, self.log]
+        callbacks = [LogRates(), *([fitter] if fitter else []), *self.dropout_fitter(fitter)]
+        callbacks += [stopper, *evaluation, self.log]
         callbacks += [watching.best] if watching.best is not None else []
         callbacks += list(watching.callbacks)
         if self.settings.tensorboard:
             callbacks.append(keras.callbacks.TensorBoard(os.path.join(self.model_dir, "logs")))
         return callbacks
+
+    def dropout_fitter(self, fitter):
+        """`[DropoutFitter]` for `settings.dropout_by_passes` (else `[]`),
+        choosing from `fitter`'s estimate under a budget."""
+        plan = self.settings.dropout_by_passes
+        if plan is None:
+            return []
+        directory = self.model_dir if is_chief(self.strategy) else None
+        verbose = self.settings.verbose != 0
+        return [DropoutFitter(plan, self.train_steps, fitter, directory, verbose)]
 
     def fit(self, callbacks):
         """`model.fit` from the restored step to `train_steps`, one epoch
@@ -298,4 +316,5 @@ class TrainingRun:
             budget=read_budget(self.model_dir) if fitter is not None else None,
             batch_shapes=self.shapes,
             settings=self.settings,
+            dropout=read_dropout(self.model_dir) if self.settings.dropout_by_passes else None,
         )

@@ -9,6 +9,7 @@ import dataclasses
 
 from keras_transformer.training.devices import MIXED_PRECISION
 from keras_transformer.training.devices import dtype_policy
+from keras_transformer.training.dropout_by_passes import DropoutByPasses
 from keras_transformer.training.fine_tuning import FREEZABLE
 from keras_transformer.training.schedules import BudgetSchedule
 from keras_transformer.training.schedules import adam_optimizer
@@ -63,6 +64,9 @@ class TrainingSettings:
             checkpoints) at the first update past it; `None`: no limit.
         budget_plan: a `BudgetPlan`: the budget schedule's warm-up and
             decay, and the checkpoints kept for averaging.
+        dropout_by_passes: a `DropoutByPasses`: the model's P_drop set
+            from the passes over the data the run makes (under a `budget`,
+            once its estimate settles); `None`: the model's own.
         keep_best: the best checkpoints by `best_monitor` kept in
             `model_dir/best/` (0: none).
         best_monitor: the validation score that ranks them, and that early
@@ -109,6 +113,7 @@ class TrainingSettings:
     jit_compile: object = "auto"
     budget: TimeBudget | None = None
     budget_plan: BudgetPlan = BudgetPlan()
+    dropout_by_passes: DropoutByPasses | None = None
     keep_best: int = 0
     best_monitor: str = "val_bleu"
     patience: int | None = None
@@ -166,6 +171,13 @@ class TrainingSettings:
             raise ValueError(
                 "`budget_plan` must be a keras_transformer.training.BudgetPlan. "
                 f"Received: budget_plan={self.budget_plan!r}"
+            )
+        if self.dropout_by_passes is not None and not isinstance(
+            self.dropout_by_passes, DropoutByPasses
+        ):
+            raise ValueError(
+                "`dropout_by_passes` must be a keras_transformer.training.DropoutByPasses or "
+                f"None. Received: dropout_by_passes={self.dropout_by_passes!r}"
             )
         if not isinstance(self.best_monitor, str) or not self.best_monitor.startswith("val_"):
             raise ValueError(
@@ -240,6 +252,8 @@ class TrainingSettings:
         values = {name: getattr(self, name) for name in self.names()}
         values["budget"] = None if self.budget is None else self.budget.seconds
         values["budget_plan"] = dataclasses.asdict(self.budget_plan)
+        plan = self.dropout_by_passes
+        values["dropout_by_passes"] = None if plan is None else dataclasses.asdict(plan)
         values["freeze"] = list(self.freeze)
         return values
 

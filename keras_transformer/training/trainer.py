@@ -21,6 +21,7 @@ allows more patience).
 """
 
 from keras_transformer import _backend
+from keras_transformer.models.transformer import Transformer
 from keras_transformer.training import devices
 from keras_transformer.training.best import BestCheckpoints
 from keras_transformer.training.budget import ScheduleFitter
@@ -110,7 +111,8 @@ def train(
         NoTrainingDataError: `batches` produced no batch.
         IncompatibleRunError: `model_dir` holds a run of another model,
             tokenizer or settings, or only unreadable checkpoints.
-        ValueError: `precision` other than the model's dtype policy.
+        ValueError: `precision` other than the model's dtype policy;
+            `dropout_by_passes` for a model that is not a `Transformer`.
 
     Example:
 
@@ -131,6 +133,12 @@ def train(
     """
     settings = TrainingSettings.of(settings)
     _check_precision(model, settings)
+    if settings.dropout_by_passes is not None and not isinstance(model, Transformer):
+        raise ValueError(
+            "`dropout_by_passes` sets a Transformer's dropout (`Transformer.set_dropout`); "
+            f"the model is a {type(model).__name__}. "
+            f"Received: dropout_by_passes={settings.dropout_by_passes!r}"
+        )
     if isinstance(validation_data, TokenBatches):
         validation_data = validation_data.dataset
     best = None
