@@ -5,7 +5,9 @@ usage error before anything starts (`parse_config` calls `check_flags`)."""
 import os
 
 from wmt_corpora import CORPORA
+from wmt_dropout import dropout_points
 
+from keras_transformer.training import DropoutByPasses
 from keras_transformer.training.fine_tuning import FREEZABLE
 from keras_transformer_runtime.text import languages
 
@@ -30,6 +32,12 @@ def check_flags(parser, config):
         except ValueError as error:
             parser.error(f"--source_lang/--target_langs: {error}")
     check_synthetic_flags(parser, config)
+    try:
+        points = dropout_points(config)
+        if points is not None:
+            DropoutByPasses(1, points)
+    except ValueError as error:
+        parser.error(f"--dropout_by_passes: {error}")
     if not config.temperature > 0:
         parser.error(f"--temperature must be positive, not {config.temperature}")
     if (config.freeze or config.lora_rank or config.lora_alpha) and not config.init_from:

@@ -171,6 +171,14 @@ class _RunSettings:
     dropout: float | None = model_setting("P_drop", frozen=False)
     attention_dropout: float | None = model_setting("dropout on attention weights", frozen=False)
     relu_dropout: float | None = model_setting("dropout inside the feed-forward", frozen=False)
+    dropout_by_passes: str | None = setting(
+        None,
+        "P_drop from the passes over the training data the run makes, as PASSES:RATE points "
+        "linear between (e.g. 9:0.1,14:0.2), chosen after the warm-up under a time budget; "
+        "none: --dropout throughout (a --dropout given means none)",
+        "model",
+        shown="none",
+    )
     norm_first: bool | None = model_setting("pre-norm instead of the paper's post-norm")
     position_encoding: str | None = model_setting("positions", ("sinusoidal", "learned"))
     alignment_heads: int | None = model_setting(
@@ -385,5 +393,7 @@ def parse_config(argv=None, description=None):
     data = DATA_PRESETS.get(given.get("data"), {})
     preset = given.get("preset", data.get("preset", RunConfig.preset))
     config = RunConfig(**{**RUN_PRESETS[preset], **data, **given})
+    if "dropout" in given and "dropout_by_passes" not in given:
+        config.dropout_by_passes = None  # the rate asked for, throughout
     check_flags(parser, config)
     return config

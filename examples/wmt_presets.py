@@ -13,7 +13,7 @@ RUN_PRESETS = {
     "small": dict(model="small", vocab_size=4000, dropout=0.2, norm_first=True, batch_tokens=1024,
                   update_tokens=1024, warmup_steps=800, learning_rate_scale=0.5,
                   train_steps=50_000, steps_per_checkpoint=100, eval_every=200,
-                  eval_sentences=500, max_length=128),
+                  eval_sentences=500, max_length=128, dropout_by_passes="9:0.1,14:0.2"),
     "tiny": dict(model="tiny", vocab_size=400, batch_tokens=1024, update_tokens=1024,
                  warmup_steps=100, train_steps=40, steps_per_checkpoint=20, average_last=2,
                  max_length=64),

@@ -41,6 +41,15 @@ def summary_stage(config, run):
                 f"{budget['averaging_from']:,}",
             )
         )
+    dropout = trained.get("dropout")
+    if dropout:
+        rows.append(
+            (
+                "dropout by passes",
+                f"{dropout['rate']} for {dropout['passes']} passes over the training data, "
+                f"from update {dropout['step']:,}",
+            )
+        )
     if trained.get("stopped_early"):
         rows.append(("early stopping", f"stopped at step {trained['final_step']:,}"))
     weights = run["weights"]

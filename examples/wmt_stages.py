@@ -11,6 +11,7 @@ import time
 
 import keras
 import numpy as np
+from wmt_dropout import dropout_by_passes
 
 import keras_transformer as kt
 from keras_transformer import training
@@ -219,12 +220,13 @@ def merged_lora_model(config, model, tokenizer, data, sentences=64):
 TRAINING_GROUPS = ("training", "fine-tuning")
 
 
-def training_settings(config, accumulation, budget, evaluated):
+def training_settings(config, accumulation, budget, evaluated, dropout_by_passes=None):
     """The run's `TrainingSettings`, built once from its flags: the
     training and fine-tuning flags of the settings' names (--train_steps,
     --label_smoothing, --lora_rank, ...), then `accumulation` micro-batches
-    per update, the `budget` clock (or None), and the best --average_last
-    checkpoints by --keep_best when validation BLEU is `evaluated`."""
+    per update, the `budget` clock (or None), the best --average_last
+    checkpoints by --keep_best when validation BLEU is `evaluated`, and
+    the `DropoutByPasses` of --dropout_by_passes (`dropout_by_passes`)."""
     names = training.TrainingSettings.names()
     same = {
         field.name: getattr(config, field.name)
@@ -245,6 +247,7 @@ def training_settings(config, accumulation, budget, evaluated):
         precision=config.mixed_precision,
         budget=budget,
         budget_plan=budget_plan(config),
+        dropout_by_passes=dropout_by_passes,
         verbose=2,
         **best,
     )
@@ -343,7 +346,8 @@ def training_stage(config, model, tokenizer, data, stopwatch, evaluator):
         return after_training_seconds(config, evaluator, data)
 
     budget, callbacks = training_budget(config, stopwatch, later_stages)
-    settings = training_settings(config, accumulation, budget, evaluator is not None)
+    dropout = dropout_by_passes(config, train_pairs, tokenizer, accumulation * replicas)
+    settings = training_settings(config, accumulation, budget, evaluator is not None, dropout)
     result = training.train(
         model, train_batches, config.model_dir, settings, evaluator=evaluator, callbacks=callbacks
     )
@@ -362,6 +366,7 @@ def training_stage(config, model, tokenizer, data, stopwatch, evaluator):
         "evaluation_seconds": evaluation_seconds,
         "tokens_per_sec": tokens / max(result.seconds - evaluation_seconds, 1e-9),
         "budget": result.budget,
+        "dropout": result.dropout,
         "out_of_time": result.out_of_time,
         "stopped_early": result.stopped_early,
         "train_steps": config.train_steps,

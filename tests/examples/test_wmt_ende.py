@@ -83,7 +83,8 @@ def run_script(args, **kwargs):
 def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     model_dir, export_dir = tmp_path / "run", tmp_path / "export"
     extra = f"--export_dir {export_dir} --train_steps 30 --steps_per_checkpoint 10"
-    args = local_args(corpus, model_dir, extra + " --budget_minutes 20")
+    dropout = " --dropout_by_passes 1:0.05,1000:0.2"
+    args = local_args(corpus, model_dir, extra + " --budget_minutes 20" + dropout)
     first = run_script(args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "test: sacreBLEU" in first.stdout and "compound-split BLEU" in first.stdout
@@ -105,6 +106,13 @@ def test_local_files_end_to_end_then_rerun(corpus, tmp_path):
     assert summary["training"]["budget"]["averaging_from"] == 25
     report = (model_dir / "summary.md").read_text()
     assert "warm-up 3 updates, linear decay to zero at 30;" in report
+    # The dropout by the passes the 30 updates make, chosen at the first
+    # checkpoint after the budget's first estimate (update 15).
+    chosen = summary["training"]["dropout"]
+    assert chosen["step"] == 20 and "dropout: by the passes over" in first.stdout
+    expected = np.interp(chosen["passes"], [1, 1000], [0.05, 0.2])
+    assert chosen["rate"] == pytest.approx(expected, abs=1e-3)
+    assert f"| dropout by passes | {chosen['rate']} for {chosen['passes']} passes" in report
     stages = summary["stage_seconds"]
     # The export first: the evaluation then knows the time left.
     assert list(stages) == [
@@ -357,6 +365,28 @@ def test_flags_override_the_preset_which_overrides_the_defaults():
     assert config.model_arguments() == {"max_length": 64, "alignment_heads": 1}
     config = load_example("wmt_config").parse_config([*guided, "--alignment_heads", "2"])
     assert config.model_arguments() == {"max_length": 64, "alignment_heads": 2}
+
+
+def test_the_small_preset_sets_dropout_by_passes_unless_a_dropout_is_given():
+    config, dropout = load_example("wmt_config"), load_example("wmt_dropout")
+    small = config.parse_config(["--preset", "small"])
+    assert dropout.dropout_points(small) == ((9.0, 0.1), (14.0, 0.2))
+    assert small.model_arguments()["dropout"] == 0.2  # until the run knows its passes
+    fixed = config.parse_config(["--preset", "small", "--dropout", "0.3"])
+    assert dropout.dropout_points(fixed) is None and fixed.model_arguments()["dropout"] == 0.3
+    both = ["--preset", "small", "--dropout", "0.3", "--dropout_by_passes", "5:0.3,20:0.1"]
+    assert dropout.dropout_points(config.parse_config(both)) == ((5.0, 0.3), (20.0, 0.1))
+    off = config.parse_config(["--preset", "small", "--dropout_by_passes", "none"])
+    assert dropout.dropout_points(off) is None
+    assert dropout.dropout_points(config.parse_config([])) is None  # the paper's base run
+
+
+@pytest.mark.parametrize("points", ["9-0.1", "9:0.1,x:0.2", "14:0.2,9:0.1", "9:1.5"])
+def test_bad_dropout_points_are_a_usage_error(points, capsys):
+    config = load_example("wmt_config")
+    with pytest.raises(SystemExit):
+        config.parse_config(["--dropout_by_passes", points])
+    assert "--dropout_by_passes: " in capsys.readouterr().err
 
 
 def test_the_encoder_and_the_decoder_take_their_own_depths():
