@@ -85,12 +85,12 @@ class DropoutFitter(keras.callbacks.Callback):
         self._choose(self.fitter.total_steps, step)
 
     def _choose(self, total_steps, step):
-        strategy = self.model.distribute_strategy
-        (rate,) = broadcast_from_chief(strategy, [self.plan.rate(total_steps)])
-        rate = round(float(rate), 4)
+        # Every worker chooses alike: `total_steps` is the chief's (the
+        # `ScheduleFitter` broadcasts its estimate) or `train_steps`.
+        rate = self.plan.rate(total_steps)
         passes = round(self.plan.passes(total_steps), 2)
         self.chosen = {"rate": rate, "passes": passes, "step": step}
-        if self.model_dir and is_chief(strategy):
+        if self.model_dir and is_chief(self.model.distribute_strategy):
             os.makedirs(self.model_dir, exist_ok=True)
             write_json_atomically(os.path.join(self.model_dir, DROPOUT_FILE), self.chosen)
         if self.verbose:
