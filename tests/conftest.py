@@ -41,6 +41,18 @@ def pytest_addoption(parser):
         help="also run the tests marked `large` (they train to a result, trace a "
         "SavedModel or start a Python process); `-m large --run_large` runs only them",
     )
+    parser.addoption(
+        "--record_passed",
+        metavar="PATH",
+        help="write the node ids of the tests that passed to PATH, one a line",
+    )
+    parser.addoption(
+        "--skip_passed",
+        metavar="PATH",
+        help="deselect the tests whose node ids PATH lists (`--record_passed` of an "
+        "earlier run of this checkout): CI runs tests/runtime in the runtime's own venv "
+        "first, and its later rounds run only what did not pass there",
+    )
 
 
 def pytest_report_header(config):
@@ -48,16 +60,48 @@ def pytest_report_header(config):
     return f"Keras backend: {BACKEND}; tests: {tier}"
 
 
+def _deselect(config, items, unwanted):
+    dropped = [item for item in items if unwanted(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not unwanted(item)]
+
+
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--run_large"):  # the fast tier: large tests deselected
-        large = [item for item in items if item.get_closest_marker("large")]
-        if large:
-            config.hook.pytest_deselected(items=large)
-            items[:] = [item for item in items if not item.get_closest_marker("large")]
+        _deselect(config, items, lambda item: item.get_closest_marker("large"))
+    if config.getoption("--skip_passed"):
+        with open(config.getoption("--skip_passed"), encoding="utf-8") as f:
+            passed = set(f.read().splitlines())
+        _deselect(config, items, lambda item: item.nodeid in passed)
     skip_backend = pytest.mark.skip(reason=f"TensorFlow only; KERAS_BACKEND={BACKEND}")
     for item in items:
         if item.get_closest_marker("tensorflow_only") and BACKEND != "tensorflow":
             item.add_marker(skip_backend)
+
+
+class _PassedRecorder:
+    """`--record_passed`: the node ids of the tests whose setup, call and
+    teardown all passed (under pytest-xdist, the controller sees every
+    worker's reports), written when the session ends."""
+
+    def __init__(self, path):
+        self.path, self.passed, self.failed = path, set(), set()
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed or report.skipped:
+            self.failed.add(report.nodeid)
+        elif report.when == "call":
+            self.passed.add(report.nodeid)
+
+    def pytest_sessionfinish(self):
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.writelines(f"{nodeid}\n" for nodeid in sorted(self.passed - self.failed))
+
+
+def pytest_configure(config):
+    if config.getoption("--record_passed") and "PYTEST_XDIST_WORKER" not in os.environ:
+        config.pluginmanager.register(_PassedRecorder(config.getoption("--record_passed")))
 
 
 @pytest.fixture(autouse=True)
