@@ -61,10 +61,12 @@ def pytest_report_header(config):
 
 
 def _deselect(config, items, unwanted):
-    dropped = [item for item in items if unwanted(item)]
+    kept, dropped = [], []
+    for item in items:
+        (dropped if unwanted(item) else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not unwanted(item)]
+        items[:] = kept
 
 
 def pytest_collection_modifyitems(config, items):
@@ -86,17 +88,17 @@ class _PassedRecorder:
     worker's reports), written when the session ends."""
 
     def __init__(self, path):
-        self.path, self.passed, self.failed = path, set(), set()
+        self.path, self.passed = path, set()
 
     def pytest_runtest_logreport(self, report):
-        if report.failed or report.skipped:
-            self.failed.add(report.nodeid)
-        elif report.when == "call":
+        if report.when == "call" and report.passed:
             self.passed.add(report.nodeid)
+        elif report.failed:  # a teardown's failure comes after its call's pass
+            self.passed.discard(report.nodeid)
 
     def pytest_sessionfinish(self):
         with open(self.path, "w", encoding="utf-8") as f:
-            f.writelines(f"{nodeid}\n" for nodeid in sorted(self.passed - self.failed))
+            f.writelines(f"{nodeid}\n" for nodeid in sorted(self.passed))
 
 
 def pytest_configure(config):
