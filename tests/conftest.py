@@ -1,5 +1,6 @@
 import dataclasses
 import fcntl
+import gc
 import os
 
 import pytest
@@ -104,6 +105,21 @@ class _PassedRecorder:
 def pytest_configure(config):
     if config.getoption("--record_passed") and "PYTEST_XDIST_WORKER" not in os.environ:
         config.pluginmanager.register(_PassedRecorder(config.getoption("--record_passed")))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """After each test (its fixtures torn down), collect its garbage and
+    freeze what is left: the session's survivors (TensorFlow's modules,
+    the session fixtures' models and graphs) are then never walked again
+    by the collector's full passes. Without this, those passes walked
+    hundreds of thousands of old objects and took a third of a worker's
+    time under pytest-xdist, up to 33 s each (82 training and model tests
+    under `-n 2`: 361 s, 247 s with it; benchmarks/notes/
+    2026-12-01-ci-time-freezing-the-survivors.md)."""
+    yield
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
