@@ -158,7 +158,8 @@ def torch_peer(spec):
         model = peer_torch.torch_transformer(cfg, PAD, DROPOUT, options)
     model = model.to(device).train()
     bf16 = spec["precision"] == "bf16"
-    step, _ = peer_torch.make_step(model, options, spec["compiled"], bf16, device)
+    compiler = spec.get("compiler", "inductor")
+    step, _ = peer_torch.make_step(model, options, spec["compiled"], bf16, device, compiler)
     arrays = batch_arrays(spec)
     padded = bool((arrays[0] == PAD).any())
     batch = tuple(torch.from_numpy(a).long().to(device) for a in arrays)

@@ -231,12 +231,13 @@ def sdpa_transformer(cfg, pad_id, dropout=DROPOUT):
     return _with_embeddings(cfg, pad_id, dropout, BEST, _sdpa_transformer(cfg, dropout))
 
 
-def make_step(model, options, compiled, bf16, device):
+def make_step(model, options, compiled, bf16, device, compiler="inductor"):
     """`(step, optimizer)`: `step(batch, padded)` runs one optimizer step of
     `model` on `(source, target_in, target_out)` and returns the loss, a 0-d
     tensor the device may still be computing. Compiled, the forward pass
     (and with `options.loss_in_graph`, the loss, `fullgraph=True`) is
-    `torch.compile`d."""
+    `torch.compile`d with `compiler` as its backend (`"aot_eager"`: the
+    same graphs captured, no code generated)."""
     import torch
     from torch import nn
 
@@ -259,9 +260,9 @@ def make_step(model, options, compiled, bf16, device):
         return loss_of(forward(source, target_in, padded), target_out)
 
     if compiled and options.loss_in_graph:
-        forward_and_loss = torch.compile(forward_and_loss, fullgraph=True)
+        forward_and_loss = torch.compile(forward_and_loss, fullgraph=True, backend=compiler)
     elif compiled:  # the forward pass alone, the loss outside (as this benchmark did)
-        compiled_forward = torch.compile(forward)
+        compiled_forward = torch.compile(forward, backend=compiler)
 
         def forward_and_loss(source, target_in, target_out, padded):
             return loss_of(compiled_forward(source, target_in, padded), target_out)
