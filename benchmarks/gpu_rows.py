@@ -158,7 +158,7 @@ def torch_peer(spec):
         model = peer_torch.torch_transformer(cfg, PAD, DROPOUT, options)
     model = model.to(device).train()
     bf16 = spec["precision"] == "bf16"
-    compiler = spec.get("compiler", "inductor")
+    compiler = spec["compiler"]
     step, _ = peer_torch.make_step(model, options, spec["compiled"], bf16, device, compiler)
     arrays = batch_arrays(spec)
     padded = bool((arrays[0] == PAD).any())

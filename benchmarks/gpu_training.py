@@ -43,7 +43,7 @@ line of its error (its traceback goes to stderr). Every compiled PyTorch
 row reports Dynamo's graphs, graph breaks and recompiles; one with a
 graph break fails (but an ablation row, whose breaks are the point);
 `--compiler aot_eager` (CI's CPU smoke run) captures the same graphs and
-generates no code, so its first step is no compile time. Below
+generates no code, so its first step is not Inductor's compile time. Below
 the table, ours on JAX and ours compiled on PyTorch against the best
 compiled PyTorch row without a graph break.
 """
